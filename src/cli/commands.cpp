@@ -1,0 +1,22 @@
+#include "cli/commands.h"
+
+#include "core/error.h"
+
+namespace pagoda::cli {
+
+int run(int argc, char** argv) {
+  CLI::App app{"pagoda: an LLM serving engine (paged KV cache, continuous batching, CUDA and CPU)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pagoda 0.1.0");
+  int exit_code = 0;
+  add_info_command(app, &exit_code);
+  add_tokenize_command(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);  // prints usage or the parse error; exit code 0 for --help, else non-zero
+  }
+  return exit_code;
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,14 @@
+// The subcommands of `pagoda`. Each returns the process exit code; user errors throw pagoda::Error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace pagoda::cli {
+
+int run(int argc, char** argv);
+
+// Each registers its subcommand on `app` and returns the callback that runs it once parsed.
+void add_info_command(CLI::App& app, int* exit_code);
+void add_tokenize_command(CLI::App& app, int* exit_code);
+
+}  // namespace pagoda::cli

@@ -1,0 +1,63 @@
+#include "core/dtype.h"
+
+#include <cmath>
+
+namespace pagoda {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+  }
+  return "?";
+}
+
+bool parse_safetensors_dtype(std::string_view s, DType* out) {
+  if (s == "F32") *out = DType::F32;
+  else if (s == "F16") *out = DType::F16;
+  else if (s == "BF16") *out = DType::BF16;
+  else return false;
+  return true;
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float v;
+  if (exp == 0) v = std::ldexp(static_cast<float>(mant), -24);  // zero and subnormals
+  else if (exp == 31) v = mant ? NAN : INFINITY;
+  else v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (x < 0x38800000u) {  // subnormal or zero in f16: round the scaled value to an integer
+    const float a = std::fabs(f) * 16777216.0f;  // 2^24
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a)));
+  }
+  // Normal: rebias exponent (127 -> 15), round mantissa 23 -> 10 bits to nearest even.
+  uint32_t r = x - 0x38000000u;
+  r += 0xfffu + ((r >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (r >> 13));
+}
+
+}  // namespace pagoda

@@ -1,0 +1,66 @@
+// config.json + generation_config.json of a Hugging Face checkpoint, as pagoda needs them.
+// Every value is read from the files; nothing is hard-coded per model (MODELS.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace pagoda {
+
+enum class ModelArch { Qwen3, Qwen3_5 };
+enum class LayerKind { FullAttention, LinearAttention };  // linear = Gated DeltaNet
+
+const char* model_arch_name(ModelArch arch);
+const char* layer_kind_name(LayerKind kind);
+
+struct ModelConfig {
+  ModelArch arch = ModelArch::Qwen3;
+  std::string model_type;    // as written: qwen3, qwen3_5, qwen3_5_text
+  std::string architecture;  // architectures[0], e.g. Qwen3ForCausalLM
+  DType dtype = DType::BF16; // `dtype` / `torch_dtype` of the checkpoint
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;      // attention query heads
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1e6;
+  double partial_rotary_factor = 1.0;  // Qwen3.5: 0.25
+  int64_t rotary_dim = 0;              // head_dim * partial_rotary_factor
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  std::vector<LayerKind> layer_types;  // size num_layers
+
+  // Gated DeltaNet (Qwen3.5); zero for Qwen3.
+  int64_t linear_num_key_heads = 0;    // Hk
+  int64_t linear_num_value_heads = 0;  // Hv
+  int64_t linear_key_head_dim = 0;     // dk
+  int64_t linear_value_head_dim = 0;   // dv
+  int64_t linear_conv_kernel_dim = 0;  // 4
+
+  std::vector<int64_t> eos_token_ids;  // generation_config.json, then config.json; deduplicated
+  int64_t bos_token_id = -1;
+
+  int64_t num_layers_of(LayerKind kind) const;
+  // KV cache bytes per token over all full-attention layers, for a cache of element type `kv`.
+  int64_t kv_bytes_per_token(DType kv) const;
+  // Recurrent state bytes per sequence over all GDN layers: conv state in the model dtype plus the
+  // fp32 recurrent state (MODELS.md).
+  int64_t state_bytes_per_sequence() const;
+  int64_t conv_dim() const;  // 2*Hk*dk + Hv*dv
+};
+
+// Reads dir/config.json (required) and dir/generation_config.json (optional). Throws pagoda::Error
+// for a missing file, bad JSON, an unsupported architecture (listing the supported ones) or a
+// missing/invalid field (naming it).
+ModelConfig load_model_config(const std::string& dir);
+// The same from JSON text (tests, fuzzing). `generation_json` may be empty.
+ModelConfig parse_model_config(const std::string& config_json, const std::string& generation_json);
+
+}  // namespace pagoda

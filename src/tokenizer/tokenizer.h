@@ -1,0 +1,64 @@
+// A Hugging Face tokenizer.json with byte-level BPE (the Qwen family): NFC normalizer, Split
+// pre-tokenizer regex, ByteLevel, added tokens, BPE merges by rank, ByteLevel decoder.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pagoda {
+
+struct AddedToken {
+  int32_t id = 0;
+  std::string content;
+  bool special = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool normalized = false;
+  bool single_word = false;
+};
+
+class Tokenizer {
+ public:
+  // Reads dir/tokenizer.json (and nothing else). Throws pagoda::Error naming the file and problem.
+  static std::unique_ptr<Tokenizer> load_dir(const std::string& dir);
+  static std::unique_ptr<Tokenizer> load_file(const std::string& path);
+  // From JSON text (tests, fuzzing). Throws pagoda::Error on anything malformed.
+  static std::unique_ptr<Tokenizer> from_json(std::string_view json, const std::string& label);
+  virtual ~Tokenizer() = default;
+
+  // Text -> ids, as HF `tokenizer.encode(text, add_special_tokens=False)`; special tokens that
+  // appear in the text are recognised.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // ids -> text, as HF `decode(ids, skip_special_tokens=...)`. Invalid UTF-8 becomes U+FFFD.
+  virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const = 0;
+  // The raw bytes of one token (ByteLevel undone; added tokens verbatim).
+  virtual std::string token_bytes(int32_t id) const = 0;
+
+  virtual int32_t vocab_size() const = 0;  // largest id + 1, added tokens included
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  virtual const std::vector<AddedToken>& added_tokens() const = 0;
+  virtual bool is_special(int32_t id) const = 0;
+};
+
+// Streams text out of ids without ever emitting half a UTF-8 character: bytes are held back until
+// they complete a character (or are known to be invalid, then U+FFFD).
+class IncrementalDecoder {
+ public:
+  explicit IncrementalDecoder(const Tokenizer& tok, bool skip_special_tokens = false)
+      : tok_(tok), skip_special_(skip_special_tokens) {}
+  // Returns the text that became complete with this token (possibly empty).
+  std::string push(int32_t id);
+  // Whatever is still held back (an incomplete tail becomes U+FFFD, as HF decode does).
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+}  // namespace pagoda
