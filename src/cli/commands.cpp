@@ -14,7 +14,8 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // prints usage or the parse error; exit code 0 for --help, else non-zero
+    // Prints usage or the parse error. Usage errors exit 2 (as argparse does), --help exits 0.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

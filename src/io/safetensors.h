@@ -57,8 +57,12 @@ class Checkpoint {
   const TensorView& get(const std::string& name) const;   // throws naming the tensor when absent
   const std::vector<const TensorView*>& all() const { return all_; }  // sorted by name
   size_t total_bytes() const;
+  const std::string& dir() const { return dir_; }
 
  private:
+  void add_file(std::shared_ptr<SafetensorsFile> file);
+
+  std::string dir_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorView*> by_name_;
   std::vector<const TensorView*> all_;

@@ -1,0 +1,115 @@
+// The Backend interface: device memory, a stream, and the coarse op set the models call
+// (DESIGN.md §3). A model is written once against this interface and runs on every backend.
+// Conventions for every op:
+//  - tensors live on the backend's device; activations use activation_dtype() (cpu: F32, cuda: BF16);
+//    weights may be any of F32/BF16/F16; math is fp32 inside;
+//  - dim 0 of an input or output may be strided (Tensor::row_stride), inner dims are contiguous;
+//  - no op synchronises with the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/step_meta.h"
+#include "core/tensor.h"
+
+namespace pagoda {
+
+class Backend;
+
+// Owning device allocation.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* backend, void* ptr, size_t bytes) : backend_(backend), ptr_(ptr), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void reset();
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  // A tensor over the start of this buffer.
+  Tensor tensor(DType t, std::initializer_list<int64_t> dims) const;
+
+ private:
+  Backend* backend_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct AttentionParams {
+  float scale = 1.0f;          // softmax scale, usually 1/sqrt(head_dim)
+  int32_t sliding_window = 0;  // 0 = none; else a query at position p sees keys (p - window, p]
+  float softcap = 0.0f;        // 0 = none; else scores = softcap * tanh(scores / softcap)
+};
+
+struct RopeParams {
+  int32_t rotary_dim = 0;  // leading dims rotated (NeoX pairing i, i + rotary_dim/2); rest pass through
+  float theta = 10000.0f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual DType activation_dtype() const = 0;
+  virtual std::string name() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------------
+  Buffer alloc(size_t bytes);  // throws pagoda::Error when the device is out of memory
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* ptr) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill_zero(void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Converts a host tensor of any float dtype into `dst` (on device, dst.dtype), element count equal.
+  virtual void upload_convert(const Tensor& host_src, Tensor& dst) = 0;
+
+  // ---- ops ----------------------------------------------------------------------------------
+  // out[t, :] = table[ids[t], :]
+  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // Row-wise RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * (zero_centered ? 1 + w : w).
+  virtual void rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                        bool zero_centered) = 0;
+  // residual += x, then out = rms_norm(residual). Saves one read of the residual stream.
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out,
+                            float eps, bool zero_centered) = 0;
+  // out[T, N] = x[T, K] · w[N, K]^T (weights stored [out_features, in_features]).
+  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
+  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (weights [D]), RoPE at meta.positions on
+  // both, then k and v [T, Hkv, D] written to the paged caches at meta.slot_mapping.
+  // q is updated in place; the caches are [num_blocks, block_size, Hkv, D].
+  virtual void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                                      const Tensor& k_norm_w, float eps, bool zero_centered,
+                                      const RopeParams& rope, const StepMeta& meta,
+                                      Tensor& k_cache, Tensor& v_cache) = 0;
+  // Writes k, v [T, Hkv, D] to the caches at slot_mapping[t] (slot -1: skipped).
+  virtual void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                                 Tensor& k_cache, Tensor& v_cache) = 0;
+  // Unified varlen paged attention over one step: q [T, Hq, D] → out [T, Hq, D]. Sequence s owns
+  // rows cu_seqlens_q[s]..cu_seqlens_q[s+1]; its query i (of q_len) sits at context position
+  // seq_lens[s] - q_len + i and attends causally to keys [0, that position] read through
+  // block_tables[s]. GQA: query head h reads kv head h / (Hq / Hkv).
+  virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const StepMeta& meta, const AttentionParams& params,
+                               Tensor& out) = 0;
+  // out[i, :] = x[rows[i], :]
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+  // out = a * sigmoid(gate), elementwise (Qwen3.5 attention output gate); out may alias a.
+  virtual void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) = 0;
+};
+
+// "cpu" or "cuda"; throws pagoda::Error naming the choices for anything else or a CUDA backend
+// in a build without CUDA.
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads = 0);
+
+}  // namespace pagoda

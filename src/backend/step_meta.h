@@ -1,0 +1,32 @@
+// What the kernels of one step need to know about its varlen batch (DESIGN.md §4), as tensors on
+// the backend's device plus a few host scalars for launch planning. Built by the engine's
+// ModelRunner from a StepBatch; kernels never see requests or the scheduler.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace pagoda {
+
+struct StepMeta {
+  // Device tensors, all int32.
+  Tensor token_ids;     // [T]
+  Tensor positions;     // [T] absolute position of each new token
+  Tensor cu_seqlens_q;  // [S+1] start of each sequence's new tokens in the flat arrays
+  Tensor seq_lens;      // [S] context length after this step (what attention reads)
+  Tensor block_tables;  // [S, max_blocks_per_seq] physical block of each logical block
+  Tensor slot_mapping;  // [T] pool slot (block * block_size + offset) of each new token; -1 skips
+  Tensor logits_rows;   // [S'] flat rows that produce logits
+
+  // Host scalars.
+  int32_t num_tokens = 0;          // T
+  int32_t num_seqs = 0;            // S
+  int32_t num_logits_rows = 0;     // S'
+  int32_t max_query_len = 0;       // longest chunk of new tokens in the step (1 = decode only)
+  int32_t max_seq_len = 0;         // longest context
+  int32_t max_blocks_per_seq = 0;  // columns of block_tables
+  int32_t block_size = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,27 @@
+// One engine step flattened into a varlen batch (DESIGN.md §4), on the host. The Scheduler fills
+// it; the ModelRunner uploads it into a StepMeta for the kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace pagoda {
+
+struct StepBatch {
+  std::vector<int32_t> token_ids;          // [T]
+  std::vector<int32_t> positions;          // [T]
+  std::vector<int32_t> cu_seqlens_q;       // [S+1]
+  std::vector<int32_t> seq_lens;           // [S] context length after this step
+  std::vector<int32_t> block_tables;       // [S * max_blocks_per_seq], row-major, padded with 0
+  std::vector<int32_t> slot_mapping;       // [T], -1 = skip
+  std::vector<int32_t> state_slots;        // [S] recurrent-state slot (hybrid models), else -1
+  std::vector<uint8_t> has_initial_state;  // [S] 0 for a sequence's first chunk
+  std::vector<int32_t> logits_rows;        // [S'] flat rows that sample (last token of a sequence)
+  int32_t max_blocks_per_seq = 0;
+  int32_t block_size = 0;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
+};
+
+}  // namespace pagoda

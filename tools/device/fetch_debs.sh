@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Run HERE (not on the GPU machine): downloads the Debian -dev packages pagoda builds with and unpacks
+# them into .deps/root (git-ignored), so a `run` on the GPU machine (no network, no -dev packages)
+# can carry `.deps` and build against them. See tools/device/build.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pkgs=(nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2
+      libgtest-dev libgmock-dev libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev
+      libcpp-httplib-dev libcpp-httplib0.11 libbenchmark-dev libbenchmark1debian)
+mkdir -p .deps/debs .deps/root
+(cd .deps/debs && apt-get download "${pkgs[@]}" >/dev/null)
+for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
+rm -rf .deps/debs
+# Absolute symlinks inside the packages would point outside the carried tree: make them relative.
+find .deps/root -type l | while read -r l; do
+  t=$(readlink "$l")
+  if [[ $t == /* ]]; then ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" ".deps/root$t")" "$l"; fi
+done
+# Keep the carried tree small (the device tool carries at most 64 MiB): no static BLAS, LAPACK, docs.
+rm -rf .deps/root/usr/share/doc .deps/root/usr/share/man
+find .deps/root -name 'libopenblas*.a' -delete -o -name 'liblapack*' -delete
+du -sh .deps

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what pagoda builds and tests with (Debian 12 packages) and fetches the test data.
+# Idempotent: installs only what is missing, downloads only what is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
+          nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev
+          libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev nodejs npm)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+bash tools/fetch_test_data.sh
