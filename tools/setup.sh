@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev
-          libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev nodejs npm)
+          libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev nodejs npm ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
