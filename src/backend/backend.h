@@ -69,6 +69,8 @@ class Backend {
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Device memory in bytes (the memory plan's starting point); 0 for host backends.
+  virtual int64_t total_memory() const { return 0; }
   // Converts a host tensor of any float dtype into `dst` (on device, dst.dtype), element count equal.
   virtual void upload_convert(const Tensor& host_src, Tensor& dst) = 0;
 

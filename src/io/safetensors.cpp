@@ -23,7 +23,7 @@ using json = nlohmann::ordered_json;
 // Real headers are a few MB at most; a larger length is corruption, not a reason to allocate.
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
@@ -58,7 +58,7 @@ json parse_header_json(const uint8_t* begin, const uint8_t* end, const std::stri
   if (!header.is_object()) throw Error(where + ": the header is JSON but not an object");
   if (!duplicate.empty()) {
     throw Error(where + (duplicate_is_tensor ? ": duplicate tensor name " : ": duplicate key ") +
-                quoted(duplicate) + " in the header; the file is corrupt");
+                in_quotes(duplicate) + " in the header; the file is corrupt");
   }
   return header;
 }
@@ -68,7 +68,7 @@ std::map<std::string, std::string> parse_metadata(const json& meta, const std::s
   if (meta.is_null()) return out;
   check(meta.is_object(), where + ": __metadata__ must be an object of strings");
   for (const auto& [key, value] : meta.items()) {
-    check(value.is_string(), where + ": __metadata__ value for " + quoted(key) +
+    check(value.is_string(), where + ": __metadata__ value for " + in_quotes(key) +
                                  " is not a string (safetensors metadata is string to string)");
     out.emplace(key, value.get<std::string>());
   }
@@ -99,7 +99,7 @@ struct Span {
 // Checks one header entry against the data section and fills `view` (data pointer included).
 void parse_tensor(const std::string& name, const json& entry, const uint8_t* data,
                   uint64_t data_size, const std::string& where, TensorView* view, Span* span) {
-  const std::string tw = where + ": tensor " + quoted(name);
+  const std::string tw = where + ": tensor " + in_quotes(name);
   check(entry.is_object(), tw + " is not an object with dtype, shape and data_offsets");
   auto field = [&](const char* key) -> const json& {
     auto it = entry.find(key);
@@ -155,8 +155,8 @@ void check_no_overlap(const std::vector<TensorView>& tensors, const std::vector<
     const Span& prev = spans[order[k - 1]];
     const Span& cur = spans[order[k]];
     if (cur.begin < prev.end) {
-      throw Error(where + ": tensors " + quoted(tensors[order[k - 1]].name) + " and " +
-                  quoted(tensors[order[k]].name) +
+      throw Error(where + ": tensors " + in_quotes(tensors[order[k - 1]].name) + " and " +
+                  in_quotes(tensors[order[k]].name) +
                   " overlap in the data section; the file is corrupt");
     }
   }

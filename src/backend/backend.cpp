@@ -1,0 +1,77 @@
+#include "backend/backend.h"
+
+#include <cassert>
+#include <cstdio>
+#include <utility>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+
+namespace pagoda {
+
+#ifdef PAGODA_HAS_CUDA
+// Defined in backend/cuda/cuda_backend.cpp (declared in cuda_backend.h, which needs the CUDA
+// headers; this file does not).
+std::unique_ptr<Backend> make_cuda_backend(int device);
+#endif
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    backend_ = std::exchange(o.backend_, nullptr);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (ptr_ && backend_) backend_->raw_free(ptr_);
+  backend_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+Tensor Buffer::tensor(DType t, std::initializer_list<int64_t> dims) const {
+  Tensor out(ptr_, t, backend_ ? backend_->device() : Device::CPU, dims);
+  assert(out.nbytes() <= bytes_);
+  return out;
+}
+
+namespace {
+std::string human_bytes(size_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
+  return buf;
+}
+}  // namespace
+
+Buffer Backend::alloc(size_t bytes) {
+  if (bytes == 0) return Buffer(this, nullptr, 0);
+  void* p = raw_alloc(bytes);
+  if (!p)
+    throw Error("out of " + std::string(device_name(device())) + " memory: could not allocate " +
+                human_bytes(bytes) + " (" + std::to_string(bytes) + " bytes) on " + name());
+  return Buffer(this, p, bytes);
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads) {
+  if (device == "cpu") return make_cpu_backend(num_threads);
+  if (device == "cuda") {
+#ifdef PAGODA_HAS_CUDA
+    return make_cuda_backend(0);
+#else
+    throw Error(
+        "this pagoda was built without CUDA; rebuild with nvcc available or use --device cpu");
+#endif
+  }
+  throw Error("unknown device '" + device + "'; choose cpu or cuda");
+}
+
+}  // namespace pagoda

@@ -1,0 +1,197 @@
+// Unified varlen paged attention (prefill chunks and decodes in one call), the CPU reference the
+// GPU kernels are held to. fp32 online softmax over the keys one cache block at a time; one work
+// item is (token, kv head, group of the query heads sharing that kv head), so a key block is read
+// (and converted from BF16/F16) once for all the query heads of its GQA group.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/check.h"
+#include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
+
+namespace pagoda::cpu {
+
+namespace {
+
+constexpr int64_t kMaxHeadDim = 512;
+
+struct AttnShape {
+  int64_t num_blocks, block_size, Hkv, D, Dv, Hq, G, max_blocks;
+};
+
+struct Scratch {
+  std::vector<float> q, acc, scores, m, l, k, v;
+  void size_for(const AttnShape& a, int64_t nG) {
+    q.resize(static_cast<size_t>(nG * a.D));
+    acc.resize(static_cast<size_t>(nG * a.Dv));
+    scores.resize(static_cast<size_t>(nG * a.block_size));
+    m.resize(static_cast<size_t>(nG));
+    l.resize(static_cast<size_t>(nG));
+    k.resize(static_cast<size_t>(a.block_size * a.D));
+    v.resize(static_cast<size_t>(a.block_size * a.Dv));
+  }
+};
+
+// Rows j0..j0+n of one kv head of a cache block as fp32: a pointer into the cache (F32) or into
+// `scratch` after conversion. *ld receives the distance between rows.
+const float* cache_rows(const Tensor& cache, int64_t first_slot, int64_t n, int64_t Hkv,
+                        int64_t kvh, int64_t width, float* scratch, int64_t* ld) {
+  const size_t esize = dtype_size(cache.dtype);
+  const char* base = static_cast<const char*>(cache.data) +
+                     static_cast<size_t>((first_slot * Hkv + kvh) * width) * esize;
+  if (cache.dtype == DType::F32) {
+    *ld = Hkv * width;
+    return reinterpret_cast<const float*>(base);
+  }
+  for (int64_t j = 0; j < n; ++j)
+    load_row(base + static_cast<size_t>(j * Hkv * width) * esize, cache.dtype, scratch + j * width,
+             width);
+  *ld = width;
+  return scratch;
+}
+
+// Attention of query heads [h0, h0 + nG) of token row t (context position p of sequence s).
+void attend(const AttnShape& a, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+            const int32_t* block_table, int64_t t, int64_t p, int64_t kvh, int64_t g0, int64_t nG,
+            const AttentionParams& params, Tensor& out, Scratch& sc) {
+  const Kernels& kern = kernels();
+  sc.size_for(a, nG);
+  const int64_t h0 = kvh * a.G + g0, bs = a.block_size;
+  const auto* qrow = static_cast<const float*>(q.row(t)) + h0 * a.D;
+  for (int64_t i = 0; i < nG * a.D; ++i) sc.q[static_cast<size_t>(i)] = qrow[i] * params.scale;
+  std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
+  std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
+  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+
+  const int64_t lo =
+      params.sliding_window > 0 ? std::max<int64_t>(0, p - params.sliding_window + 1) : 0;
+  for (int64_t b = lo / bs; b <= p / bs; ++b) {
+    const int64_t j0 = std::max(lo, b * bs), j1 = std::min(p + 1, b * bs + bs), n = j1 - j0;
+    const int64_t first_slot = static_cast<int64_t>(block_table[b]) * bs + (j0 - b * bs);
+    int64_t ldk = 0, ldv = 0;
+    const float* kk = cache_rows(k_cache, first_slot, n, a.Hkv, kvh, a.D, sc.k.data(), &ldk);
+    kern.qk_scores(sc.q.data(), nG, a.D, kk, n, ldk, a.D, sc.scores.data(), bs);
+    for (int64_t g = 0; g < nG; ++g) {
+      float* s = sc.scores.data() + g * bs;
+      if (params.softcap > 0.0f) {
+        const float inv_cap = 1.0f / params.softcap;
+        for (int64_t j = 0; j < n; ++j) s[j] = params.softcap * std::tanh(s[j] * inv_cap);
+      }
+      float mx = s[0];
+      for (int64_t j = 1; j < n; ++j) mx = std::max(mx, s[j]);
+      const float m_old = sc.m[static_cast<size_t>(g)], m_new = std::max(m_old, mx);
+      const float corr = std::exp(m_old - m_new);  // 0 on the first block (m_old = -inf)
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        s[j] = std::exp(s[j] - m_new);
+        sum += s[j];
+      }
+      sc.l[static_cast<size_t>(g)] = sc.l[static_cast<size_t>(g)] * corr + sum;
+      sc.m[static_cast<size_t>(g)] = m_new;
+      if (corr != 1.0f) {
+        float* acc = sc.acc.data() + g * a.Dv;
+        for (int64_t d = 0; d < a.Dv; ++d) acc[d] *= corr;
+      }
+    }
+    const float* vv = cache_rows(v_cache, first_slot, n, a.Hkv, kvh, a.Dv, sc.v.data(), &ldv);
+    kern.pv_accumulate(sc.scores.data(), nG, bs, vv, n, ldv, a.Dv, sc.acc.data(), a.Dv);
+  }
+  auto* orow = static_cast<float*>(out.row(t)) + h0 * a.Dv;
+  for (int64_t g = 0; g < nG; ++g) {
+    const float inv_l = 1.0f / sc.l[static_cast<size_t>(g)];
+    for (int64_t d = 0; d < a.Dv; ++d)
+      orow[g * a.Dv + d] = sc.acc[static_cast<size_t>(g * a.Dv + d)] * inv_l;
+  }
+}
+
+AttnShape check_attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const StepMeta& meta, const Tensor& out) {
+  const char* op = "paged_attention";
+  require_dtype(q, DType::F32, op, "q");
+  require_dtype(out, DType::F32, op, "out");
+  for (const Tensor* c : {&k_cache, &v_cache})
+    require(is_float_dtype(c->dtype) && c->ndim == 4 && c->is_contiguous(), op,
+            "caches must be contiguous float [num_blocks, block_size, Hkv, head_dim]");
+  AttnShape a{};
+  a.num_blocks = k_cache.size(0);
+  a.block_size = k_cache.size(1);
+  a.Hkv = k_cache.size(2);
+  a.D = k_cache.size(3);
+  a.Dv = v_cache.size(3);
+  require(v_cache.size(0) == a.num_blocks && v_cache.size(1) == a.block_size &&
+              v_cache.size(2) == a.Hkv,
+          op, "k and v caches disagree");
+  require(a.D > 0 && a.D <= kMaxHeadDim && a.Dv > 0 && a.Dv <= kMaxHeadDim, op,
+          "head_dim must be in [1, 512]");
+  require(q.row_numel() % a.D == 0, op, "q rows are not whole heads");
+  a.Hq = q.row_numel() / a.D;
+  require(a.Hq % a.Hkv == 0, op, "query heads must be a multiple of kv heads");
+  a.G = a.Hq / a.Hkv;
+  require(out.size(0) == q.size(0) && out.row_numel() == a.Hq * a.Dv, op,
+          "out must be [T, Hq, Dv]");
+  for (const Tensor* m : {&meta.cu_seqlens_q, &meta.seq_lens, &meta.block_tables})
+    require_dtype(*m, DType::I32, op, "step metadata");
+  a.max_blocks = meta.block_tables.ndim == 2 ? meta.block_tables.size(1) : meta.max_blocks_per_seq;
+  return a;
+}
+
+}  // namespace
+
+void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
+                     const Tensor& v_cache, const StepMeta& meta, const AttentionParams& params,
+                     Tensor& out) {
+  const char* op = "paged_attention";
+  const AttnShape a = check_attention_args(q, k_cache, v_cache, meta, out);
+  const int64_t T = q.size(0);
+  // meta.num_seqs when set: the metadata tensors may be views of larger (padded) buffers.
+  const int64_t S = meta.num_seqs > 0 ? meta.num_seqs : meta.cu_seqlens_q.numel() - 1;
+  require(meta.cu_seqlens_q.numel() >= S + 1 && meta.seq_lens.numel() >= S, op,
+          "cu_seqlens_q / seq_lens shorter than num_seqs");
+  if (T == 0 || S <= 0) return;
+  const int32_t* cu = meta.cu_seqlens_q.ptr<const int32_t>();
+  const int32_t* seq_lens = meta.seq_lens.ptr<const int32_t>();
+  const int32_t* tables = meta.block_tables.ptr<const int32_t>();
+
+  // Token row -> (sequence, context position); validate what the kernel will read.
+  std::vector<int32_t> seq_of(static_cast<size_t>(T), -1);
+  std::vector<int64_t> pos_of(static_cast<size_t>(T), 0);
+  require(cu[0] >= 0 && cu[S] <= T, op, "cu_seqlens_q out of range");
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t q_len = cu[s + 1] - cu[s], ctx = seq_lens[s];
+    require(q_len >= 0 && ctx >= q_len, op, "a sequence has fewer context tokens than new tokens");
+    if (q_len == 0) continue;
+    require((ctx + a.block_size - 1) / a.block_size <= a.max_blocks, op,
+            "block table too short for seq_lens");
+    for (int64_t b = 0; b < (ctx + a.block_size - 1) / a.block_size; ++b) {
+      const int32_t blk = tables[s * a.max_blocks + b];
+      require(blk >= 0 && blk < a.num_blocks, op, "block table entry out of range");
+    }
+    for (int64_t i = 0; i < q_len; ++i) {
+      seq_of[static_cast<size_t>(cu[s] + i)] = static_cast<int32_t>(s);
+      pos_of[static_cast<size_t>(cu[s] + i)] = ctx - q_len + i;
+    }
+  }
+
+  // Split the GQA group when there are too few (token, kv head) items to keep every thread busy.
+  const int64_t want = 2 * static_cast<int64_t>(pool.num_threads());
+  const int64_t splits = std::clamp<int64_t>((want + T * a.Hkv - 1) / (T * a.Hkv), 1, a.G);
+  const int64_t group = (a.G + splits - 1) / splits;
+  const int64_t items = T * a.Hkv * splits;
+  pool.parallel_for(items, [&](int64_t begin, int64_t end) {
+    thread_local Scratch scratch;
+    for (int64_t it = begin; it < end; ++it) {
+      const int64_t t = it / (a.Hkv * splits), kvh = (it / splits) % a.Hkv, part = it % splits;
+      const int32_t s = seq_of[static_cast<size_t>(t)];
+      if (s < 0) continue;  // a padding row outside every sequence
+      const int64_t g0 = part * group, nG = std::min(group, a.G - g0);
+      if (nG <= 0) continue;
+      attend(a, q, k_cache, v_cache, tables + s * a.max_blocks, t, pos_of[static_cast<size_t>(t)],
+             kvh, g0, nG, params, out, scratch);
+    }
+  });
+}
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,58 @@
+// The CPU backend: host memory, fp32 activations, ops on a thread pool (DESIGN.md §3). It is the
+// reference every other backend is tested against, and the portable way to run a model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace pagoda {
+
+class CpuBackend final : public Backend {
+ public:
+  // num_threads <= 0: one per hardware thread.
+  explicit CpuBackend(int num_threads = 0);
+
+  Device device() const override { return Device::CPU; }
+  DType activation_dtype() const override { return DType::F32; }
+  std::string name() const override;
+  int num_threads() const { return pool_.num_threads(); }
+  ThreadPool& pool() { return pool_; }
+
+  void* raw_alloc(size_t bytes) override;  // 64-byte aligned; nullptr when out of memory
+  void raw_free(void* ptr) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void synchronize() override {}
+  void upload_convert(const Tensor& host_src, Tensor& dst) override;
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                bool zero_centered) override;
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                    bool zero_centered) override;
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  // q_norm_w / k_norm_w may be empty tensors (data == nullptr): no norm. rotary_dim 0 = head_dim.
+  void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                              const Tensor& k_norm_w, float eps, bool zero_centered,
+                              const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
+                              Tensor& v_cache) override;
+  void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                         Tensor& k_cache, Tensor& v_cache) override;
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const StepMeta& meta, const AttentionParams& params, Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
+  void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) override;
+
+ private:
+  ThreadPool pool_;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads);
+
+}  // namespace pagoda

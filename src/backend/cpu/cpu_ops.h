@@ -1,0 +1,46 @@
+// The CPU backend's ops as plain functions over host tensors (internal to src/backend/cpu).
+// CpuBackend's methods forward here; the semantics are those documented in backend/backend.h.
+#pragma once
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace pagoda::cpu {
+
+// embedding.cpp
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
+
+// norm.cpp
+void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out, float eps,
+              bool zero_centered);
+void add_rms_norm(ThreadPool& pool, Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out,
+                  float eps, bool zero_centered);
+// In-place RMSNorm of one vector of n floats (weights as fp32, already 1+w when zero-centred).
+void rms_norm_vector(float* x, const float* w, int64_t n, float eps);
+
+// linear.cpp
+void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out);
+
+// elementwise.cpp
+void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
+void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out);
+void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& out);
+// Converts src into dst (same element count, any float dtypes, dim 0 of either may be strided).
+void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst);
+
+// cache.cpp
+void reshape_and_cache(ThreadPool& pool, const Tensor& k, const Tensor& v,
+                       const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache);
+
+// rope.cpp
+void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor& v,
+                            const Tensor& q_norm_w, const Tensor& k_norm_w, float eps,
+                            bool zero_centered, const RopeParams& rope, const StepMeta& meta,
+                            Tensor& k_cache, Tensor& v_cache);
+
+// attention.cpp
+void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
+                     const Tensor& v_cache, const StepMeta& meta, const AttentionParams& params,
+                     Tensor& out);
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,118 @@
+// Elementwise and copy ops: silu_mul, sigmoid_gate, gather_rows, dtype conversion.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/check.h"
+#include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_ops.h"
+
+namespace pagoda::cpu {
+
+namespace {
+
+int64_t index_at(const Tensor& idx, int64_t i) {
+  return idx.dtype == DType::I64 ? idx.ptr<const int64_t>()[i] : idx.ptr<const int32_t>()[i];
+}
+
+// Copies/converts one row of n elements between any two float dtypes (or equal dtypes).
+void copy_row(const void* src, DType st, void* dst, DType dt, int64_t n, float* scratch) {
+  if (st == dt) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(st));
+  } else if (dt == DType::F32) {
+    load_row(src, st, static_cast<float*>(dst), n);
+  } else {
+    store_row(as_f32(src, st, scratch, n), dt, dst, n);
+  }
+}
+
+}  // namespace
+
+void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out) {
+  const char* op = "silu_mul";
+  require_dtype(gate_up, DType::F32, op, "gate_up");
+  require_dtype(out, DType::F32, op, "out");
+  const int64_t T = gate_up.size(0), I = out.row_numel();
+  require(gate_up.row_numel() == 2 * I && out.size(0) == T, op,
+          "gate_up must be [T, 2I], out [T, I]");
+  pool.parallel_for(T, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* g = static_cast<const float*>(gate_up.row(t));
+      const float* u = g + I;
+      auto* o = static_cast<float*>(out.row(t));
+      for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+  });
+}
+
+void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out) {
+  const char* op = "sigmoid_gate";
+  require_dtype(a, DType::F32, op, "a");
+  require_dtype(gate, DType::F32, op, "gate");
+  require_dtype(out, DType::F32, op, "out");
+  const int64_t T = a.size(0), n = a.row_numel();
+  require(gate.size(0) == T && gate.row_numel() == n && out.size(0) == T && out.row_numel() == n,
+          op, "a, gate and out must have the same shape");
+  pool.parallel_for(T, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* ai = static_cast<const float*>(a.row(t));
+      const auto* gi = static_cast<const float*>(gate.row(t));
+      auto* oi = static_cast<float*>(out.row(t));
+      for (int64_t i = 0; i < n; ++i) oi[i] = ai[i] / (1.0f + std::exp(-gi[i]));
+    }
+  });
+}
+
+void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& out) {
+  const char* op = "gather_rows";
+  require(rows.dtype == DType::I32 || rows.dtype == DType::I64, op, "rows must be I32 or I64");
+  const int64_t n = rows.numel(), width = x.row_numel(), R = x.size(0);
+  require(out.size(0) == n && out.row_numel() == width, op, "out must be [rows, x row]");
+  require(x.dtype == out.dtype || (is_float_dtype(x.dtype) && is_float_dtype(out.dtype)), op,
+          "x and out must both be float types or the same type");
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = index_at(rows, i);
+    require(r >= 0 && r < R, op, "row index out of range");
+  }
+  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(width));
+    for (int64_t i = begin; i < end; ++i)
+      copy_row(x.row(index_at(rows, i)), x.dtype, out.row(i), out.dtype, width, scratch.data());
+  });
+}
+
+void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst) {
+  const char* op = "upload_convert";
+  require(src.numel() == dst.numel(), op, "element counts differ");
+  require(src.dtype == dst.dtype || (is_float_dtype(src.dtype) && is_float_dtype(dst.dtype)), op,
+          "only float types convert into one another");
+  if (src.numel() == 0) return;
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    // Flat: split the elements into cache-friendly pieces.
+    constexpr int64_t kPiece = 16384;
+    const int64_t n = src.numel(), pieces = (n + kPiece - 1) / kPiece;
+    const size_t ss = dtype_size(src.dtype), ds = dtype_size(dst.dtype);
+    pool.parallel_for(pieces, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> scratch;
+      scratch.resize(kPiece);
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t e0 = p * kPiece, m = std::min(kPiece, n - e0);
+        copy_row(static_cast<const char*>(src.data) + static_cast<size_t>(e0) * ss, src.dtype,
+                 static_cast<char*>(dst.data) + static_cast<size_t>(e0) * ds, dst.dtype, m,
+                 scratch.data());
+      }
+    });
+    return;
+  }
+  require(src.size(0) == dst.size(0), op, "strided tensors must agree on dim 0");
+  const int64_t width = src.row_numel();
+  pool.parallel_for(src.size(0), [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(width));
+    for (int64_t r = begin; r < end; ++r)
+      copy_row(src.row(r), src.dtype, dst.row(r), dst.dtype, width, scratch.data());
+  });
+}
+
+}  // namespace pagoda::cpu

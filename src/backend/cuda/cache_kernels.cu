@@ -1,0 +1,140 @@
+// KV-cache writes: reshape_and_cache and the fused qk_norm_rope_and_cache (per token: RMSNorm of
+// every q and k head, NeoX RoPE, k and v stored in the paged caches at slot_mapping).
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kCacheThreads = 128;
+
+template <typename T, typename TC>
+__global__ void reshape_and_cache_kernel(const T* k, int64_t ks, const T* v, int64_t vs, const int32_t* slots,
+                                         TC* k_cache, TC* v_cache, int64_t row) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  if (slot < 0) return;
+  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+    k_cache[slot * row + i] = from_f32<TC>(to_f32(k[t * ks + i]));
+    v_cache[slot * row + i] = from_f32<TC>(to_f32(v[t * vs + i]));
+  }
+}
+
+// One block per token; each warp takes whole heads (q heads first, then k heads). The normalised
+// head lives in shared memory so that RoPE can pair element i with i + rotary_dim/2.
+template <typename T, typename TC>
+__global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, const T* v, int64_t vs,
+                                          const void* qw, const void* kw, int wdt, float eps, float w_off,
+                                          int hq, int hkv, int d, int rotary_dim, float theta,
+                                          const int32_t* positions, const int32_t* slots, TC* k_cache,
+                                          TC* v_cache) {
+  extern __shared__ float head_buf[];
+  const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  float* buf = head_buf + warp * d;
+  const float pos = static_cast<float>(positions[t]);
+  const int64_t slot = slots[t];
+  const int half = rotary_dim / 2;
+  for (int h = warp; h < hq + hkv; h += nwarps) {
+    const bool is_q = h < hq;
+    T* x = is_q ? q + t * qs + static_cast<int64_t>(h) * d : k + t * ks + static_cast<int64_t>(h - hq) * d;
+    const void* w = is_q ? qw : kw;
+    float ss = 0.0f;
+    for (int i = lane; i < d; i += 32) {
+      const float f = to_f32(x[i]);
+      buf[i] = f;
+      ss += f * f;
+    }
+    ss = warp_sum(ss);
+    const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
+    for (int i = lane; i < d; i += 32) buf[i] = buf[i] * inv * (load_weight(w, wdt, i) + w_off);
+    __syncwarp();
+    for (int i = lane; i < d; i += 32) {
+      float y = buf[i];
+      if (i < rotary_dim) {
+        const int j = i < half ? i : i - half;
+        // inv_freq = 1 / theta^(2j/rotary_dim), angle = pos * inv_freq, both in fp32 (as HF computes them).
+        const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+        float sn, cs;
+        sincosf(pos * inv_freq, &sn, &cs);
+        y = i < half ? buf[i] * cs - buf[i + half] * sn : buf[i] * cs + buf[i - half] * sn;
+      }
+      const T yt = from_f32<T>(y);
+      x[i] = yt;
+      if (!is_q && slot >= 0)
+        k_cache[(slot * hkv + (h - hq)) * d + i] = from_f32<TC>(to_f32(yt));
+    }
+    __syncwarp();  // buf is reused by this warp's next head
+  }
+  if (slot < 0) return;
+  const int64_t row = static_cast<int64_t>(hkv) * d;
+  for (int64_t i = threadIdx.x; i < row; i += blockDim.x)
+    v_cache[slot * row + i] = from_f32<TC>(to_f32(v[t * vs + i]));
+}
+
+void check_caches(const char* op, const Tensor& kc, const Tensor& vc, int64_t hkv, int64_t d) {
+  require(kc.ndim == 4 && kc.shape[2] == hkv && kc.shape[3] == d && kc.device == Device::CUDA, op,
+          "k_cache must be [blocks, block_size, " + std::to_string(hkv) + ", " + std::to_string(d) + "] on cuda, got " +
+              shape_str(kc));
+  require(vc.ndim == 4 && vc.shape == kc.shape && vc.dtype == kc.dtype && vc.device == Device::CUDA, op,
+          "v_cache " + shape_str(vc) + " must match k_cache " + shape_str(kc));
+  require(contiguous(kc) && contiguous(vc), op, "caches must be contiguous");
+}
+
+}  // namespace
+
+void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
+                              Tensor& v_cache, cudaStream_t stream) {
+  const char* op = "reshape_and_cache";
+  require(k.ndim == 3 && v.ndim == 3 && k.shape == v.shape, op,
+          "k and v must be [T, Hkv, D] of one shape, got " + shape_str(k) + " and " + shape_str(v));
+  require(k.dtype == v.dtype, op, "k and v must have one dtype");
+  const int64_t t = k.shape[0], hkv = k.shape[1], d = k.shape[2];
+  check_caches(op, k_cache, v_cache, hkv, d);
+  require(slot_mapping.dtype == DType::I32 && num_elems(slot_mapping) >= t, op,
+          "slot_mapping must be I32 with at least T entries, got " + shape_str(slot_mapping));
+  if (t == 0) return;
+  PAGODA_DISPATCH_FLOAT(k.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
+    reshape_and_cache_kernel<T, TC><<<static_cast<unsigned>(t), kCacheThreads, 0, stream>>>(
+        k.ptr<T>(), stride_rows(k), v.ptr<T>(), stride_rows(v), slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(),
+        v_cache.ptr<TC>(), hkv * d);
+  }));
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                                   const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
+                                   const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, cudaStream_t stream) {
+  const char* op = "qk_norm_rope_and_cache";
+  require(q.ndim == 3 && k.ndim == 3 && v.ndim == 3, op,
+          "q, k, v must be [T, heads, D], got " + shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v));
+  const int64_t t = q.shape[0], hq = q.shape[1], d = q.shape[2], hkv = k.shape[1];
+  require(k.shape[0] == t && k.shape[2] == d && v.shape == k.shape, op,
+          "k " + shape_str(k) + " and v " + shape_str(v) + " do not match q " + shape_str(q));
+  require(q.dtype == k.dtype && q.dtype == v.dtype, op, "q, k and v must have one dtype");
+  require(num_elems(q_norm_w) == d && num_elems(k_norm_w) == d && q_norm_w.dtype == k_norm_w.dtype, op,
+          "q/k norm weights must be [" + std::to_string(d) + "] of one dtype");
+  require(q_norm_w.dtype == DType::F32 || q_norm_w.dtype == DType::BF16 || q_norm_w.dtype == DType::F16, op,
+          "norm weight dtype must be F32, BF16 or F16");
+  require(rope.rotary_dim >= 0 && rope.rotary_dim <= d && rope.rotary_dim % 2 == 0, op,
+          "rotary_dim " + std::to_string(rope.rotary_dim) + " must be even and at most head_dim " + std::to_string(d));
+  require(rope.rotary_dim == 0 || rope.theta > 0.0f, op, "rope theta must be positive");
+  check_caches(op, k_cache, v_cache, hkv, d);
+  require(meta.positions.dtype == DType::I32 && meta.slot_mapping.dtype == DType::I32 &&
+              num_elems(meta.positions) >= t && num_elems(meta.slot_mapping) >= t,
+          op, "meta.positions and meta.slot_mapping must be I32 with at least T entries");
+  if (t == 0) return;
+  const int threads = kCacheThreads;
+  const size_t smem = static_cast<size_t>(threads / 32) * static_cast<size_t>(d) * sizeof(float);
+  require(smem <= 48 * 1024, op, "head_dim too large");
+  PAGODA_DISPATCH_FLOAT(q.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
+    qk_norm_rope_cache_kernel<T, TC><<<static_cast<unsigned>(t), threads, smem, stream>>>(
+        q.ptr<T>(), stride_rows(q), k.ptr<T>(), stride_rows(k), v.ptr<T>(), stride_rows(v), q_norm_w.data,
+        k_norm_w.data, static_cast<int>(q_norm_w.dtype), eps, zero_centered ? 1.0f : 0.0f, static_cast<int>(hq),
+        static_cast<int>(hkv), static_cast<int>(d), rope.rotary_dim, rope.theta, meta.positions.ptr<int32_t>(),
+        meta.slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(), v_cache.ptr<TC>());
+  }));
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,234 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/lt_gemm.h"
+
+namespace pagoda {
+
+using cuda::require;
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) throw Error(std::string("no CUDA device usable: ") + cudaGetErrorString(err));
+  if (device < 0 || device >= count)
+    throw Error("CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " visible)");
+  activate();
+  cudaDeviceProp prop{};
+  PAGODA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  if (prop.major < 8)
+    throw Error(std::string("CUDA device ") + prop.name + " is sm_" + std::to_string(prop.major) +
+                std::to_string(prop.minor) + "; pagoda's kernels need sm_80 or newer");
+  device_name_ = prop.name;
+  num_sms_ = prop.multiProcessorCount;
+  max_smem_optin_ = prop.sharedMemPerBlockOptin;
+  PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  PAGODA_CUDA_CHECK(cudaMalloc(&gemm_workspace_, kGemmWorkspaceBytes));
+  PAGODA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&split_workspace_), kSplitWorkspaceBytes));
+  gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, kGemmWorkspaceBytes);
+}
+
+CudaBackend::~CudaBackend() {
+  // Destructors do not throw: errors here are dropped.
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  gemm_.reset();
+  if (split_workspace_) cudaFree(split_workspace_);
+  if (gemm_workspace_) cudaFree(gemm_workspace_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")"; }
+
+void CudaBackend::activate() const {
+  int cur = -1;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != device_) PAGODA_CUDA_CHECK(cudaSetDevice(device_));
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+void* CudaBackend::raw_alloc(size_t bytes) {
+  activate();
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the error so that later launches do not report it
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw Error("CUDA out of memory: cannot allocate " + std::to_string(bytes >> 20) + " MiB on device " +
+                std::to_string(device_) + " (" + std::to_string(free_b >> 20) + " MiB free of " +
+                std::to_string(total_b >> 20) + " MiB): " + cudaGetErrorString(err));
+  }
+  return p;
+}
+
+void CudaBackend::raw_free(void* ptr) {
+  if (!ptr) return;
+  activate();
+  PAGODA_CUDA_CHECK(cudaFree(ptr));  // implicitly waits for work that may still use ptr
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  activate();
+  // From pageable memory the call returns once the source has been staged: host_src may be reused.
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  activate();
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  activate();
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::fill_zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  activate();
+  PAGODA_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+}
+
+void CudaBackend::synchronize() {
+  activate();
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+int64_t CudaBackend::total_memory() const {
+  activate();
+  size_t free_bytes = 0, total_bytes = 0;
+  PAGODA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<int64_t>(total_bytes);
+}
+
+namespace {
+
+float host_to_f32(const void* p, DType t, size_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default: return __half2float(static_cast<const __half*>(p)[i]);
+  }
+}
+
+void host_from_f32(float v, DType t, void* p, size_t i) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(p)[i] = v; return;
+    case DType::BF16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(v); return;
+    default: static_cast<__half*>(p)[i] = __float2half_rn(v); return;
+  }
+}
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+}  // namespace
+
+void CudaBackend::upload_convert(const Tensor& host_src, Tensor& dst) {
+  const char* op = "upload_convert";
+  const int64_t n = cuda::num_elems(host_src);
+  require(n == cuda::num_elems(dst), op, "element counts differ: " + cuda::shape_str(host_src) + " → " + cuda::shape_str(dst));
+  require(cuda::contiguous(host_src) && cuda::contiguous(dst), op, "tensors must be contiguous");
+  if (n == 0) return;
+  if (host_src.dtype == dst.dtype) {
+    copy_to_device(dst.data, host_src.data, static_cast<size_t>(n) * cuda::elem_size(dst.dtype));
+    return;
+  }
+  require(is_float(host_src.dtype) && is_float(dst.dtype), op,
+          std::string("cannot convert ") + cuda::dtype_str(host_src.dtype) + " to " + cuda::dtype_str(dst.dtype));
+  activate();
+  // Convert on the host in chunks; each chunk's async copy from pageable memory returns once staged.
+  constexpr size_t kChunk = size_t{1} << 22;  // elements
+  const size_t out_es = cuda::elem_size(dst.dtype);
+  std::vector<unsigned char> staging(std::min<size_t>(kChunk, static_cast<size_t>(n)) * out_es);
+  for (size_t begin = 0; begin < static_cast<size_t>(n); begin += kChunk) {
+    const size_t count = std::min<size_t>(kChunk, static_cast<size_t>(n) - begin);
+    for (size_t i = 0; i < count; ++i)
+      host_from_f32(host_to_f32(host_src.data, host_src.dtype, begin + i), dst.dtype, staging.data(), i);
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(dst.data) + begin * out_es, staging.data(),
+                                      count * out_es, cudaMemcpyHostToDevice, stream_));
+  }
+}
+
+// ---- ops ------------------------------------------------------------------------------------------
+
+void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  activate();
+  cuda::launch_embedding(table, ids, out, stream_);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps, bool zero_centered) {
+  activate();
+  cuda::launch_rms_norm(x, nullptr, w, out, eps, zero_centered, stream_);
+}
+
+void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                               bool zero_centered) {
+  activate();
+  cuda::launch_rms_norm(x, &residual, w, out, eps, zero_centered, stream_);
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
+  activate();
+  gemm_->linear(x, w, out, stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
+  activate();
+  cuda::launch_silu_mul(gate_up, out, stream_);
+}
+
+void CudaBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                                         const Tensor& k_norm_w, float eps, bool zero_centered,
+                                         const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
+                                         Tensor& v_cache) {
+  activate();
+  cuda::launch_qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache,
+                                      stream_);
+}
+
+void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
+                                    Tensor& v_cache) {
+  activate();
+  cuda::launch_reshape_and_cache(k, v, slot_mapping, k_cache, v_cache, stream_);
+}
+
+void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const StepMeta& meta, const AttentionParams& params, Tensor& out) {
+  activate();
+  cuda::AttentionContext ctx;
+  ctx.num_sms = num_sms_;
+  ctx.max_smem_optin = max_smem_optin_;
+  ctx.split_workspace = split_workspace_;
+  ctx.split_workspace_floats = kSplitWorkspaceBytes / sizeof(float);
+  cuda::launch_paged_attention(q, k_cache, v_cache, meta, params, out, ctx, stream_);
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
+  activate();
+  cuda::launch_gather_rows(x, rows, out, stream_);
+}
+
+void CudaBackend::sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) {
+  activate();
+  cuda::launch_sigmoid_gate(a, gate, out, stream_);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+}  // namespace pagoda

@@ -1,0 +1,80 @@
+// The CUDA backend (DESIGN.md §3): bf16 activations with fp32 math inside, cuBLASLt GEMMs and our
+// own kernels, every op enqueued on one non-default stream owned by the backend. copy_to_host and
+// synchronize are the only host synchronisations.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace pagoda {
+
+namespace cuda {
+class LtGemm;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  // Workspaces allocated once, at construction: cuBLASLt's and split-KV attention's partial results.
+  static constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+  static constexpr size_t kSplitWorkspaceBytes = size_t{16} << 20;
+
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::CUDA; }
+  DType activation_dtype() const override { return DType::BF16; }
+  std::string name() const override;
+
+  void* raw_alloc(size_t bytes) override;
+  void raw_free(void* ptr) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void synchronize() override;
+  int64_t total_memory() const override;
+  void upload_convert(const Tensor& host_src, Tensor& dst) override;
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps, bool zero_centered) override;
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                    bool zero_centered) override;
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                              const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
+                              const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) override;
+  void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
+                         Tensor& v_cache) override;
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const StepMeta& meta,
+                       const AttentionParams& params, Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
+  void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) override;
+
+  // The stream every op is enqueued on (for CUDA graph capture and events).
+  cudaStream_t stream() const { return stream_; }
+  int device_index() const { return device_; }
+
+ private:
+  void activate() const;  // makes device_ current on the calling thread
+
+  int device_ = 0;
+  std::string device_name_;
+  int num_sms_ = 0;
+  size_t max_smem_optin_ = 0;
+  cudaStream_t stream_ = nullptr;
+  void* gemm_workspace_ = nullptr;
+  float* split_workspace_ = nullptr;
+  std::unique_ptr<cuda::LtGemm> gemm_;
+};
+
+// A CUDA backend on `device`; throws pagoda::Error when no usable device is there.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+
+}  // namespace pagoda

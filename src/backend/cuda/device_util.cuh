@@ -1,0 +1,85 @@
+// Device-side helpers shared by the kernels: element conversions, reductions, dtype dispatch.
+// Internal to src/backend/cuda.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_util.h"
+
+namespace pagoda::cuda {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+
+// Rounds x to T's precision and back: the value a T-typed intermediate would hold.
+template <typename T>
+__device__ __forceinline__ float round_to(float x) { return to_f32(from_f32<T>(x)); }
+
+// A weight of run-time dtype (norm weights may be F32, BF16 or F16).
+__device__ __forceinline__ float load_weight(const void* w, int dtype, int64_t i) {
+  switch (dtype) {
+    case static_cast<int>(DType::BF16): return __bfloat162float(static_cast<const bf16*>(w)[i]);
+    case static_cast<int>(DType::F16): return __half2float(static_cast<const __half*>(w)[i]);
+    default: return static_cast<const float*>(w)[i];
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = static_cast<int>(blockDim.x >> 5);
+  float s = lane < nwarps ? partial[lane] : 0.0f;
+  return warp_sum(s);
+}
+
+}  // namespace pagoda::cuda
+
+// Runs the statement list with `T` bound to the C++ type of a float DType.
+#define PAGODA_DISPATCH_FLOAT(dtype, T, op, ...)                                                   \
+  switch (dtype) {                                                                                 \
+    case ::pagoda::DType::F32: {                                                                   \
+      using T = float;                                                                             \
+      __VA_ARGS__;                                                                                 \
+      break;                                                                                       \
+    }                                                                                              \
+    case ::pagoda::DType::BF16: {                                                                  \
+      using T = ::pagoda::cuda::bf16;                                                              \
+      __VA_ARGS__;                                                                                 \
+      break;                                                                                       \
+    }                                                                                              \
+    case ::pagoda::DType::F16: {                                                                   \
+      using T = __half;                                                                            \
+      __VA_ARGS__;                                                                                 \
+      break;                                                                                       \
+    }                                                                                              \
+    default:                                                                                       \
+      throw ::pagoda::Error(std::string("cuda ") + op + ": unsupported dtype " +                   \
+                            ::pagoda::cuda::dtype_str(dtype));                                     \
+  }

@@ -1,0 +1,40 @@
+// Launchers of the CUDA backend's kernels (each checks its arguments and enqueues on `stream`;
+// none synchronises). Called by CudaBackend; C++17-clean. Internal to src/backend/cuda.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "backend/backend.h"
+
+namespace pagoda::cuda {
+
+void launch_embedding(const Tensor& table, const Tensor& ids, Tensor& out, cudaStream_t stream);
+void launch_gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, cudaStream_t stream);
+void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps,
+                     bool zero_centered, cudaStream_t stream);
+void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
+void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream);
+
+void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
+                              Tensor& k_cache, Tensor& v_cache, cudaStream_t stream);
+void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                                   const Tensor& k_norm_w, float eps, bool zero_centered,
+                                   const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
+                                   Tensor& v_cache, cudaStream_t stream);
+
+// What paged attention needs from its backend: the device's shape and a scratch area for split-KV
+// partial results (fp32), allocated once by the backend.
+struct AttentionContext {
+  int num_sms = 0;
+  size_t max_smem_optin = 0;
+  float* split_workspace = nullptr;
+  size_t split_workspace_floats = 0;
+};
+
+void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const StepMeta& meta, const AttentionParams& params, Tensor& out,
+                            const AttentionContext& ctx, cudaStream_t stream);
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,128 @@
+// Host plan of paged attention (grid shape, decode or prefill tiling, split-KV factor) from
+// StepMeta's host scalars only, and the kernel that merges split-KV partial results.
+#include <algorithm>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/paged_attention.cuh"
+
+namespace pagoda::cuda {
+namespace {
+
+// out[t, h, :] = sum_s w_s * o_s / sum_s w_s * l_s with w_s = 2^(m_s - max m).
+__global__ void merge_splits_kernel(const float* part_o, const float* part_ml, bf16* out, int64_t out_stride,
+                                    int num_tokens, int num_heads, int d, int num_splits) {
+  const int64_t th = blockIdx.x;
+  const int64_t tok = th / num_heads, head = th % num_heads;
+  const int64_t plane = static_cast<int64_t>(num_tokens) * num_heads;
+  float mx = -INFINITY;
+  for (int sp = 0; sp < num_splits; ++sp) mx = fmaxf(mx, part_ml[(sp * plane + th) * 2]);
+  float l = 0.0f;
+  for (int sp = 0; sp < num_splits; ++sp) {
+    const float m = part_ml[(sp * plane + th) * 2];
+    if (m != -INFINITY) l += part_ml[(sp * plane + th) * 2 + 1] * exp2f(m - mx);
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    float o = 0.0f;
+    for (int sp = 0; sp < num_splits; ++sp) {
+      const float m = part_ml[(sp * plane + th) * 2];
+      if (m != -INFINITY) o += part_o[(sp * plane + th) * d + c] * exp2f(m - mx);
+    }
+    out[tok * out_stride + head * d + c] = __float2bfloat16_rn(o * inv);
+  }
+}
+
+int log2_exact(int v) {
+  int s = 0;
+  while ((1 << s) < v) ++s;
+  return (1 << s) == v ? s : -1;
+}
+
+}  // namespace
+
+void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const StepMeta& meta,
+                            const AttentionParams& params, Tensor& out, const AttentionContext& ctx,
+                            cudaStream_t stream) {
+  const char* op = "paged_attention";
+  require(q.ndim == 3 && q.dtype == DType::BF16 && q.device == Device::CUDA, op,
+          "q must be BF16 [T, Hq, D] on cuda, got " + shape_str(q));
+  require(out.ndim == 3 && out.dtype == DType::BF16 && out.shape == q.shape, op,
+          "out " + shape_str(out) + " must be BF16 of q's shape " + shape_str(q));
+  const int64_t t = q.shape[0], hq = q.shape[1], d = q.shape[2];
+  require(k_cache.ndim == 4 && v_cache.ndim == 4 && k_cache.shape == v_cache.shape && k_cache.dtype == v_cache.dtype,
+          op, "k_cache " + shape_str(k_cache) + " and v_cache " + shape_str(v_cache) + " must be one shape and dtype");
+  require(k_cache.shape[3] == d, op, "cache head_dim " + std::to_string(k_cache.shape[3]) + " differs from q's " + std::to_string(d));
+  const int64_t hkv = k_cache.shape[2];
+  require(hkv > 0 && hq % hkv == 0, op, "Hq " + std::to_string(hq) + " is not a multiple of Hkv " + std::to_string(hkv));
+  require(d == 64 || d == 128 || d == 256, op,
+          "head_dim " + std::to_string(d) + " is not supported by the CUDA kernels (64, 128, 256)");
+  const int shift = log2_exact(meta.block_size);
+  require(shift >= 0 && meta.block_size == k_cache.shape[1], op,
+          "block_size " + std::to_string(meta.block_size) + " must be a power of two equal to the cache's " +
+              std::to_string(k_cache.shape[1]));
+  require(num_elems(meta.cu_seqlens_q) >= meta.num_seqs + 1 && num_elems(meta.seq_lens) >= meta.num_seqs &&
+              meta.block_tables.ndim == 2 && meta.block_tables.shape[0] >= meta.num_seqs,
+          op, "StepMeta tensors are smaller than num_seqs");
+  require(meta.num_tokens == t, op, "meta.num_tokens " + std::to_string(meta.num_tokens) + " differs from q's " + std::to_string(t));
+  require(aligned16(q.data) && stride_rows(q) % 8 == 0 && aligned16(out.data) && stride_rows(out) % 8 == 0, op,
+          "q and out must be 16-byte aligned with row strides a multiple of 8 elements");
+  if (t == 0 || meta.num_seqs == 0) return;
+
+  const int group = static_cast<int>(hq / hkv);
+  const int planes = k_cache.dtype == DType::BF16 ? 1 : 2;
+  const bool decode = static_cast<int64_t>(std::max(meta.max_query_len, 1)) * group <= 16;
+  const int rows_per_cta = decode ? 16 : 64;
+  const int tile_keys = attn::kv_tile_keys(static_cast<int>(d), planes);
+  const int64_t grid_x = t * group / rows_per_cta + meta.num_seqs;
+  require(grid_x < (int64_t{1} << 31), op, "batch too large");
+
+  // Split the keys over more CTAs when the grid alone would leave the GPU idle and the contexts are
+  // long enough that each split still gets at least two tiles.
+  int splits = 1;
+  const int64_t ctas = grid_x * hkv;
+  const int64_t target = 2LL * std::max(ctx.num_sms, 1);
+  if (ctas < target && meta.max_seq_len >= 4 * tile_keys) {
+    const int64_t want = (target + ctas - 1) / ctas;
+    const int64_t by_len = meta.max_seq_len / (2 * tile_keys);
+    const int64_t by_mem = static_cast<int64_t>(ctx.split_workspace_floats) / std::max<int64_t>(1, t * hq * (d + 2));
+    splits = static_cast<int>(std::clamp<int64_t>(std::min({want, by_len, by_mem, int64_t{32}}), 1, 32));
+  }
+
+  attn::Args a{};
+  a.q = q.ptr<bf16>();
+  a.q_stride = stride_rows(q);
+  a.out = out.ptr<bf16>();
+  a.out_stride = stride_rows(out);
+  a.k_cache = k_cache.data;
+  a.v_cache = v_cache.data;
+  a.cu_seqlens_q = meta.cu_seqlens_q.ptr<int32_t>();
+  a.seq_lens = meta.seq_lens.ptr<int32_t>();
+  a.block_tables = meta.block_tables.ptr<int32_t>();
+  a.bt_stride = stride_rows(meta.block_tables);
+  a.num_seqs = meta.num_seqs;
+  a.num_tokens = static_cast<int>(t);
+  a.num_q_heads = static_cast<int>(hq);
+  a.num_kv_heads = static_cast<int>(hkv);
+  a.group = group;
+  a.block_shift = shift;
+  a.scale = params.scale;
+  a.softcap = params.softcap;
+  a.window = params.sliding_window;
+  a.num_splits = splits;
+  a.part_o = ctx.split_workspace;
+  a.part_ml = ctx.split_workspace + static_cast<size_t>(splits) * t * hq * d;
+
+  const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
+  switch (d) {
+    case 64: attn::launch_attention_kernel<64>(a, decode, k_cache.dtype, grid, ctx.max_smem_optin, stream); break;
+    case 128: attn::launch_attention_kernel<128>(a, decode, k_cache.dtype, grid, ctx.max_smem_optin, stream); break;
+    default: attn::launch_attention_kernel<256>(a, decode, k_cache.dtype, grid, ctx.max_smem_optin, stream); break;
+  }
+  if (splits > 1) {
+    merge_splits_kernel<<<static_cast<unsigned>(t * hq), 64, 0, stream>>>(
+        a.part_o, a.part_ml, a.out, a.out_stride, a.num_tokens, a.num_q_heads, static_cast<int>(d), splits);
+    PAGODA_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace pagoda::cuda

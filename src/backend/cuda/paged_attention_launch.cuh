@@ -1,0 +1,54 @@
+// The host side of one paged-attention instantiation: shared-memory opt-in and the launch.
+// Included only by paged_attention_d*.cu. Internal to src/backend/cuda.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "backend/cuda/paged_attention.cuh"
+
+namespace pagoda::cuda::attn {
+
+template <int D, bool kDecode, typename KV>
+void launch_one(const Args& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
+  using C = Cfg<D, kDecode, std::is_same<KV, bf16>::value ? 1 : 2>;
+  auto* kernel = &paged_attention_kernel<D, kDecode, KV>;
+  constexpr size_t smem = C::kSmemBytes;
+  require(smem <= max_smem_optin, "paged_attention",
+          "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+              std::to_string(max_smem_optin));
+  // Raise the kernel's dynamic shared-memory limit once per device (bit i = device i).
+  static std::atomic<uint64_t> opted_in{0};
+  int dev = 0;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
+  if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    opted_in.fetch_or(bit, std::memory_order_relaxed);
+  }
+  kernel<<<grid, C::kThreads, smem, stream>>>(a);
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+void launch_attention_kernel(const Args& a, bool decode, DType kv_dtype, dim3 grid, size_t max_smem_optin,
+                             cudaStream_t stream) {
+  switch (kv_dtype) {
+    case DType::BF16:
+      decode ? launch_one<D, true, bf16>(a, grid, max_smem_optin, stream)
+             : launch_one<D, false, bf16>(a, grid, max_smem_optin, stream);
+      return;
+    case DType::F16:
+      decode ? launch_one<D, true, __half>(a, grid, max_smem_optin, stream)
+             : launch_one<D, false, __half>(a, grid, max_smem_optin, stream);
+      return;
+    case DType::F32:
+      decode ? launch_one<D, true, float>(a, grid, max_smem_optin, stream)
+             : launch_one<D, false, float>(a, grid, max_smem_optin, stream);
+      return;
+    default:
+      throw Error(std::string("cuda paged_attention: unsupported KV cache dtype ") + dtype_str(kv_dtype));
+  }
+}
+
+}  // namespace pagoda::cuda::attn

@@ -1,0 +1,236 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pagoda {
+namespace {
+
+// Bytes of memory the OS could give us now (MemAvailable), or 0 when unknown.
+int64_t available_host_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+}  // namespace
+
+DType parse_kv_cache_dtype(const std::string& s, DType model_dtype) {
+  if (s == "auto") return model_dtype;
+  if (s == "bf16" || s == "bfloat16") return DType::BF16;
+  if (s == "fp16" || s == "float16" || s == "half") return DType::F16;
+  if (s == "fp32" || s == "float32" || s == "float") return DType::F32;
+  throw Error("--kv-cache-dtype '" + s + "' is not supported; choose auto, bf16, fp16 or fp32");
+}
+
+// Detokenizes a request's output as it grows and finds stop strings. Text that could still
+// become a stop string is held back, so a stop string never reaches the client.
+struct Engine::TextState {
+  explicit TextState(const Tokenizer& tok) : decoder(tok, /*skip_special_tokens=*/true) {}
+  IncrementalDecoder decoder;
+  std::string pending;  // decoded but not yet emitted
+};
+
+Engine::Engine(const std::string& model_dir, EngineConfig config) : config_(std::move(config)) {
+  model_config_ = load_model_config(model_dir);
+  const bool cpu = config_.device == "cpu";
+  if (config_.max_num_seqs <= 0) config_.max_num_seqs = cpu ? 64 : 256;
+  if (config_.max_num_batched_tokens <= 0) config_.max_num_batched_tokens = cpu ? 2048 : 8192;
+  config_.max_num_batched_tokens = std::max(config_.max_num_batched_tokens, config_.max_num_seqs);
+  if (config_.max_model_len <= 0)
+    config_.max_model_len = static_cast<int32_t>(model_config_.max_position_embeddings);
+  check(config_.max_model_len > 0, "the model's config has no max_position_embeddings; pass --max-model-len");
+  check(config_.max_model_len <= model_config_.max_position_embeddings,
+        "--max-model-len " + std::to_string(config_.max_model_len) +
+            " is longer than the model's max_position_embeddings (" +
+            std::to_string(model_config_.max_position_embeddings) + ")");
+  const int32_t bs = config_.block_size;
+  check(bs >= 8 && bs <= 128 && (bs & (bs - 1)) == 0,
+        "--block-size must be a power of two from 8 to 128, got " + std::to_string(bs));
+
+  backend_ = make_backend(config_.device, config_.num_threads);
+  {
+    const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
+    model_ = load_model(model_config_, ckpt, *backend_);
+  }
+  if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json"))
+    tokenizer_ = Tokenizer::load_dir(model_dir);
+  plan_and_allocate();
+}
+
+Engine::~Engine() = default;
+
+void Engine::plan_and_allocate() {
+  const ModelConfig& mc = model_config_;
+  const DType kv_dtype = parse_kv_cache_dtype(config_.kv_cache_dtype, mc.dtype);
+  SchedulerConfig sc;
+  sc.max_num_seqs = config_.max_num_seqs;
+  sc.max_num_batched_tokens = config_.max_num_batched_tokens;
+  sc.max_model_len = config_.max_model_len;
+  sc.block_size = config_.block_size;
+  sc.use_state_slots = mc.num_layers_of(LayerKind::LinearAttention) > 0;
+  for (int64_t id : mc.eos_token_ids) sc.eos_token_ids.push_back(static_cast<int32_t>(id));
+  sc.seed = config_.seed;
+  const int32_t max_blocks_per_seq = (sc.max_model_len + sc.block_size - 1) / sc.block_size;
+
+  // The runner's workspace is measured before the plan: it is one of its inputs.
+  runner_ = std::make_unique<ModelRunner>(*backend_, *model_, sc.max_num_batched_tokens,
+                                          sc.max_num_seqs, max_blocks_per_seq);
+
+  MemoryPlanInputs in;
+  in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());
+  in.activation_bytes = static_cast<int64_t>(runner_->workspace_bytes());
+  in.state_bytes_per_seq = mc.state_bytes_per_sequence();
+  in.max_num_seqs = sc.max_num_seqs;
+  in.kv_bytes_per_token = mc.kv_bytes_per_token(kv_dtype);
+  in.block_size = sc.block_size;
+  in.max_model_len = sc.max_model_len;
+  in.num_blocks_override = config_.num_gpu_blocks_override;
+  in.kv_cache_memory_bytes = config_.kv_cache_memory_bytes;
+  if (backend_->device() == Device::CPU) {
+    // No device memory to fill on the CPU: by default the KV cache gets what max_num_seqs
+    // sequences of max_model_len could use, but never more than a quarter of free memory.
+    in.total_bytes = available_host_memory();
+    in.utilization = 1.0;
+    if (in.kv_cache_memory_bytes == 0 && in.num_blocks_override == 0) {
+      const int64_t want = in.kv_bytes_per_token * sc.max_model_len * sc.max_num_seqs;
+      in.kv_cache_memory_bytes = std::min(want, in.total_bytes / 4);
+    }
+  } else {
+    in.total_bytes = backend_->total_memory();
+    in.utilization = config_.gpu_memory_utilization;
+  }
+  plan_ = plan_memory(in);
+  for (std::string line; const char c : plan_.describe() + "\n") {
+    if (c != '\n') { line += c; continue; }
+    if (!line.empty()) LOG_INFO(line);
+    line.clear();
+  }
+
+  KvCacheShape shape;
+  shape.num_layers = static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));
+  shape.num_blocks = static_cast<int32_t>(plan_.num_blocks);
+  shape.block_size = sc.block_size;
+  shape.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
+  shape.head_dim = static_cast<int32_t>(mc.head_dim);
+  shape.dtype = kv_dtype;
+  kv_ = std::make_unique<PagedKvCache>(*backend_, shape);
+  sc.num_kv_blocks = shape.num_blocks;
+  scheduler_ = std::make_unique<Scheduler>(sc);
+  sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
+}
+
+int64_t Engine::add_request(std::vector<int32_t> prompt, SamplingParams params) {
+  for (int32_t id : prompt)
+    check(id >= 0 && id < model_config_.vocab_size,
+          "prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+              std::to_string(model_config_.vocab_size) + ")");
+  check(params.stop.empty() || tokenizer_,
+        "stop strings need a tokenizer, and this model directory has no tokenizer.json");
+  const int64_t id = next_id_++;
+  scheduler_->add(id, std::move(prompt), std::move(params));
+  if (tokenizer_) text_[id] = std::make_unique<TextState>(*tokenizer_);
+  return id;
+}
+
+void Engine::emit_text(Sequence& seq, RequestOutput& out) {
+  auto it = text_.find(seq.id());
+  if (it == text_.end()) return;
+  TextState& ts = *it->second;
+  for (int32_t t : out.new_token_ids) ts.pending += ts.decoder.push(t);
+  const auto& stops = seq.params().stop;
+  // A stop string ends the output just before it; nothing after it is sent.
+  size_t cut = std::string::npos;
+  for (const std::string& s : stops) {
+    const size_t at = ts.pending.find(s);
+    if (at != std::string::npos && (cut == std::string::npos || at < cut)) {
+      cut = at;
+      out.stop_string = s;
+    }
+  }
+  if (cut != std::string::npos) {
+    out.new_text = ts.pending.substr(0, cut);
+    ts.pending.clear();
+    return;
+  }
+  if (out.finished) {
+    ts.pending += ts.decoder.flush();
+    out.new_text = std::move(ts.pending);
+    ts.pending.clear();
+    return;
+  }
+  // Hold back the longest tail that is a prefix of some stop string.
+  size_t hold = 0;
+  for (const std::string& s : stops)
+    for (size_t n = std::min(s.size() - 1, ts.pending.size()); n > hold; --n)
+      if (ts.pending.compare(ts.pending.size() - n, n, s, 0, n) == 0) {
+        hold = n;
+        break;
+      }
+  out.new_text = ts.pending.substr(0, ts.pending.size() - hold);
+  ts.pending.erase(0, ts.pending.size() - hold);
+}
+
+std::vector<RequestOutput> Engine::step() {
+  SchedulerOutput sched = scheduler_->schedule();
+  std::map<int64_t, RequestOutput> outs;
+  if (!sched.empty()) {
+    const std::vector<float>& logits = runner_->execute(sched.batch, *kv_);
+    const std::vector<Sequence*> rows = sched.sampling_seqs();
+    std::vector<SampleResult> samples = sampler_->sample(logits, model_config_.vocab_size, rows);
+    std::vector<int32_t> tokens;
+    for (const SampleResult& r : samples) tokens.push_back(r.token);
+    scheduler_->update_from_output(sched, tokens);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      RequestOutput& o = outs[rows[i]->id()];
+      o.id = rows[i]->id();
+      o.new_token_ids.push_back(tokens[i]);
+      o.samples.push_back(std::move(samples[i]));
+    }
+  }
+  std::vector<std::unique_ptr<Sequence>> finished = scheduler_->take_finished();
+  std::map<int64_t, Sequence*> done;
+  for (auto& s : finished) done[s->id()] = s.get();
+
+  std::vector<RequestOutput> result;
+  auto finalize = [&](Sequence& seq, RequestOutput& o) {
+    o.id = seq.id();
+    o.finished = seq.finished();
+    o.finish_reason = seq.finish_reason;
+    o.stop_token = seq.stop_token;
+    o.finish_detail = seq.finish_detail;
+    o.num_prompt_tokens = seq.num_prompt_tokens();
+    o.num_output_tokens = seq.num_output_tokens();
+    emit_text(seq, o);
+    if (!o.stop_string.empty() && !o.finished) {
+      // A stop string finishes the request now; its blocks are freed by the abort.
+      scheduler_->abort(seq.id());
+      o.finished = true;
+      o.finish_reason = FinishReason::Stop;
+    }
+    if (o.finished) text_.erase(seq.id());
+    result.push_back(std::move(o));
+  };
+  for (auto& [id, o] : outs) {
+    Sequence* seq = done.count(id) ? done[id] : scheduler_->find(id);
+    if (seq) finalize(*seq, o);
+    done.erase(id);
+  }
+  for (auto& [id, seq] : done) {  // finished without a new token (abort, can never fit)
+    RequestOutput o;
+    finalize(*seq, o);
+  }
+  // Requests stopped by a stop string were aborted above; drop their abort records.
+  for (auto& s : scheduler_->take_finished()) text_.erase(s->id());
+  return result;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,76 @@
+// Logits rows → tokens, on the host, in fp32. Each row is processed with its own sequence's
+// parameters, token history and RNG only, so a request's samples never depend on its batch-mates.
+//
+// Order of the logits processors (vLLM's, as in its v0 sampler and Hugging Face's warpers):
+//   1. min_tokens: while fewer than min_tokens tokens are out, EOS (unless ignore_eos) and
+//      stop_token_ids are masked, so that the request cannot stop early
+//   2. repetition penalty over prompt + output tokens (divide positive logits, multiply negative)
+//   3. frequency and presence penalties over output tokens (OpenAI)
+//   4. temperature                                         (greedy: argmax here, lowest id on ties)
+//   5. top-k (ties with the k-th value are kept)
+//   6. top-p over the top-k survivors' renormalised probabilities (at least one token kept)
+//   7. min-p: drop tokens with probability below min_p × the largest probability
+//   then one draw from the sequence's RNG (exactly one 64-bit value per sampled token).
+// Penalties act before temperature so that they mean the same thing at every temperature; top-p
+// after top-k so that p is a share of the tokens top-k let through (the usual convention).
+//
+// Logprobs (vLLM's default "raw" mode): the log-softmax of the raw model logits, before any
+// penalty, temperature or mask: the chosen token's logprob and the top-n (id, logprob), largest
+// first, lowest id first on ties. Only computed when params.logprobs is set.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace pagoda {
+
+class Sequence;
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;                              // of `token`, when logprobs were asked for
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // top-n, when logprobs were asked for
+};
+
+class Sampler {
+ public:
+  explicit Sampler(std::vector<int32_t> eos_token_ids = {});
+
+  // `logits` is [seqs.size(), vocab] row-major; row i belongs to seqs[i] (e.g.
+  // SchedulerOutput::sampling_seqs()). Uses and advances each sequence's RNG.
+  std::vector<SampleResult> sample(std::span<const float> logits, int64_t vocab,
+                                   std::span<Sequence* const> seqs) const;
+
+  // One row, with the history and RNG given explicitly.
+  SampleResult sample_row(std::span<const float> logits, const SamplingParams& params,
+                          std::span<const int32_t> prompt, std::span<const int32_t> output,
+                          std::mt19937_64& rng) const;
+
+ private:
+  std::vector<int32_t> eos_token_ids_;
+};
+
+// The processors, exposed for tests. Each works in place on one row; masked entries become -inf.
+void mask_stop_tokens_for_min_tokens(std::span<float> row, const SamplingParams& p,
+                                     std::span<const int32_t> eos_token_ids, int32_t num_output_tokens);
+void apply_penalties(std::span<float> row, const SamplingParams& p, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output);
+void apply_temperature(std::span<float> row, double temperature);
+void apply_top_k(std::span<float> row, int32_t k);
+void apply_top_p(std::span<float> row, double p);
+void apply_min_p(std::span<float> row, double min_p);
+// Log-softmax of `row` (numerically stable); -inf entries stay -inf.
+std::vector<float> log_softmax(std::span<const float> row);
+// Index of the largest value, lowest index on ties.
+int32_t argmax(std::span<const float> row);
+// A draw from softmax(row) with uniform u in [0, 1).
+int32_t sample_from_logits(std::span<const float> row, double u);
+// A uniform double in [0, 1) from one 64-bit draw (53 random bits), the same on every platform.
+double uniform_from(std::mt19937_64& rng);
+
+}  // namespace pagoda

@@ -1,0 +1,58 @@
+#include "engine/sampling_params.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace pagoda {
+
+namespace {
+template <typename T>
+std::string fmt(const T& v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+}  // namespace
+
+std::optional<std::string> validate_sampling_params(const SamplingParams& p) {
+  if (p.n < 1) return "n must be at least 1, got " + fmt(p.n) + ".";
+  if (!std::isfinite(p.presence_penalty) || p.presence_penalty < -2.0 || p.presence_penalty > 2.0) {
+    return "presence_penalty must be in [-2, 2], got " + fmt(p.presence_penalty) + ".";
+  }
+  if (!std::isfinite(p.frequency_penalty) || p.frequency_penalty < -2.0 || p.frequency_penalty > 2.0) {
+    return "frequency_penalty must be in [-2, 2], got " + fmt(p.frequency_penalty) + ".";
+  }
+  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0.0) {
+    return "repetition_penalty must be greater than zero, got " + fmt(p.repetition_penalty) + ".";
+  }
+  if (!std::isfinite(p.temperature) || p.temperature < 0.0) {
+    return "temperature must be non-negative, got " + fmt(p.temperature) + ".";
+  }
+  if (!std::isfinite(p.top_p) || p.top_p <= 0.0 || p.top_p > 1.0) {
+    return "top_p must be in (0, 1], got " + fmt(p.top_p) + ".";
+  }
+  if (p.top_k < -1) {
+    return "top_k must be 0 or -1 (disable), or at least 1, got " + fmt(p.top_k) + ".";
+  }
+  if (!std::isfinite(p.min_p) || p.min_p < 0.0 || p.min_p > 1.0) {
+    return "min_p must be in [0, 1], got " + fmt(p.min_p) + ".";
+  }
+  if (p.max_tokens && *p.max_tokens < 1) {
+    return "max_tokens must be at least 1, got " + fmt(*p.max_tokens) + ".";
+  }
+  if (p.min_tokens < 0) return "min_tokens must be greater than or equal to 0, got " + fmt(p.min_tokens) + ".";
+  if (p.max_tokens && p.min_tokens > *p.max_tokens) {
+    return "min_tokens must be less than or equal to max_tokens=" + fmt(*p.max_tokens) + ", got " +
+           fmt(p.min_tokens) + ".";
+  }
+  if (p.logprobs && *p.logprobs < 0) return "logprobs must be non-negative, got " + fmt(*p.logprobs) + ".";
+  for (int32_t id : p.stop_token_ids) {
+    if (id < 0) return "stop_token_ids must be non-negative token ids, got " + fmt(id) + ".";
+  }
+  for (const std::string& s : p.stop) {
+    if (s.empty()) return "stop cannot contain an empty string.";
+  }
+  return std::nullopt;
+}
+
+}  // namespace pagoda

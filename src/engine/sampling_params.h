@@ -1,0 +1,38 @@
+// How one request samples its tokens and when it stops, as OpenAI and vLLM accept them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+struct SamplingParams {
+  int32_t n = 1;                       // completions per prompt (fanned out by the engine)
+  double temperature = 1.0;            // 0 = greedy
+  int32_t top_k = 0;                   // 0 or -1 = off
+  double top_p = 1.0;                  // (0, 1]; 1 = off
+  double min_p = 0.0;                  // [0, 1]; 0 = off
+  std::optional<uint64_t> seed;        // per-request seed; without it, derived from the engine seed
+  double presence_penalty = 0.0;       // [-2, 2], over output tokens
+  double frequency_penalty = 0.0;      // [-2, 2], over output tokens
+  double repetition_penalty = 1.0;     // > 0, over prompt + output tokens; 1 = off
+  std::optional<int32_t> max_tokens;   // >= 1; unset = until max_model_len
+  int32_t min_tokens = 0;              // >= 0, <= max_tokens: no stop before this many tokens
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;       // stop strings, matched on detokenized text by the engine
+  bool ignore_eos = false;
+  std::optional<int32_t> logprobs;     // top-n logprobs per sampled token, >= 0
+
+  // Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
+  static constexpr double kGreedyEpsilon = 1e-5;
+  bool greedy() const { return temperature < kGreedyEpsilon; }
+  bool top_k_enabled() const { return top_k > 0; }
+};
+
+// The first problem found, as a message naming the field and its valid range (vLLM's rules), or
+// nullopt when the parameters are valid.
+std::optional<std::string> validate_sampling_params(const SamplingParams& p);
+
+}  // namespace pagoda

@@ -1,0 +1,304 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "kv/memory_plan.h"
+
+namespace pagoda {
+
+std::vector<Sequence*> SchedulerOutput::sampling_seqs() const {
+  std::vector<Sequence*> out;
+  for (const ScheduledSequence& s : scheduled) {
+    if (s.samples) out.push_back(s.seq);
+  }
+  return out;
+}
+
+Scheduler::Scheduler(SchedulerConfig config)
+    : config_(std::move(config)),
+      kv_(config_.num_kv_blocks, config_.block_size),
+      slots_(config_.use_state_slots ? config_.max_num_seqs : 0) {
+  check(config_.max_num_seqs >= 1, "--max-num-seqs must be >= 1, got " + std::to_string(config_.max_num_seqs));
+  check(config_.max_num_batched_tokens >= config_.max_num_seqs,
+        "--max-num-batched-tokens (" + std::to_string(config_.max_num_batched_tokens) +
+            ") must be >= --max-num-seqs (" + std::to_string(config_.max_num_seqs) + ")");
+  check(config_.max_model_len >= 1, "--max-model-len must be >= 1, got " + std::to_string(config_.max_model_len));
+}
+
+Sequence* Scheduler::add(int64_t id, std::vector<int32_t> prompt, SamplingParams params) {
+  check(!prompt.empty(), "request " + std::to_string(id) + ": the prompt is empty");
+  check(static_cast<int64_t>(prompt.size()) <= config_.max_model_len,
+        "request " + std::to_string(id) + ": the prompt has " + std::to_string(prompt.size()) +
+            " tokens, more than max_model_len " + std::to_string(config_.max_model_len));
+  check(live_.count(id) == 0, "request id " + std::to_string(id) + " is already in use");
+  if (auto err = validate_sampling_params(params)) throw Error(*err);
+  auto seq = std::make_unique<Sequence>(id, std::move(prompt), std::move(params), config_.seed);
+  seq->arrival = next_arrival_++;
+  Sequence* raw = seq.get();
+  live_.emplace(id, std::move(seq));
+  waiting_.push_back(raw);
+  return raw;
+}
+
+Sequence* Scheduler::find(int64_t id) const {
+  auto it = live_.find(id);
+  return it == live_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::release(Sequence* seq) {
+  kv_.free(seq->id());
+  if (seq->state_slot >= 0) {
+    slots_.free(seq->state_slot);
+    seq->state_slot = -1;
+  }
+}
+
+void Scheduler::remove_running(Sequence* seq) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  release(seq);
+  remove_running(seq);
+  seq->num_computed_tokens = 0;
+  seq->status = SequenceStatus::Waiting;
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  ++preempted_this_step_;
+  waiting_.push_front(seq);
+}
+
+void Scheduler::finish(Sequence* seq, FinishReason reason) {
+  release(seq);
+  if (seq->status == SequenceStatus::Running) {
+    remove_running(seq);
+  } else if (seq->status == SequenceStatus::Waiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    if (it != waiting_.end()) waiting_.erase(it);
+  }
+  seq->status = SequenceStatus::Finished;
+  seq->finish_reason = reason;
+  auto node = live_.extract(seq->id());
+  finished_.push_back(std::move(node.mapped()));
+}
+
+int32_t Scheduler::reserve_running(size_t index, int32_t want, bool can_shrink) {
+  Sequence* seq = running_[index];
+  for (;;) {
+    const int32_t fit = kv_.max_appendable(seq->id());
+    if (fit >= want) return want;
+    if (can_shrink && fit > 0) return fit;
+    // The most recently admitted sequence that is younger than `seq` and not yet in this step.
+    Sequence* victim = nullptr;
+    for (size_t j = running_.size(); j-- > index + 1;) {
+      if (in_step_.count(running_[j]) == 0) {
+        victim = running_[j];
+        break;
+      }
+    }
+    if (victim != nullptr) {
+      preempt(victim);
+      continue;
+    }
+    const auto own_blocks = static_cast<int32_t>(kv_.block_table(seq->id()).size());
+    if (kv_.pool().num_used() == own_blocks) {
+      // Alone in the pool and still too big: the cache can never hold it.
+      seq->finish_detail = "the KV cache (" + std::to_string(kv_.pool().num_blocks()) + " blocks of " +
+                           std::to_string(kv_.block_size()) + " tokens) cannot hold " +
+                           std::to_string(seq->num_computed_tokens + want) + " tokens";
+      finish(seq, FinishReason::Length);
+      return 0;
+    }
+    preempt(seq);
+    return 0;
+  }
+}
+
+void Scheduler::schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& budget) {
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    if (seq->is_prefilling()) {
+      ++i;
+      continue;
+    }
+    if (reserve_running(i, 1, false) == 0) continue;  // seq left running_; i now names the next
+    const int32_t start = seq->num_computed_tokens;
+    kv_.append_slots(seq->id(), 1);
+    out.push_back({seq, start, 1, true});
+    in_step_.insert(seq);
+    --budget;
+    ++i;
+  }
+}
+
+void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, int32_t& budget) {
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    if (in_step_.count(seq) != 0 || !seq->is_prefilling()) {
+      ++i;
+      continue;
+    }
+    const int32_t want = std::min(seq->num_uncomputed_tokens(), budget);
+    const int32_t n = reserve_running(i, want, true);
+    if (n == 0) continue;
+    const int32_t start = seq->num_computed_tokens;
+    kv_.append_slots(seq->id(), n);
+    out.push_back({seq, start, n, start + n == seq->num_tokens()});
+    in_step_.insert(seq);
+    budget -= n;
+    ++i;
+  }
+}
+
+void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budget) {
+  while (!waiting_.empty() && budget > 0 && num_running() < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    if (blocks_for_tokens(seq->num_tokens(), config_.block_size) > kv_.pool().num_blocks()) {
+      seq->finish_detail = "the KV cache (" + std::to_string(kv_.pool().num_blocks()) + " blocks of " +
+                           std::to_string(kv_.block_size()) + " tokens) cannot hold " +
+                           std::to_string(seq->num_tokens()) + " tokens";
+      finish(seq, FinishReason::Length);
+      continue;
+    }
+    // The whole chunk must fit: a waiting sequence never takes a partial chunk of free memory.
+    const int32_t n = std::min(seq->num_uncomputed_tokens(), budget);
+    if (!kv_.can_append(seq->id(), n)) break;
+    int32_t slot = -1;
+    if (config_.use_state_slots) {
+      slot = slots_.allocate();
+      if (slot < 0) break;
+    }
+    waiting_.pop_front();
+    seq->state_slot = slot;
+    seq->status = SequenceStatus::Running;
+    running_.push_back(seq);
+    kv_.append_slots(seq->id(), n);
+    out.push_back({seq, 0, n, n == seq->num_tokens()});
+    in_step_.insert(seq);
+    budget -= n;
+  }
+}
+
+SchedulerOutput Scheduler::schedule() {
+  if (in_flight_) throw std::logic_error("Scheduler::schedule: the previous step was not updated");
+  SchedulerOutput out;
+  in_step_.clear();
+  preempted_this_step_ = 0;
+  int32_t budget = config_.max_num_batched_tokens;
+  // 1. One decode token for every running sequence whose prefill is done (admission order).
+  schedule_decodes(out.scheduled, budget);
+  out.num_decodes = static_cast<int32_t>(out.scheduled.size());
+  // 2. The next chunk of running sequences whose prefill (or recompute) is unfinished.
+  schedule_running_prefills(out.scheduled, budget);
+  // 3. New (or preempted) sequences in FIFO order; none in a step that had to preempt.
+  if (preempted_this_step_ == 0) admit_waiting(out.scheduled, budget);
+  out.num_preempted = preempted_this_step_;
+  in_step_.clear();
+  build_batch(out);
+  in_flight_ = !out.empty();
+  return out;
+}
+
+void Scheduler::build_batch(SchedulerOutput& out) const {
+  StepBatch& b = out.batch;
+  const int32_t bs = config_.block_size;
+  b.block_size = bs;
+  b.max_blocks_per_seq = 0;
+  for (const ScheduledSequence& s : out.scheduled) {
+    b.max_blocks_per_seq =
+        std::max(b.max_blocks_per_seq, static_cast<int32_t>(kv_.block_table(s.seq->id()).size()));
+  }
+  const size_t num_seqs = out.scheduled.size();
+  b.cu_seqlens_q.assign(1, 0);
+  b.block_tables.assign(num_seqs * static_cast<size_t>(b.max_blocks_per_seq), 0);
+  for (size_t i = 0; i < num_seqs; ++i) {
+    const ScheduledSequence& s = out.scheduled[i];
+    const std::vector<int32_t>& table = kv_.block_table(s.seq->id());
+    const std::span<const int32_t> tokens = s.seq->tokens();
+    for (int32_t p = s.start; p < s.start + s.num_new_tokens; ++p) {
+      b.token_ids.push_back(tokens[static_cast<size_t>(p)]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(table[static_cast<size_t>(p / bs)] * bs + p % bs);
+    }
+    b.cu_seqlens_q.push_back(b.num_tokens());
+    b.seq_lens.push_back(s.start + s.num_new_tokens);
+    std::copy(table.begin(), table.end(),
+              b.block_tables.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(b.max_blocks_per_seq)));
+    b.state_slots.push_back(s.seq->state_slot);
+    b.has_initial_state.push_back(s.start > 0 ? 1 : 0);
+    if (s.samples) b.logits_rows.push_back(b.num_tokens() - 1);
+  }
+}
+
+void Scheduler::check_stop(Sequence* seq) {
+  const SamplingParams& p = seq->params();
+  const int32_t token = seq->last_token();
+  const int32_t num_out = seq->num_output_tokens();
+  if (num_out >= p.min_tokens) {
+    const bool is_eos = !p.ignore_eos && std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(),
+                                                   token) != config_.eos_token_ids.end();
+    const bool is_stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+    if (is_eos || is_stop) {
+      seq->stop_token = token;
+      finish(seq, FinishReason::Stop);
+      return;
+    }
+  }
+  if ((p.max_tokens && num_out >= *p.max_tokens) || seq->num_tokens() >= config_.max_model_len) {
+    finish(seq, FinishReason::Length);
+  }
+}
+
+void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const int32_t> sampled) {
+  if (out.empty()) return;
+  if (!in_flight_) throw std::logic_error("Scheduler::update_from_output: no step in flight");
+  size_t k = 0;
+  for (const ScheduledSequence& s : out.scheduled) k += s.samples ? 1 : 0;
+  if (sampled.size() != k) {
+    throw std::logic_error("Scheduler::update_from_output: " + std::to_string(sampled.size()) +
+                           " sampled tokens for " + std::to_string(k) + " sampling sequences");
+  }
+  in_flight_ = false;
+  k = 0;
+  for (const ScheduledSequence& s : out.scheduled) {
+    Sequence* seq = s.seq;
+    if (seq->num_computed_tokens != s.start) {
+      throw std::logic_error("Scheduler::update_from_output: sequence changed during the step");
+    }
+    seq->num_computed_tokens += s.num_new_tokens;
+    if (!s.samples) continue;
+    const int32_t token = sampled[k++];
+    if (seq->abort_requested) continue;  // its abort is applied below; the token is dropped
+    seq->append_token(token);
+    check_stop(seq);
+  }
+  std::vector<int64_t> aborts;
+  aborts.swap(pending_aborts_);
+  for (int64_t id : aborts) abort(id);
+}
+
+bool Scheduler::abort(int64_t id) {
+  Sequence* seq = find(id);
+  if (seq == nullptr || seq->finished()) return false;
+  if (in_flight_) {
+    if (!seq->abort_requested) pending_aborts_.push_back(id);
+    seq->abort_requested = true;
+    return true;
+  }
+  seq->abort_requested = true;
+  finish(seq, FinishReason::Abort);
+  return true;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::take_finished() {
+  std::vector<std::unique_ptr<Sequence>> out;
+  out.swap(finished_);
+  return out;
+}
+
+}  // namespace pagoda

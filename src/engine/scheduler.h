@@ -1,0 +1,137 @@
+// Continuous batching (DESIGN.md §6). Each step takes, in order: one decode token of every running
+// sequence, the next chunk of running sequences whose prefill is unfinished, then prefill chunks of
+// waiting sequences in FIFO order, within --max-num-batched-tokens and --max-num-seqs. When a
+// sequence needs a block and none is free, the most recently admitted running sequence that is not
+// yet in the step is preempted (blocks and state slot freed, back to the front of the waiting
+// queue, recomputed later from prompt + generated tokens). Chunked prefill is always on.
+//
+// One engine step:
+//   SchedulerOutput out = scheduler.schedule();
+//   logits = model.forward(out.batch);                       // rows = out.batch.logits_rows
+//   tokens = sampler.sample(logits, out.sampling_seqs());
+//   scheduler.update_from_output(out, tokens);               // appends, checks stops, frees
+//   for (auto& seq : scheduler.take_finished()) ...          // done: stop / length / abort
+//
+// The scheduler owns every Sequence from add() until take_finished() hands it back; Sequence
+// pointers stay valid until then. Single-threaded: call everything from the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "engine/step_batch.h"
+#include "kv/kv_cache_manager.h"
+
+namespace pagoda {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 8192;  // >= max_num_seqs
+  int32_t max_model_len = 4096;           // prompt + output tokens
+  int32_t block_size = 16;
+  int32_t num_kv_blocks = 0;              // from the MemoryPlan
+  bool use_state_slots = false;           // the model has GDN layers: max_num_seqs state slots
+  std::vector<int32_t> eos_token_ids;     // stop tokens of the model (generation_config.json)
+  uint64_t seed = 0;                      // engine seed, for requests without their own
+};
+
+// One sequence's share of a step.
+struct ScheduledSequence {
+  Sequence* seq = nullptr;
+  int32_t start = 0;           // num_computed_tokens before the step = position of the first new token
+  int32_t num_new_tokens = 0;
+  bool samples = false;        // the chunk reaches the end of its known tokens: a token is sampled
+};
+
+struct SchedulerOutput {
+  // In batch order: all decodes first, then prefill chunks.
+  std::vector<ScheduledSequence> scheduled;
+  StepBatch batch;
+  int32_t num_decodes = 0;      // scheduled[0, num_decodes) are single-token decodes
+  int32_t num_preempted = 0;    // preemptions made by this schedule() call
+
+  bool empty() const { return scheduled.empty(); }
+  // The sequences of batch.logits_rows, in the same order.
+  std::vector<Sequence*> sampling_seqs() const;
+  int32_t num_prefill_tokens() const { return batch.num_tokens() - num_decodes; }
+};
+
+class Scheduler {
+ public:
+  // Throws pagoda::Error for an invalid config.
+  explicit Scheduler(SchedulerConfig config);
+
+  const SchedulerConfig& config() const { return config_; }
+  // Upper bound of StepBatch::max_blocks_per_seq (a sequence never holds K/V of more than
+  // max_model_len tokens), for sizing the ModelRunner's buffers. Also: num_tokens() <=
+  // max_num_batched_tokens and num_seqs() <= max_num_seqs in every step.
+  int32_t max_blocks_per_seq() const {
+    return (config_.max_model_len + config_.block_size - 1) / config_.block_size;
+  }
+
+  // Queues a new sequence. Throws pagoda::Error for an empty prompt, a prompt longer than
+  // max_model_len, an id already in use, or invalid sampling params.
+  Sequence* add(int64_t id, std::vector<int32_t> prompt, SamplingParams params);
+
+  // Plans the next step and reserves its KV slots. An empty output means nothing can run.
+  SchedulerOutput schedule();
+  // `sampled[i]` is the token sampled for out.sampling_seqs()[i]. Advances num_computed_tokens,
+  // appends the tokens, checks the stop conditions and frees what finished.
+  void update_from_output(const SchedulerOutput& out, std::span<const int32_t> sampled);
+
+  // Finishes a sequence with reason abort (at once, or at the end of the step in flight).
+  // Returns false for an unknown or already finished id.
+  bool abort(int64_t id);
+  // Finished sequences (stop / length / abort), in the order they finished, handed to the caller.
+  std::vector<std::unique_ptr<Sequence>> take_finished();
+
+  bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  double kv_usage() const { return kv_.usage(); }
+  const KvCacheManager& kv() const { return kv_; }
+  const StateSlotPool& state_slots() const { return slots_; }
+  // Running sequences in admission order; waiting ones in queue order.
+  const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  Sequence* find(int64_t id) const;
+
+ private:
+  // Room for `want` new tokens of running `seq` at running_[index], preempting younger unscheduled
+  // sequences as needed. A prefill chunk may shrink to what fits. Returns the tokens granted; 0
+  // when `seq` itself was preempted or finished (it can never fit).
+  int32_t reserve_running(size_t index, int32_t want, bool can_shrink);
+  void schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& budget);
+  void schedule_running_prefills(std::vector<ScheduledSequence>& out, int32_t& budget);
+  void admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budget);
+  void preempt(Sequence* seq);
+  void finish(Sequence* seq, FinishReason reason);
+  void check_stop(Sequence* seq);
+  void release(Sequence* seq);
+  void remove_running(Sequence* seq);
+  void build_batch(SchedulerOutput& out) const;
+
+  SchedulerConfig config_;
+  KvCacheManager kv_;
+  StateSlotPool slots_;
+  std::unordered_map<int64_t, std::unique_ptr<Sequence>> live_;
+  std::vector<Sequence*> running_;  // admission order
+  std::deque<Sequence*> waiting_;
+  std::vector<std::unique_ptr<Sequence>> finished_;
+  std::vector<int64_t> pending_aborts_;
+  std::unordered_set<const Sequence*> in_step_;  // during schedule(): already in the step
+  uint64_t next_arrival_ = 0;
+  int64_t num_preemptions_ = 0;
+  int32_t preempted_this_step_ = 0;
+  bool in_flight_ = false;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,71 @@
+// One sequence being generated: its tokens, how far the KV cache has them, how it samples and why
+// it stopped. Owned by the Scheduler from add() until the engine takes it back when finished.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace pagoda {
+
+enum class SequenceStatus { Waiting, Running, Finished };
+enum class FinishReason { None, Stop, Length, Abort };
+
+const char* sequence_status_name(SequenceStatus s);
+// OpenAI's finish_reason strings: "stop", "length", "abort" ("" for None).
+const char* finish_reason_name(FinishReason r);
+
+class Sequence {
+ public:
+  // The RNG is seeded from params.seed when set, else from (engine_seed, id), so a request's samples
+  // depend on nothing but its own seed and tokens.
+  Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams params, uint64_t engine_seed = 0);
+
+  int64_t id() const { return id_; }
+  const SamplingParams& params() const { return params_; }
+
+  // prompt + output tokens.
+  std::span<const int32_t> tokens() const { return tokens_; }
+  std::span<const int32_t> prompt() const { return std::span<const int32_t>(tokens_).first(num_prompt_); }
+  std::span<const int32_t> output() const { return std::span<const int32_t>(tokens_).subspan(num_prompt_); }
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t num_prompt_tokens() const { return static_cast<int32_t>(num_prompt_); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens(); }
+  int32_t last_token() const { return tokens_.back(); }
+  void append_token(int32_t token) { tokens_.push_back(token); }
+
+  // Tokens whose K/V are in the cache. Tokens [num_computed_tokens, num_tokens) are fed next.
+  int32_t num_computed_tokens = 0;
+  SequenceStatus status = SequenceStatus::Waiting;
+  FinishReason finish_reason = FinishReason::None;
+  int32_t stop_token = -1;      // the EOS / stop token that finished it (vLLM's stop_reason), else -1
+  std::string finish_detail;    // why, in words, for finishes the user did not ask for
+  int32_t state_slot = -1;      // recurrent-state slot while running (hybrid models)
+  uint64_t arrival = 0;         // order of add(), set by the scheduler
+  int32_t num_preemptions = 0;
+  bool abort_requested = false;
+
+  std::mt19937_64& rng() { return rng_; }
+
+  bool finished() const { return status == SequenceStatus::Finished; }
+  // Tokens not yet in the cache.
+  int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  // Prefill (or recompute after preemption) not done: more than the last sampled token is missing.
+  bool is_prefilling() const { return num_uncomputed_tokens() > 1; }
+
+ private:
+  int64_t id_;
+  size_t num_prompt_;
+  std::vector<int32_t> tokens_;
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+// splitmix64: a well-mixed 64-bit value of `x`, for deriving seeds.
+uint64_t mix_seed(uint64_t x);
+
+}  // namespace pagoda

@@ -1,0 +1,77 @@
+#include "model/layers.h"
+
+#include <cmath>
+
+namespace pagoda {
+namespace {
+
+std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+}  // namespace
+
+AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
+                                bool gated) {
+  const std::string p = layer_prefix(layer) + "self_attn.";
+  const int64_t H = cfg.hidden_size, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
+  const int64_t q_rows = Hq * D * (gated ? 2 : 1);
+  AttentionWeights w;
+  // Gated q_proj interleaves per head [query D rows | gate D rows]; regroup at load to all queries
+  // then all gates, so q and gate are plain column ranges of the fused output.
+  std::vector<int64_t> q_order;
+  if (gated) {
+    for (int64_t part = 0; part < 2; ++part)
+      for (int64_t h = 0; h < Hq; ++h)
+        for (int64_t d = 0; d < D; ++d) q_order.push_back(h * 2 * D + part * D + d);
+  }
+  w.qkv = ws.load_rows({p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"}, wdtype,
+                       {{q_rows, H}, {Hkv * D, H}, {Hkv * D, H}}, {q_order, {}, {}});
+  w.o = ws.load(p + "o_proj.weight", wdtype, {H, Hq * D});
+  w.q_norm = ws.load(p + "q_norm.weight", DType::F32, {D});
+  w.k_norm = ws.load(p + "k_norm.weight", DType::F32, {D});
+  return w;
+}
+
+MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype) {
+  const std::string p = layer_prefix(layer) + "mlp.";
+  const int64_t H = cfg.hidden_size, I = cfg.intermediate_size;
+  MlpWeights w;
+  w.gate_up = ws.load_rows({p + "gate_proj.weight", p + "up_proj.weight"}, wdtype, {{I, H}, {I, H}});
+  w.down = ws.load(p + "down_proj.weight", wdtype, {H, I});
+  return w;
+}
+
+void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeights& w, bool gated,
+                       const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, const Tensor& x,
+                       LayerScratch& s, Tensor& out) {
+  const int64_t T = meta.num_tokens, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
+  const int64_t q_cols = Hq * D * (gated ? 2 : 1);
+  Tensor qkv = s.qkv.rows(0, T);
+  be.linear(x, w.qkv, qkv);
+
+  Tensor qv = qkv.cols(0, Hq * D).reshape({T, Hq, D});
+  Tensor k = qkv.cols(q_cols, q_cols + Hkv * D).reshape({T, Hkv, D});
+  Tensor v = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D).reshape({T, Hkv, D});
+
+  RopeParams rope{static_cast<int32_t>(cfg.rotary_dim), static_cast<float>(cfg.rope_theta)};
+  const bool zc = cfg.arch == ModelArch::Qwen3_5;  // Qwen3.5 norms are zero-centred (1 + w)
+  be.qk_norm_rope_and_cache(qv, k, v, w.q_norm, w.k_norm, static_cast<float>(cfg.rms_norm_eps), zc,
+                            rope, meta, k_cache, v_cache);
+  Tensor attn = s.attn.rows(0, T).reshape({T, Hq, D});
+  AttentionParams ap;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  be.paged_attention(qv, k_cache, v_cache, meta, ap, attn);
+  Tensor attn2d = attn.reshape({T, Hq * D});
+  if (gated) be.sigmoid_gate(attn2d, qkv.cols(Hq * D, 2 * Hq * D), attn2d);
+  be.linear(attn2d, w.o, out);
+}
+
+void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out) {
+  const int64_t T = x.size(0);
+  Tensor gu = s.gate_up.rows(0, T);
+  be.linear(x, w.gate_up, gu);
+  Tensor act = s.mlp_act.rows(0, T);
+  be.silu_mul(gu, act);
+  be.linear(act, w.down, out);
+}
+
+}  // namespace pagoda

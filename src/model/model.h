@@ -1,0 +1,40 @@
+// A model: weights on a backend and a forward pass over one step's varlen batch. Models never see
+// requests (DESIGN.md §1): they read a StepMeta and the caches, and write logits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "kv/paged_kv_cache.h"
+
+namespace pagoda {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  // Allocates the activation workspace for steps of up to `max_tokens` new tokens and
+  // `max_logits_rows` sampled rows; returns its bytes. Must be called before forward().
+  virtual size_t reserve(int32_t max_tokens, int32_t max_logits_rows) = 0;
+  // Runs the step; writes fp32 logits [meta.num_logits_rows, vocab] into `logits` (on device).
+  virtual void forward(const StepMeta& meta, PagedKvCache& kv, Tensor& logits) = 0;
+  virtual size_t weight_bytes() const = 0;
+  // Index among the full-attention layers of each layer (-1 for other kinds): the KV pool it uses.
+  int attention_index(int layer) const;
+
+ protected:
+  std::vector<int> attention_index_;
+};
+
+// Loads the checkpoint in `dir` (config.json + safetensors) onto `backend`, choosing the model
+// class from the config's architecture.
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend);
+std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
+                                  Backend& backend);
+
+}  // namespace pagoda

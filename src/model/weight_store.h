@@ -1,0 +1,39 @@
+// Moves a checkpoint's tensors onto a backend, by canonical name (io/weight_names.h), converting
+// dtypes and fusing projections that share an input (q|k|v, gate|up) into one matrix.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/safetensors.h"
+
+namespace pagoda {
+
+class WeightStore {
+ public:
+  WeightStore(Backend& backend, const Checkpoint& ckpt);
+
+  bool has(const std::string& name) const { return by_name_.count(name) > 0; }
+  // Uploads tensor `name` as `dtype`; throws naming the tensor when absent or of another shape.
+  Tensor load(const std::string& name, DType dtype, const std::vector<int64_t>& shape);
+  // Row-wise concatenation of 2-D tensors with the same number of columns. `row_orders[i]`, when
+  // given and non-empty, lists which source row of tensor i lands at each destination row.
+  Tensor load_rows(const std::vector<std::string>& names, DType dtype,
+                   const std::vector<std::vector<int64_t>>& shapes,
+                   const std::vector<std::vector<int64_t>>& row_orders = {});
+  size_t bytes() const { return bytes_; }  // device bytes held
+
+ private:
+  const TensorView& find(const std::string& name, const std::vector<int64_t>& shape) const;
+  Tensor allocate(DType dtype, int64_t rows, int64_t cols);
+
+  Backend& backend_;
+  std::map<std::string, const TensorView*> by_name_;  // canonical name -> checkpoint tensor
+  std::vector<Buffer> buffers_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,102 @@
+#include "tokenizer/normalizer.h"
+
+#include <cstdlib>
+#include <memory>
+
+#include <utf8proc.h>
+
+#include "core/error.h"
+#include "tokenizer/utf8.h"
+
+namespace pagoda {
+
+namespace {
+
+void parse_into(const tokjson::Json& j, const tokjson::Where& where, int depth, bool& nfc_out) {
+  if (j.is_null()) return;
+  if (depth > 16) tokjson::fail(where, "normalizer Sequence nested too deeply");
+  const std::string& type = tokjson::get_string(j, "type", where);
+  if (type == "NFC") {
+    nfc_out = true;
+  } else if (type == "Sequence") {
+    const tokjson::Json* list = tokjson::find(j, "normalizers", where);
+    if (list == nullptr) tokjson::fail(where.at("normalizers"), "missing");
+    tokjson::require_array(*list, where.at("normalizers"));
+    for (size_t i = 0; i < list->size(); ++i) {
+      parse_into((*list)[i], where.at("normalizers").at(i), depth + 1, nfc_out);
+    }
+  } else {
+    tokjson::fail(where.at("type"), "unsupported normalizer type '" + type +
+                                        "' (supported: NFC, Sequence, null)");
+  }
+}
+
+// Characters that are NFC by themselves, have canonical combining class 0 and are never the second
+// half of a canonical composition: a string made only of them is already NFC. Deliberately narrow
+// (Greek, for instance, has singletons such as U+037E that NFC rewrites).
+bool is_nfc_inert(uint32_t cp) {
+  return cp < 0x300 || (cp >= 0x400 && cp <= 0x482) || (cp >= 0x2010 && cp <= 0x2027) ||
+         (cp >= 0x3000 && cp <= 0x3029) || (cp >= 0x4E00 && cp <= 0x9FFF) ||
+         (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xFF01 && cp <= 0xFF5E);
+}
+
+std::string utf8proc_nfc(std::string_view text) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                   static_cast<utf8proc_ssize_t>(text.size()), &out,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0) throw Error(std::string("NFC normalization failed: ") + utf8proc_errmsg(n));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> holder(out, &std::free);
+  return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+}
+
+}  // namespace
+
+Normalizer Normalizer::from_json(const tokjson::Json& j, const tokjson::Where& where) {
+  Normalizer n;
+  parse_into(j, where, 0, n.nfc_);
+  return n;
+}
+
+std::string Normalizer::normalize(std::string_view text) const {
+  return nfc_ ? nfc(text) : std::string(text);
+}
+
+// NFC never acts across an inert character: it has class 0 (so reordering stops there) and
+// cannot compose with what precedes it. So only the stretches that contain other characters, each
+// starting at the inert character just before them (which may compose with what follows), go
+// through utf8proc; everything else is copied.
+std::string nfc(std::string_view text) {
+  std::string out;
+  size_t clean_from = 0;     // start of the stretch not yet written
+  size_t dirty_from = std::string_view::npos;  // start of a stretch that needs utf8proc
+  size_t prev_start = 0;     // start of the previous character
+  size_t i = 0;
+  while (i < text.size()) {
+    const bool ascii = static_cast<uint8_t>(text[i]) < 0x80;
+    const utf8::Step st = ascii ? utf8::Step{utf8::StepKind::kValid, 1, static_cast<uint8_t>(text[i])}
+                                : utf8::next(text, i);
+    const bool inert = st.kind == utf8::StepKind::kValid && is_nfc_inert(st.cp);
+    if (inert && dirty_from != std::string_view::npos) {
+      out += utf8proc_nfc(text.substr(dirty_from, i - dirty_from));
+      dirty_from = std::string_view::npos;
+      clean_from = i;
+    } else if (!inert && dirty_from == std::string_view::npos) {
+      dirty_from = i > clean_from ? prev_start : i;
+      out.append(text.substr(clean_from, dirty_from - clean_from));
+    }
+    prev_start = i;
+    i += st.len;
+  }
+  if (dirty_from != std::string_view::npos) {
+    out += utf8proc_nfc(text.substr(dirty_from));
+  } else if (clean_from == 0) {
+    return std::string(text);
+  } else {
+    out.append(text.substr(clean_from));
+  }
+  return out;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,223 @@
+#include "tokenizer/pre_tokenizer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "tokenizer/byte_level.h"
+
+namespace pagoda {
+
+namespace {
+
+enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+struct Span {
+  size_t start;
+  size_t end;
+  bool flag;  // before applying the behaviour: "is a match"; after: "is removed"
+};
+
+Behavior parse_behavior(const std::string& name, const tokjson::Where& where) {
+  if (name == "Removed") return Behavior::kRemoved;
+  if (name == "Isolated") return Behavior::kIsolated;
+  if (name == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
+  if (name == "MergedWithNext") return Behavior::kMergedWithNext;
+  if (name == "Contiguous") return Behavior::kContiguous;
+  tokjson::fail(where, "unknown Split behavior '" + name + "'");
+}
+
+// Hugging Face's SplitDelimiterBehavior, applied to the alternating match / non-match spans.
+std::vector<Span> apply_behavior(std::vector<Span> spans, Behavior behavior) {
+  std::vector<Span> out;
+  out.reserve(spans.size());
+  bool previous_match = false;
+  switch (behavior) {
+    case Behavior::kIsolated:
+      for (Span& s : spans) out.push_back({s.start, s.end, false});
+      break;
+    case Behavior::kRemoved:
+      for (Span& s : spans) out.push_back({s.start, s.end, s.flag});
+      break;
+    case Behavior::kMergedWithPrevious:
+      for (Span& s : spans) {
+        if (s.flag && !previous_match && !out.empty()) {
+          out.back().end = s.end;
+        } else {
+          out.push_back({s.start, s.end, false});
+        }
+        previous_match = s.flag;
+      }
+      break;
+    case Behavior::kMergedWithNext:
+      // Mirror image of MergedWithPrevious: walk backwards, then restore the order.
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        if (it->flag && !previous_match && !out.empty()) {
+          out.back().start = it->start;
+        } else {
+          out.push_back({it->start, it->end, false});
+        }
+        previous_match = it->flag;
+      }
+      std::reverse(out.begin(), out.end());
+      break;
+    case Behavior::kContiguous:
+      for (Span& s : spans) {
+        if (s.flag == previous_match && !out.empty()) {
+          out.back().end = s.end;
+        } else {
+          out.push_back({s.start, s.end, false});
+        }
+        previous_match = s.flag;
+      }
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct PreTokenizer::Step {
+  enum class Kind { kSplit, kByteLevel } kind = Kind::kSplit;
+  std::unique_ptr<Regex> regex;  // Split's pattern, or GPT-2's for ByteLevel with use_regex
+  Behavior behavior = Behavior::kIsolated;
+  bool invert = false;
+  bool add_prefix_space = false;
+};
+
+const char* PreTokenizer::gpt2_pattern() {
+  return "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+}
+
+PreTokenizer::PreTokenizer() = default;
+PreTokenizer::~PreTokenizer() = default;
+PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
+PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
+
+static void parse_steps(const tokjson::Json& j, const tokjson::Where& where, int depth,
+                        std::vector<std::unique_ptr<PreTokenizer::Step>>& steps);
+
+static std::unique_ptr<PreTokenizer::Step> parse_split(const tokjson::Json& j,
+                                                       const tokjson::Where& where) {
+  auto step = std::make_unique<PreTokenizer::Step>();
+  step->kind = PreTokenizer::Step::Kind::kSplit;
+  const tokjson::Json* pattern = tokjson::find(j, "pattern", where);
+  const tokjson::Where pw = where.at("pattern");
+  if (pattern == nullptr) tokjson::fail(pw, "missing");
+  tokjson::require_object(*pattern, pw);
+  if (tokjson::find(*pattern, "Regex", pw) != nullptr) {
+    step->regex = std::make_unique<Regex>(tokjson::get_string(*pattern, "Regex", pw), false,
+                                          pw.at("Regex").str());
+  } else if (tokjson::find(*pattern, "String", pw) != nullptr) {
+    step->regex = std::make_unique<Regex>(tokjson::get_string(*pattern, "String", pw), true,
+                                          pw.at("String").str());
+  } else {
+    tokjson::fail(pw, "expected {\"Regex\": ...} or {\"String\": ...}");
+  }
+  step->behavior = parse_behavior(tokjson::get_string(j, "behavior", where), where.at("behavior"));
+  step->invert = tokjson::get_bool(j, "invert", false, where);
+  return step;
+}
+
+static void parse_steps(const tokjson::Json& j, const tokjson::Where& where, int depth,
+                        std::vector<std::unique_ptr<PreTokenizer::Step>>& steps) {
+  if (j.is_null()) return;
+  if (depth > 16) tokjson::fail(where, "pre_tokenizer Sequence nested too deeply");
+  const std::string& type = tokjson::get_string(j, "type", where);
+  if (type == "Sequence") {
+    const tokjson::Json* list = tokjson::find(j, "pretokenizers", where);
+    const tokjson::Where lw = where.at("pretokenizers");
+    if (list == nullptr) tokjson::fail(lw, "missing");
+    tokjson::require_array(*list, lw);
+    for (size_t i = 0; i < list->size(); ++i) parse_steps((*list)[i], lw.at(i), depth + 1, steps);
+  } else if (type == "Split") {
+    steps.push_back(parse_split(j, where));
+  } else if (type == "ByteLevel") {
+    auto step = std::make_unique<PreTokenizer::Step>();
+    step->kind = PreTokenizer::Step::Kind::kByteLevel;
+    step->add_prefix_space = tokjson::get_bool(j, "add_prefix_space", true, where);
+    if (tokjson::get_bool(j, "use_regex", true, where)) {
+      step->regex = std::make_unique<Regex>(PreTokenizer::gpt2_pattern(), false, where.str());
+    }
+    steps.push_back(std::move(step));
+  } else {
+    tokjson::fail(where.at("type"), "unsupported pre_tokenizer type '" + type +
+                                        "' (supported: Split, ByteLevel, Sequence, null)");
+  }
+}
+
+PreTokenizer PreTokenizer::from_json(const tokjson::Json& j, const tokjson::Where& where) {
+  PreTokenizer p;
+  parse_steps(j, where, 0, p.steps_);
+  p.defer_byte_mapping_ = !p.steps_.empty() && p.steps_.back()->kind == Step::Kind::kByteLevel;
+  return p;
+}
+
+void PreTokenizer::for_each_piece(std::string_view text, const PieceFn& fn) const {
+  run(0, text, fn);
+}
+
+void PreTokenizer::run(size_t step, std::string_view text, const PieceFn& fn) const {
+  if (text.empty()) return;  // Hugging Face drops empty splits
+  if (step == steps_.size()) {
+    fn(text);
+    return;
+  }
+  const Step& s = *steps_[step];
+  if (s.kind == Step::Kind::kSplit) {
+    run_split(s, step, text, fn);
+  } else {
+    run_byte_level(s, step, text, fn);
+  }
+}
+
+void PreTokenizer::run_split(const Step& s, size_t step, std::string_view text,
+                             const PieceFn& fn) const {
+  std::vector<std::pair<size_t, size_t>> matches;
+  s.regex->find_all(text, matches);
+  std::vector<Span> spans;
+  spans.reserve(matches.size() * 2 + 1);
+  size_t prev = 0;
+  for (const auto& [start, end] : matches) {
+    if (prev != start) spans.push_back({prev, start, s.invert});
+    spans.push_back({start, end, !s.invert});
+    prev = end;
+  }
+  if (prev != text.size()) spans.push_back({prev, text.size(), s.invert});
+  for (const Span& piece : apply_behavior(std::move(spans), s.behavior)) {
+    if (!piece.flag) run(step + 1, text.substr(piece.start, piece.end - piece.start), fn);
+  }
+}
+
+void PreTokenizer::run_byte_level(const Step& s, size_t step, std::string_view text,
+                                  const PieceFn& fn) const {
+  std::string prefixed;
+  if (s.add_prefix_space && text.front() != ' ') {
+    prefixed.reserve(text.size() + 1);
+    prefixed.push_back(' ');
+    prefixed.append(text);
+    text = prefixed;
+  }
+  const bool last = step + 1 == steps_.size();
+  auto emit = [&](std::string_view piece) {
+    if (last) {
+      run(step + 1, piece, fn);  // the model maps the bytes
+    } else {
+      run(step + 1, byte_level::encode(piece), fn);
+    }
+  };
+  if (s.regex == nullptr) {
+    emit(text);
+    return;
+  }
+  std::vector<std::pair<size_t, size_t>> matches;
+  s.regex->find_all(text, matches);
+  size_t prev = 0;
+  for (const auto& [start, end] : matches) {
+    if (prev != start) emit(text.substr(prev, start - prev));
+    emit(text.substr(start, end - start));
+    prev = end;
+  }
+  if (prev != text.size()) emit(text.substr(prev));
+}
+
+}  // namespace pagoda

@@ -1,0 +1,209 @@
+// Tokenizer::from_json and the encode/decode pipeline: added tokens -> NFC -> pre-tokenizer -> BPE,
+// and back through the ByteLevel decoder.
+#include "tokenizer/tokenizer.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "tokenizer/added_vocab.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/json_fields.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace pagoda {
+
+namespace {
+
+using tokjson::Json;
+using tokjson::Where;
+
+// null or ByteLevel; returns whether the ByteLevel decoder is on.
+bool parse_decoder(const Json* j, const Where& where) {
+  if (j == nullptr || j->is_null()) return false;
+  const std::string& type = tokjson::get_string(*j, "type", where);
+  if (type != "ByteLevel") {
+    tokjson::fail(where.at("type"),
+                  "unsupported decoder type '" + type + "' (supported: ByteLevel, null)");
+  }
+  return true;
+}
+
+// Settings that would change what encode returns and that this implementation does not do.
+void reject_unsupported_top_level(const Json& root, const Where& where) {
+  for (const char* key : {"truncation", "padding"}) {
+    const Json* v = tokjson::find(root, key, where);
+    if (v != nullptr && !v->is_null()) tokjson::fail(where.at(key), "only null is supported");
+  }
+}
+
+const Json& model_json(const Json& root, const Where& where) {
+  const Json* model = tokjson::find(root, "model", where);
+  if (model == nullptr) tokjson::fail(where.at("model"), "missing");
+  tokjson::require_object(*model, where.at("model"));
+  const Json* type = tokjson::find(*model, "type", where.at("model"));
+  if (type != nullptr) {
+    const std::string& name = tokjson::get_string(*model, "type", where.at("model"));
+    if (name != "BPE") {
+      tokjson::fail(where.at("model").at("type"),
+                    "unsupported model type '" + name + "' (supported: BPE)");
+    }
+  }
+  return *model;
+}
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  HfTokenizer(const Json& root, const Where& where)
+      : normalizer_(Normalizer::from_json(field_or_null(root, "normalizer", where),
+                                          where.at("normalizer"))),
+        pre_tokenizer_(PreTokenizer::from_json(field_or_null(root, "pre_tokenizer", where),
+                                               where.at("pre_tokenizer"))),
+        model_(model_json(root, where), where.at("model")),
+        added_(tokjson::find(root, "added_tokens", where), model_, normalizer_,
+               where.at("added_tokens")),
+        byte_level_decoder_(parse_decoder(tokjson::find(root, "decoder", where), where.at("decoder"))) {
+    reject_unsupported_top_level(root, where);
+    model_.set_map_bytes(pre_tokenizer_.model_maps_bytes());
+    build_decode_table();
+  }
+
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
+  std::string token_bytes(int32_t id) const override { return std::string(decoded(id)); }
+  int32_t vocab_size() const override { return static_cast<int32_t>(decoded_.size()); }
+  std::optional<int32_t> token_to_id(std::string_view token) const override {
+    if (auto id = added_.token_to_id(token)) return id;
+    return model_.token_to_id(token);
+  }
+  const std::vector<AddedToken>& added_tokens() const override { return added_.tokens(); }
+  bool is_special(int32_t id) const override {
+    const AddedToken* t = added_.find_id(id);
+    return t != nullptr && t->special;
+  }
+  std::string_view token_separator() const override { return byte_level_decoder_ ? "" : " "; }
+
+ private:
+  static const Json& field_or_null(const Json& root, const char* key, const Where& where) {
+    static const Json null_json;
+    const Json* v = tokjson::find(root, key, where);
+    return v == nullptr ? null_json : *v;
+  }
+  void build_decode_table();
+  const std::string& decoded(int32_t id) const;
+  void encode_plain(std::string_view text, std::vector<int32_t>& ids) const;
+
+  Normalizer normalizer_;
+  PreTokenizer pre_tokenizer_;
+  BpeModel model_;
+  AddedVocabulary added_;
+  bool byte_level_decoder_;
+  std::vector<std::string> decoded_;  // per id: the bytes the decoder turns the token into
+  std::vector<bool> has_token_;
+};
+
+void HfTokenizer::build_decode_table() {
+  const int32_t size = std::max(model_.max_id(), added_.max_id()) + 1;
+  decoded_.assign(static_cast<size_t>(size), std::string());
+  has_token_.assign(static_cast<size_t>(size), false);
+  for (int32_t id = 0; id < size; ++id) {
+    // Added tokens win over model tokens with the same id, as in Hugging Face's decode.
+    const AddedToken* added = added_.find_id(id);
+    const std::string* token = added != nullptr ? &added->content : model_.id_to_token(id);
+    if (token == nullptr) continue;
+    has_token_[static_cast<size_t>(id)] = true;
+    std::string& out = decoded_[static_cast<size_t>(id)];
+    // HF's ByteLevel decoder keeps a token verbatim when any character is outside the alphabet,
+    // and applies to added tokens too.
+    if (!byte_level_decoder_ || !byte_level::decode(*token, out)) out = *token;
+  }
+}
+
+const std::string& HfTokenizer::decoded(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || !has_token_[static_cast<size_t>(id)]) {
+    throw Error("tokenizer decode: token id " + std::to_string(id) + " is not in the vocabulary (size " +
+                std::to_string(vocab_size()) + ")");
+  }
+  return decoded_[static_cast<size_t>(id)];
+}
+
+void HfTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
+  auto on_piece = [&](std::string_view piece) { model_.encode_piece(piece, ids); };
+  auto on_normalized_segment = [&](std::string_view segment, int32_t id) {
+    if (id >= 0) {
+      ids.push_back(id);
+    } else {
+      pre_tokenizer_.for_each_piece(segment, on_piece);
+    }
+  };
+  if (normalizer_.is_identity()) {
+    added_.split_normalized(text, on_normalized_segment);
+  } else {
+    added_.split_normalized(normalizer_.normalize(text), on_normalized_segment);
+  }
+}
+
+std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
+  // Hugging Face takes a Rust &str, which cannot hold invalid UTF-8; we replace each ill-formed
+  // subpart with U+FFFD first so that every later stage sees valid text.
+  std::string repaired;
+  if (!utf8::is_valid(text)) {
+    repaired = utf8::to_valid_lossy(text);
+    text = repaired;
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 8);
+  added_.split_raw(text, [&](std::string_view segment, int32_t id) {
+    if (id >= 0) {
+      ids.push_back(id);
+    } else {
+      encode_plain(segment, ids);
+    }
+  });
+  return ids;
+}
+
+std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::string bytes;
+  bool first = true;
+  for (int32_t id : ids) {
+    const std::string& piece = decoded(id);
+    if (skip_special_tokens && is_special(id)) continue;
+    if (!first) bytes.append(token_separator());
+    first = false;
+    bytes.append(piece);
+  }
+  return utf8::to_valid_lossy(bytes);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json(std::string_view json, const std::string& label) {
+  Json root;
+  try {
+    root = Json::parse(json.begin(), json.end());
+  } catch (const Json::exception& e) {
+    throw Error(label + ": not valid JSON: " + e.what());
+  }
+  const Where where{label, ""};
+  tokjson::require_object(root, where);
+  return std::make_unique<HfTokenizer>(root, where);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::load_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open tokenizer file");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw Error(path + ": read error");
+  return from_json(buf.str(), path);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::load_dir(const std::string& dir) {
+  return load_file(dir + "/tokenizer.json");
+}
+
+}  // namespace pagoda

@@ -1,0 +1,389 @@
+#include "io/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include "io_test_util.h"
+
+namespace pagoda {
+namespace {
+
+using io_test::contains;
+using io_test::error_of;
+using json = nlohmann::json;
+
+constexpr int64_t KiB = 1024, MiB = 1024 * 1024;
+
+// config.json of Qwen/Qwen3-0.6B as released (transformers 4.51 layout: rope_theta at the top).
+const char* const kQwen3_0_6B = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936
+})";
+
+const char* const kQwen3Generation = R"({
+  "bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643],
+  "pad_token_id": 151643, "temperature": 0.6, "top_k": 20, "top_p": 0.95
+})";
+
+// config.json of Qwen/Qwen3.5-0.8B (multimodal layout; vision_config trimmed).
+const char* const kQwen3_5_0_8B = R"({
+  "architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": 248056,
+  "model_type": "qwen3_5",
+  "text_config": {
+    "attention_bias": false, "attention_dropout": 0.0, "attn_output_gate": true,
+    "dtype": "bfloat16", "eos_token_id": 248044, "full_attention_interval": 4, "head_dim": 256,
+    "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02,
+    "intermediate_size": 3584,
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention",
+                    "linear_attention", "linear_attention", "linear_attention", "full_attention",
+                    "linear_attention", "linear_attention", "linear_attention", "full_attention",
+                    "linear_attention", "linear_attention", "linear_attention", "full_attention",
+                    "linear_attention", "linear_attention", "linear_attention", "full_attention",
+                    "linear_attention", "linear_attention", "linear_attention", "full_attention"],
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 16, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "mlp_only_layers": [], "model_type": "qwen3_5_text",
+    "mtp_num_hidden_layers": 1, "num_attention_heads": 8, "num_hidden_layers": 24,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "use_cache": true, "vocab_size": 248320,
+    "rope_parameters": {"mrope_interleaved": true, "mrope_section": [11, 11, 10],
+                        "rope_type": "default", "rope_theta": 10000000,
+                        "partial_rotary_factor": 0.25}
+  },
+  "tie_word_embeddings": true, "transformers_version": "4.57.0.dev0",
+  "video_token_id": 248057, "vision_config": {"depth": 12, "hidden_size": 768},
+  "vision_end_token_id": 248054, "vision_start_token_id": 248053
+})";
+
+// Qwen3.5-4B's decoder settings, with layer_types left to the full_attention_interval rule.
+const char* const kQwen3_5_4B = R"({
+  "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+  "text_config": {
+    "dtype": "bfloat16", "eos_token_id": 248044, "full_attention_interval": 4, "head_dim": 256,
+    "hidden_act": "silu", "hidden_size": 2560, "intermediate_size": 9216,
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "num_attention_heads": 16, "num_hidden_layers": 32,
+    "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "vocab_size": 248320,
+    "rope_parameters": {"mrope_interleaved": true, "mrope_section": [11, 11, 10],
+                        "rope_type": "default", "rope_theta": 10000000,
+                        "partial_rotary_factor": 0.25}
+  },
+  "tie_word_embeddings": true
+})";
+
+ModelConfig parse(const json& config, const std::string& gen = "") {
+  return parse_model_config(config.dump(), gen);
+}
+
+std::string parse_error(const json& config, const std::string& gen = "") {
+  return error_of([&] { parse(config, gen); });
+}
+
+TEST(ModelConfig, Qwen3_0_6B) {
+  const ModelConfig c = parse_model_config(kQwen3_0_6B, kQwen3Generation);
+  EXPECT_EQ(c.arch, ModelArch::Qwen3);
+  EXPECT_EQ(c.model_type, "qwen3");
+  EXPECT_EQ(c.architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(c.dtype, DType::BF16);
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.hidden_size, 1024);
+  EXPECT_EQ(c.intermediate_size, 3072);
+  EXPECT_EQ(c.num_layers, 28);
+  EXPECT_EQ(c.num_heads, 16);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.partial_rotary_factor, 1.0);
+  EXPECT_EQ(c.rotary_dim, 128);
+  EXPECT_EQ(c.max_position_embeddings, 40960);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.num_layers_of(LayerKind::FullAttention), 28);
+  EXPECT_EQ(c.num_layers_of(LayerKind::LinearAttention), 0);
+  // generation_config.json first, then config.json's (already present) id.
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+  EXPECT_EQ(c.bos_token_id, 151643);
+  // MODELS.md: 112 KiB of KV per token in bf16.
+  EXPECT_EQ(c.kv_bytes_per_token(DType::BF16), 112 * KiB);
+  EXPECT_EQ(c.kv_bytes_per_token(DType::F32), 224 * KiB);
+  EXPECT_EQ(c.state_bytes_per_sequence(), 0);
+}
+
+TEST(ModelConfig, Qwen3_5_0_8B_Nested) {
+  const ModelConfig c = parse_model_config(kQwen3_5_0_8B, "");
+  EXPECT_EQ(c.arch, ModelArch::Qwen3_5);
+  EXPECT_EQ(c.model_type, "qwen3_5");
+  EXPECT_EQ(c.architecture, "Qwen3_5ForConditionalGeneration");
+  EXPECT_EQ(c.vocab_size, 248320);
+  EXPECT_EQ(c.hidden_size, 1024);
+  EXPECT_EQ(c.intermediate_size, 3584);
+  EXPECT_EQ(c.num_heads, 8);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e7);
+  EXPECT_DOUBLE_EQ(c.partial_rotary_factor, 0.25);
+  EXPECT_EQ(c.rotary_dim, 64);
+  EXPECT_TRUE(c.tie_word_embeddings);  // top level of the nested config
+  EXPECT_EQ(c.num_layers, 24);
+  EXPECT_EQ(c.num_layers_of(LayerKind::LinearAttention), 18);
+  EXPECT_EQ(c.num_layers_of(LayerKind::FullAttention), 6);
+  EXPECT_EQ(c.layer_types[3], LayerKind::FullAttention);
+  EXPECT_EQ(c.layer_types[4], LayerKind::LinearAttention);
+  EXPECT_EQ(c.linear_num_key_heads, 16);
+  EXPECT_EQ(c.linear_num_value_heads, 16);
+  EXPECT_EQ(c.linear_key_head_dim, 128);
+  EXPECT_EQ(c.linear_value_head_dim, 128);
+  EXPECT_EQ(c.linear_conv_kernel_dim, 4);
+  EXPECT_EQ(c.conv_dim(), 2 * 16 * 128 + 16 * 128);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{248044}));
+  EXPECT_EQ(c.bos_token_id, -1);
+  // MODELS.md: 12 KiB of KV per token.
+  EXPECT_EQ(c.kv_bytes_per_token(DType::BF16), 12 * KiB);
+  // MODELS.md's "18 MiB" is the fp32 recurrent state (1 MiB per layer); the bf16 conv state adds
+  // 3 rows of conv_dim per layer.
+  EXPECT_EQ(c.state_bytes_per_sequence(), 18 * (1 * MiB + 3 * c.conv_dim() * 2));
+  EXPECT_GE(c.state_bytes_per_sequence(), 18 * MiB);
+  EXPECT_LT(c.state_bytes_per_sequence(), 19 * MiB);
+}
+
+TEST(ModelConfig, Qwen3_5_4B_IntervalRule) {
+  const ModelConfig c = parse_model_config(kQwen3_5_4B, "");
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_layers_of(LayerKind::LinearAttention), 24);
+  EXPECT_EQ(c.num_layers_of(LayerKind::FullAttention), 8);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    EXPECT_EQ(c.layer_types[i],
+              i % 4 == 3 ? LayerKind::FullAttention : LayerKind::LinearAttention) << i;
+  }
+  EXPECT_EQ(c.kv_bytes_per_token(DType::BF16), 32 * KiB);
+  EXPECT_EQ(c.state_bytes_per_sequence(), 24 * (2 * MiB + 3 * c.conv_dim() * 2));
+  EXPECT_GE(c.state_bytes_per_sequence(), 48 * MiB);
+  EXPECT_LT(c.state_bytes_per_sequence(), 50 * MiB);
+}
+
+TEST(ModelConfig, IntervalRuleWithOtherIntervalAndDefault) {
+  json c = json::parse(kQwen3_5_4B);
+  c["text_config"]["num_hidden_layers"] = 6;
+  c["text_config"]["full_attention_interval"] = 3;
+  ModelConfig m = parse(c);
+  EXPECT_EQ(m.layer_types,
+            (std::vector<LayerKind>{LayerKind::LinearAttention, LayerKind::LinearAttention,
+                                    LayerKind::FullAttention, LayerKind::LinearAttention,
+                                    LayerKind::LinearAttention, LayerKind::FullAttention}));
+  c["text_config"].erase("full_attention_interval");  // transformers' default: 4
+  c["text_config"]["num_hidden_layers"] = 8;
+  m = parse(c);
+  EXPECT_EQ(m.num_layers_of(LayerKind::FullAttention), 2);
+  EXPECT_EQ(m.layer_types[7], LayerKind::FullAttention);
+}
+
+TEST(ModelConfig, Qwen3_5TextOnlyFlat) {
+  // A text-only save (Qwen3_5ForCausalLM): decoder settings at the top, rope_theta and
+  // partial_rotary_factor outside rope_parameters.
+  json c = json::parse(kQwen3_5_0_8B)["text_config"];
+  c["model_type"] = "qwen3_5_text";
+  c["architectures"] = {"Qwen3_5ForCausalLM"};
+  c.erase("rope_parameters");
+  c["rope_theta"] = 5e6;
+  c["partial_rotary_factor"] = 0.5;
+  c["tie_word_embeddings"] = false;
+  const ModelConfig m = parse(c);
+  EXPECT_EQ(m.arch, ModelArch::Qwen3_5);
+  EXPECT_EQ(m.model_type, "qwen3_5_text");
+  EXPECT_EQ(m.architecture, "Qwen3_5ForCausalLM");
+  EXPECT_DOUBLE_EQ(m.rope_theta, 5e6);
+  EXPECT_EQ(m.rotary_dim, 128);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_EQ(m.num_layers_of(LayerKind::LinearAttention), 18);
+}
+
+TEST(ModelConfig, PartialRotaryFactorDefaultsToQuarterForQwen3_5) {
+  json c = json::parse(kQwen3_5_0_8B);
+  c["text_config"]["rope_parameters"].erase("partial_rotary_factor");
+  EXPECT_EQ(parse(c).rotary_dim, 64);
+  c["partial_rotary_factor"] = 0.5;  // top level of the nested config
+  EXPECT_EQ(parse(c).rotary_dim, 128);
+}
+
+TEST(ModelConfig, RopeThetaInRopeParameters) {
+  json c = json::parse(kQwen3_0_6B);  // transformers 5 layout
+  c.erase("rope_theta");
+  c.erase("rope_scaling");
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 2e6}};
+  EXPECT_DOUBLE_EQ(parse(c).rope_theta, 2e6);
+  c["rope_parameters"].erase("rope_theta");
+  c["rope_theta"] = 3e6;
+  EXPECT_DOUBLE_EQ(parse(c).rope_theta, 3e6);
+  c.erase("rope_theta");
+  EXPECT_TRUE(contains(parse_error(c), "rope_theta is missing; looked for "
+                                       "rope_parameters.rope_theta and rope_theta"));
+}
+
+TEST(ModelConfig, RejectsRopeScaling) {
+  json c = json::parse(kQwen3_0_6B);
+  c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_TRUE(contains(parse_error(c), "rope_scaling.rope_type is 'yarn'"));
+}
+
+TEST(ModelConfig, TieWordEmbeddingsTextConfigFirst) {
+  json c = json::parse(kQwen3_5_0_8B);
+  c["text_config"]["tie_word_embeddings"] = false;
+  EXPECT_FALSE(parse(c).tie_word_embeddings);
+  c["text_config"].erase("tie_word_embeddings");
+  c.erase("tie_word_embeddings");
+  EXPECT_FALSE(parse(c).tie_word_embeddings);  // transformers' default
+}
+
+TEST(ModelConfig, HeadDimDefaultsLikeTransformers) {
+  json c = json::parse(kQwen3_0_6B);
+  c.erase("head_dim");
+  c["hidden_size"] = 512;  // hidden / heads = 32, but transformers' Qwen3Config default is 128
+  EXPECT_EQ(parse(c).head_dim, 128);
+  json q = json::parse(kQwen3_5_0_8B);
+  q["text_config"].erase("head_dim");
+  EXPECT_EQ(parse(q).head_dim, 256);
+}
+
+TEST(ModelConfig, EosIntListAndSources) {
+  json c = json::parse(kQwen3_0_6B);
+  EXPECT_EQ(parse(c, R"({"eos_token_id": 7})").eos_token_ids,
+            (std::vector<int64_t>{7, 151645}));
+  EXPECT_EQ(parse(c, R"({"eos_token_id": [9, 8, 9]})").eos_token_ids,
+            (std::vector<int64_t>{9, 8, 151645}));
+  EXPECT_EQ(parse(c).eos_token_ids, (std::vector<int64_t>{151645}));
+  c["eos_token_id"] = {151645, 151643};
+  EXPECT_EQ(parse(c).eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+  c.erase("eos_token_id");
+  EXPECT_TRUE(parse(c).eos_token_ids.empty());
+  EXPECT_TRUE(contains(parse_error(c, R"({"eos_token_id": [1, "x"]})"),
+                       "generation_config.json: eos_token_id[1] must be an integer"));
+  EXPECT_TRUE(contains(parse_error(c, R"({"eos_token_id": 999999999})"),
+                       "generation_config.json: eos_token_id = 999999999 is outside [0, 151935]"));
+  // Nested: text_config's id, then the top level's.
+  json q = json::parse(kQwen3_5_0_8B);
+  q["eos_token_id"] = 248046;
+  EXPECT_EQ(parse(q, R"({"eos_token_id": [248046], "bos_token_id": 1})").eos_token_ids,
+            (std::vector<int64_t>{248046, 248044}));
+  EXPECT_EQ(parse(q, R"({"bos_token_id": 1})").bos_token_id, 1);
+}
+
+TEST(ModelConfig, DtypeFromEitherKey) {
+  json c = json::parse(kQwen3_0_6B);
+  c["torch_dtype"] = "float16";
+  EXPECT_EQ(parse(c).dtype, DType::F16);
+  c.erase("torch_dtype");
+  EXPECT_EQ(parse(c).dtype, DType::BF16);
+  c["dtype"] = "float32";
+  EXPECT_EQ(parse(c).dtype, DType::F32);
+  c["dtype"] = "int8";
+  EXPECT_TRUE(contains(parse_error(c), "dtype is 'int8'; pagoda loads bfloat16, float16"));
+}
+
+TEST(ModelConfig, UnknownArchitectureListsSupported) {
+  json c = json::parse(kQwen3_0_6B);
+  c["model_type"] = "llama";
+  c["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_TRUE(contains(parse_error(c),
+                       "unsupported architecture 'LlamaForCausalLM' (model_type 'llama'); pagoda "
+                       "supports: qwen3 (Qwen3ForCausalLM), qwen3_5 "
+                       "(Qwen3_5ForConditionalGeneration), qwen3_5_text (Qwen3_5ForCausalLM)"));
+  c["model_type"] = "qwen3";
+  c["architectures"] = {"Qwen3_5ForCausalLM"};  // disagrees with model_type
+  EXPECT_TRUE(contains(parse_error(c), "unsupported architecture 'Qwen3_5ForCausalLM'"));
+  c.erase("architectures");  // optional
+  EXPECT_EQ(parse(c).architecture, "Qwen3ForCausalLM");
+}
+
+TEST(ModelConfig, MissingFieldsAreNamed) {
+  for (const char* field : {"hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "num_key_value_heads", "vocab_size",
+                            "linear_num_key_heads", "linear_num_value_heads",
+                            "linear_key_head_dim", "linear_value_head_dim",
+                            "linear_conv_kernel_dim"}) {
+    json c = json::parse(kQwen3_5_0_8B);
+    c["text_config"].erase(field);
+    EXPECT_TRUE(contains(parse_error(c),
+                         std::string("config.json: text_config.") + field + " is missing"));
+  }
+  json c = json::parse(kQwen3_0_6B);
+  c.erase("num_hidden_layers");
+  EXPECT_TRUE(contains(parse_error(c), "config.json: num_hidden_layers is missing"));
+  json q = json::parse(kQwen3_5_0_8B);
+  q.erase("text_config");
+  EXPECT_TRUE(contains(parse_error(q), "text_config is missing"));
+}
+
+TEST(ModelConfig, RejectsBadValues) {
+  json c = json::parse(kQwen3_0_6B);
+  c["hidden_size"] = -4;
+  EXPECT_TRUE(contains(parse_error(c), "hidden_size = -4 is outside [1, "));
+  c["hidden_size"] = "1024";
+  EXPECT_TRUE(contains(parse_error(c), "hidden_size must be an integer, got string"));
+  c["hidden_size"] = 1024;
+  c["num_key_value_heads"] = 6;
+  EXPECT_TRUE(contains(parse_error(c), "num_attention_heads (16) is not a multiple of "
+                                       "num_key_value_heads (6)"));
+  c["num_key_value_heads"] = 8;
+  c["rms_norm_eps"] = 0;
+  EXPECT_TRUE(contains(parse_error(c), "rms_norm_eps must be a positive number"));
+  c["rms_norm_eps"] = 1e-6;
+  c["num_hidden_layers"] = 1000000;
+  EXPECT_TRUE(contains(parse_error(c), "num_hidden_layers = 1000000 is outside"));
+  c["num_hidden_layers"] = 28;
+  c["attention_bias"] = true;
+  EXPECT_TRUE(contains(parse_error(c), "attention_bias is true"));
+}
+
+TEST(ModelConfig, RejectsBadLayerTypesAndGdnHeads) {
+  json c = json::parse(kQwen3_5_0_8B);
+  c["text_config"]["layer_types"].erase(0);
+  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types has 23 entries but "
+                                       "num_hidden_layers is 24"));
+  c = json::parse(kQwen3_5_0_8B);
+  c["text_config"]["layer_types"][2] = "sliding_attention";
+  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types[2] is 'sliding_attention'"));
+  c = json::parse(kQwen3_5_0_8B);
+  c["text_config"]["linear_num_value_heads"] = 24;
+  c["text_config"]["linear_num_key_heads"] = 16;
+  EXPECT_TRUE(contains(parse_error(c), "linear_num_value_heads (24) is not a multiple of "
+                                       "text_config.linear_num_key_heads (16)"));
+  json q = json::parse(kQwen3_0_6B);
+  q["layer_types"] = std::vector<std::string>(28, "linear_attention");
+  EXPECT_TRUE(contains(parse_error(q), "layer_types[0] is 'linear_attention'"));
+}
+
+TEST(ModelConfig, RejectsBadJson) {
+  EXPECT_TRUE(contains(error_of([] { parse_model_config("{\"model_type\": ", ""); }),
+                       "config.json is not valid JSON"));
+  EXPECT_TRUE(contains(error_of([] { parse_model_config("[]", ""); }),
+                       "config.json is not a JSON object"));
+  EXPECT_TRUE(contains(error_of([] { parse_model_config(kQwen3_0_6B, "nope"); }),
+                       "generation_config.json is not valid JSON"));
+}
+
+TEST(ModelConfig, LoadsFromDirectory) {
+  io_test::TempDir dir;
+  EXPECT_TRUE(contains(error_of([&] { load_model_config(dir.path()); }), "no config.json in"));
+  io_test::write_file(dir.file("config.json"), kQwen3_0_6B);
+  EXPECT_EQ(load_model_config(dir.path()).eos_token_ids, (std::vector<int64_t>{151645}));
+  io_test::write_file(dir.file("generation_config.json"), kQwen3Generation);
+  EXPECT_EQ(load_model_config(dir.path()).eos_token_ids,
+            (std::vector<int64_t>{151645, 151643}));
+  io_test::write_file(dir.file("config.json"), "{");
+  const std::string msg = error_of([&] { load_model_config(dir.path()); });
+  EXPECT_TRUE(contains(msg, dir.path()));
+  EXPECT_TRUE(contains(msg, "config.json is not valid JSON"));
+}
+
+TEST(ModelConfig, Names) {
+  EXPECT_STREQ(model_arch_name(ModelArch::Qwen3_5), "Qwen3.5");
+  EXPECT_STREQ(layer_kind_name(LayerKind::LinearAttention), "linear_attention");
+}
+
+}  // namespace
+}  // namespace pagoda
