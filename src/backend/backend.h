@@ -108,6 +108,29 @@ class Backend {
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out = a * sigmoid(gate), elementwise (Qwen3.5 attention output gate); out may alias a.
   virtual void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) = 0;
+
+  // ---- Gated DeltaNet (MODELS.md) -------------------------------------------------------------
+  // Causal depthwise conv over each sequence's new tokens, then SiLU: x [T, C] (pre-conv qkv),
+  // w [C, K] (K = kernel size, w[:, K-1] multiplies the current token), conv_state
+  // [slots, C, K-1] holding each slot's last K-1 inputs (oldest first; ignored and treated as zero
+  // where has_initial_state is 0). Writes out [T, C] and leaves each sequence's last K-1 inputs
+  // in its slot.
+  virtual void causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state,
+                                  const StepMeta& meta, Tensor& out) = 0;
+  // The gated delta rule over each sequence's new tokens, starting from its slot's state (zero
+  // where has_initial_state is 0) and writing the final state back in place:
+  // q, k [T, Hk, dk], v [T, Hv, dv] (raw conv outputs: the l2 norms and 1/sqrt(dk) are applied
+  // here), b, a [T, Hv] (β = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias)), A_log and
+  // dt_bias [Hv] (any float dtype), state [slots, Hv, dk, dv] fp32 → out [T, Hv, dv].
+  // Value head h reads key head h / (Hv / Hk). Chunked form for prefill chunks, recurrent step
+  // for decodes; both are the same math (MODELS.md).
+  virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& b, const Tensor& a, const Tensor& A_log,
+                                const Tensor& dt_bias, Tensor& state, const StepMeta& meta,
+                                Tensor& out) = 0;
+  // Per head: out = rms_norm(x; w) * silu(z), x and z [T, Hv, dv], w [dv] (plain w, not 1 + w).
+  virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                              Tensor& out) = 0;
 };
 
 // "cpu" or "cuda"; throws pagoda::Error naming the choices for anything else or a CUDA backend

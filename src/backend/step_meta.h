@@ -18,6 +18,8 @@ struct StepMeta {
   Tensor block_tables;  // [S, max_blocks_per_seq] physical block of each logical block
   Tensor slot_mapping;  // [T] pool slot (block * block_size + offset) of each new token; -1 skips
   Tensor logits_rows;   // [S'] flat rows that produce logits
+  Tensor state_slots;        // [S] recurrent-state slot of each sequence (hybrid models), else -1
+  Tensor has_initial_state;  // [S] int32 0/1: 0 for a sequence's first chunk (state starts at zero)
 
   // Host scalars.
   int32_t num_tokens = 0;          // T

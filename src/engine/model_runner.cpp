@@ -11,7 +11,7 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int
     : be_(backend), model_(model), max_tokens_(max_tokens), max_seqs_(max_seqs),
       max_blocks_per_seq_(max_blocks_per_seq) {
   const int64_t vocab = model.config().vocab_size;
-  const size_t ints = static_cast<size_t>(4 * max_tokens + 3 * max_seqs + 1 +
+  const size_t ints = static_cast<size_t>(4 * max_tokens + 5 * max_seqs + 1 +
                                           static_cast<int64_t>(max_seqs) * max_blocks_per_seq);
   meta_buf_ = be_.alloc(ints * sizeof(int32_t));
   logits_buf_ = be_.alloc(static_cast<size_t>(max_seqs) * vocab * sizeof(float));
@@ -22,6 +22,8 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   const int32_t T = b.num_tokens(), S = b.num_seqs();
   const int32_t R = static_cast<int32_t>(b.logits_rows.size());
   check(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= S &&
+            b.state_slots.size() == static_cast<size_t>(S) &&
+            b.has_initial_state.size() == static_cast<size_t>(S) &&
             b.max_blocks_per_seq <= max_blocks_per_seq_,
         "internal: step batch exceeds the runner's reserved sizes");
   // One packed int32 array, one host-to-device copy.
@@ -34,7 +36,9 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   const size_t o_ids = append(b.token_ids), o_pos = append(b.positions),
                o_cu = append(b.cu_seqlens_q), o_lens = append(b.seq_lens),
                o_bt = append(b.block_tables), o_slot = append(b.slot_mapping),
-               o_rows = append(b.logits_rows);
+               o_rows = append(b.logits_rows), o_slots = append(b.state_slots);
+  const size_t o_init = staging_.size();
+  for (uint8_t f : b.has_initial_state) staging_.push_back(f);
   be_.copy_to_device(meta_buf_.data(), staging_.data(), staging_.size() * sizeof(int32_t));
 
   auto* base = static_cast<int32_t*>(meta_buf_.data());
@@ -47,6 +51,8 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   m.block_tables = Tensor(base + o_bt, DType::I32, dev, {S, b.max_blocks_per_seq});
   m.slot_mapping = Tensor(base + o_slot, DType::I32, dev, {T});
   m.logits_rows = Tensor(base + o_rows, DType::I32, dev, {R});
+  m.state_slots = Tensor(base + o_slots, DType::I32, dev, {S});
+  m.has_initial_state = Tensor(base + o_init, DType::I32, dev, {S});
   m.num_tokens = T;
   m.num_seqs = S;
   m.num_logits_rows = R;

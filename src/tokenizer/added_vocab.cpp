@@ -83,9 +83,10 @@ AddedVocabulary::AddedVocabulary(const tokjson::Json* list, const BpeModel& mode
       if (t.content.empty() || by_content_.count(t.content) != 0) continue;
       const auto model_id = model.token_to_id(t.content);
       const int32_t next_free =
-          max_id_ < 0 ? model.entry_count()
-                      : (max_id_ >= model.entry_count() || model.entry_count() == 0 ? max_id_ + 1
-                                                                                    : model.entry_count());
+          max_id_ < 0
+              ? model.entry_count()
+              : (max_id_ >= model.entry_count() || model.entry_count() == 0 ? max_id_ + 1
+                                                                            : model.entry_count());
       const int32_t expected = model_id ? *model_id : next_free;
       if (t.id != expected) {
         tokjson::fail(w.at("id"), "added token '" + t.content + "' has id " + std::to_string(t.id) +

@@ -1,7 +1,8 @@
 // Added tokens (tokenizer.json "added_tokens"): found in the text before anything else, like
 // Hugging Face's AddedVocabulary. Leftmost-longest matching; lstrip/rstrip absorb neighbouring
-// whitespace into the token; single_word rejects matches inside a word. Tokens with normalized=false
-// are matched in the raw text, those with normalized=true in each normalized segment.
+// whitespace into the token; single_word rejects matches inside a word. Tokens with
+// normalized=false are matched in the raw text, those with normalized=true in each normalized
+// segment.
 #pragma once
 
 #include <array>

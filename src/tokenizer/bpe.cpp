@@ -69,7 +69,8 @@ void BpeModel::parse_vocab(const tokjson::Json& vocab, const tokjson::Where& whe
     vocab_.emplace(token, static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
   }
-  // Ids index a dense table; refuse files whose ids are mostly holes instead of allocating for them.
+  // Ids index a dense table; refuse files whose ids are mostly holes instead of allocating for
+  // them.
   if (max_id + 1 > 2 * static_cast<int64_t>(vocab_.size()) + 1024) {
     tokjson::fail(where, "ids are too sparse: largest id " + std::to_string(max_id) + " for " +
                              std::to_string(vocab_.size()) + " tokens");
@@ -109,7 +110,8 @@ void BpeModel::parse_options(const tokjson::Json& model, const tokjson::Where& w
   const tokjson::Json* dropout = tokjson::find(model, "dropout", where);
   if (dropout != nullptr && !dropout->is_null()) {
     if (!dropout->is_number()) tokjson::fail(where.at("dropout"), "expected a number or null");
-    if (dropout->get<double>() != 0.0) tokjson::fail(where.at("dropout"), "BPE dropout is not supported");
+    if (dropout->get<double>() != 0.0)
+      tokjson::fail(where.at("dropout"), "BPE dropout is not supported");
   }
   const tokjson::Json* unk = tokjson::find(model, "unk_token", where);
   if (unk != nullptr && !unk->is_null()) {

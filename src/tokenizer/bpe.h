@@ -57,7 +57,8 @@ class BpeModel {
   int32_t unk_id() const;
 
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> vocab_;
-  std::vector<const std::string*> id_to_token_;  // points into vocab_ keys (stable in unordered_map)
+  std::vector<const std::string*>
+      id_to_token_;  // points into vocab_ keys (stable in unordered_map)
   MergeTable merges_;
   std::array<int32_t, 256> byte_ids_{};  // id of each byte's byte-level character, -1 if absent
   std::optional<std::string> unk_token_;

@@ -40,7 +40,8 @@ const std::string& get_string(const Json& j, const char* key, const Where& where
 bool get_bool(const Json& j, const char* key, bool fallback, const Where& where) {
   const Json* v = find(j, key, where);
   if (v == nullptr || v->is_null()) return fallback;
-  if (!v->is_boolean()) fail(where.at(key), std::string("expected a boolean, got ") + type_name(*v));
+  if (!v->is_boolean())
+    fail(where.at(key), std::string("expected a boolean, got ") + type_name(*v));
   return v->get<bool>();
 }
 

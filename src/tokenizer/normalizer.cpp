@@ -1,9 +1,9 @@
 #include "tokenizer/normalizer.h"
 
+#include <utf8proc.h>
+
 #include <cstdlib>
 #include <memory>
-
-#include <utf8proc.h>
 
 #include "core/error.h"
 #include "tokenizer/utf8.h"
@@ -26,8 +26,8 @@ void parse_into(const tokjson::Json& j, const tokjson::Where& where, int depth, 
       parse_into((*list)[i], where.at("normalizers").at(i), depth + 1, nfc_out);
     }
   } else {
-    tokjson::fail(where.at("type"), "unsupported normalizer type '" + type +
-                                        "' (supported: NFC, Sequence, null)");
+    tokjson::fail(where.at("type"),
+                  "unsupported normalizer type '" + type + "' (supported: NFC, Sequence, null)");
   }
 }
 
@@ -69,14 +69,15 @@ std::string Normalizer::normalize(std::string_view text) const {
 // through utf8proc; everything else is copied.
 std::string nfc(std::string_view text) {
   std::string out;
-  size_t clean_from = 0;     // start of the stretch not yet written
+  size_t clean_from = 0;                       // start of the stretch not yet written
   size_t dirty_from = std::string_view::npos;  // start of a stretch that needs utf8proc
-  size_t prev_start = 0;     // start of the previous character
+  size_t prev_start = 0;                       // start of the previous character
   size_t i = 0;
   while (i < text.size()) {
     const bool ascii = static_cast<uint8_t>(text[i]) < 0x80;
-    const utf8::Step st = ascii ? utf8::Step{utf8::StepKind::kValid, 1, static_cast<uint8_t>(text[i])}
-                                : utf8::next(text, i);
+    const utf8::Step st = ascii
+                              ? utf8::Step{utf8::StepKind::kValid, 1, static_cast<uint8_t>(text[i])}
+                              : utf8::next(text, i);
     const bool inert = st.kind == utf8::StepKind::kValid && is_nfc_inert(st.cp);
     if (inert && dirty_from != std::string_view::npos) {
       out += utf8proc_nfc(text.substr(dirty_from, i - dirty_from));

@@ -49,7 +49,8 @@ class PieceCache {
   Shard& shard(std::string_view piece) const {
     // A cheap hash of the ends and length picks the shard; the map does the real hashing.
     size_t h = piece.size() * 131;
-    if (!piece.empty()) h += static_cast<uint8_t>(piece.front()) * 31u + static_cast<uint8_t>(piece.back());
+    if (!piece.empty())
+      h += static_cast<uint8_t>(piece.front()) * 31u + static_cast<uint8_t>(piece.back());
     return shards_[h % kShards];
   }
 

@@ -102,8 +102,8 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
   size_t pos = 0;
   uint32_t flags = 0;
   while (pos <= text.size()) {
-    const int rc = pcre2_match(code_, subject, text.size(), pos, flags | PCRE2_NO_UTF_CHECK, md.data,
-                               state.context);
+    const int rc = pcre2_match(code_, subject, text.size(), pos, flags | PCRE2_NO_UTF_CHECK,
+                               md.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) {
       if (flags == 0) break;
       // The empty match at pos was already reported; step over one character.

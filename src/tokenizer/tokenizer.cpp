@@ -65,7 +65,8 @@ class HfTokenizer final : public Tokenizer {
         model_(model_json(root, where), where.at("model")),
         added_(tokjson::find(root, "added_tokens", where), model_, normalizer_,
                where.at("added_tokens")),
-        byte_level_decoder_(parse_decoder(tokjson::find(root, "decoder", where), where.at("decoder"))) {
+        byte_level_decoder_(
+            parse_decoder(tokjson::find(root, "decoder", where), where.at("decoder"))) {
     reject_unsupported_top_level(root, where);
     model_.set_map_bytes(pre_tokenizer_.model_maps_bytes());
     build_decode_table();
@@ -124,8 +125,8 @@ void HfTokenizer::build_decode_table() {
 
 const std::string& HfTokenizer::decoded(int32_t id) const {
   if (id < 0 || id >= vocab_size() || !has_token_[static_cast<size_t>(id)]) {
-    throw Error("tokenizer decode: token id " + std::to_string(id) + " is not in the vocabulary (size " +
-                std::to_string(vocab_size()) + ")");
+    throw Error("tokenizer decode: token id " + std::to_string(id) +
+                " is not in the vocabulary (size " + std::to_string(vocab_size()) + ")");
   }
   return decoded_[static_cast<size_t>(id)];
 }

@@ -32,15 +32,18 @@ class Tokenizer {
 
   // Text -> ids, as HF `tokenizer.encode(text, add_special_tokens=False)`; special tokens that
   // appear in the text are recognised. Invalid UTF-8 in `text` (which HF's &str cannot hold) is
-  // first replaced by U+FFFD, one per maximal ill-formed subpart; encode never fails on any input.
+  // first replaced by U+FFFD, one per maximal ill-formed subpart. Any text is accepted; the only
+  // error is a pathological Split regex exceeding PCRE2's match limits (pagoda::Error).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
-  // ids -> text, as HF `decode(ids, skip_special_tokens=...)`. Invalid UTF-8 becomes U+FFFD (one per
-  // maximal ill-formed subpart, as Rust's from_utf8_lossy). Unlike HF, which silently drops unknown
-  // ids, an id outside the vocabulary throws pagoda::Error naming it.
-  virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const = 0;
+  // ids -> text, as HF `decode(ids, skip_special_tokens=...)`. Invalid UTF-8 becomes U+FFFD (one
+  // per maximal ill-formed subpart, as Rust's from_utf8_lossy). Unlike HF, which silently drops
+  // unknown ids, an id outside the vocabulary throws pagoda::Error naming it.
+  virtual std::string decode(const std::vector<int32_t>& ids,
+                             bool skip_special_tokens = false) const = 0;
   // The bytes one token contributes to decode(): the ByteLevel decoder undone. As in HF, added
-  // tokens pass through the decoder too; a token with any character outside the byte-level alphabet
-  // is kept verbatim (so "<think>" is verbatim). Throws pagoda::Error for an unknown id.
+  // tokens pass through the decoder too: a token whose characters are all in the byte-level
+  // alphabet maps back to bytes (printable ASCII such as "<think>" maps to itself), any other token
+  // is kept verbatim. Throws pagoda::Error for an unknown id.
   virtual std::string token_bytes(int32_t id) const = 0;
   // What decode() puts between tokens: "" with the ByteLevel decoder, " " with none (HF joins the
   // tokens with spaces when tokenizer.json has no decoder).

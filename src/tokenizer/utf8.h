@@ -19,8 +19,8 @@ enum class StepKind {
 
 struct Step {
   StepKind kind;
-  size_t len;        // bytes consumed (>= 1)
-  uint32_t cp = 0;   // the code point when kind == kValid
+  size_t len;       // bytes consumed (>= 1)
+  uint32_t cp = 0;  // the code point when kind == kValid
 };
 
 // Reads the character (or ill-formed subpart) that starts at s[i]; i < s.size().

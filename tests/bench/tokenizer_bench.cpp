@@ -69,7 +69,8 @@ const std::string& mixed_corpus() {
         "الذكاء الاصطناعي يغير الطريقة التي نعمل بها ونتواصل.",
         "कृत्रिम बुद्धिमत्ता कंप्यूटर विज्ञान की एक शाखा है।",
         "def encode(self, text):\n    return [self.vocab[t] for t in text.split()]\n",
-        "Ünïcödé façade naïve café — “quotes” ‘and’ … 😀👍🏽🚀 ✓ ∑ ∞ ≤ ≥",
+        "Ünïcödé façade naïve café — “quotes” ‘and’ … 😀👍🏽🚀 ✓ ∑ ∞ ≤ "
+        "≥",
         "한국어 텍스트도 포함되어 있습니다. 숫자 12345 와 67.89",
     };
     const std::string& en = english_corpus();
@@ -100,7 +101,8 @@ void run(benchmark::State& state, const std::string& text) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
   state.counters["tokens"] = static_cast<double>(tokens);
-  state.counters["bytes_per_token"] = static_cast<double>(text.size()) / static_cast<double>(tokens);
+  state.counters["bytes_per_token"] =
+      static_cast<double>(text.size()) / static_cast<double>(tokens);
 }
 
 void BM_Qwen3EncodeEnglish(benchmark::State& state) { run(state, english_corpus()); }

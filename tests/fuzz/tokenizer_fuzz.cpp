@@ -3,11 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
@@ -20,9 +19,11 @@ std::unique_ptr<pagoda::Tokenizer> make_fixed() {
   using nlohmann::json;
   json vocab = json::object();
   int32_t next = 0;
-  for (int b = 0; b < 256; ++b) vocab[std::string(pagoda::byte_level::byte_to_utf8(static_cast<uint8_t>(b)))] = next++;
+  for (int b = 0; b < 256; ++b)
+    vocab[std::string(pagoda::byte_level::byte_to_utf8(static_cast<uint8_t>(b)))] = next++;
   json merges = json::array();
-  for (const char* pair : {"t h", "th e", "i n", "Ġ t", "Ġ th", "Ġth e", "e r", "a n", "Ġ Ġ", "ĠĠ ĠĠ"}) {
+  for (const char* pair :
+       {"t h", "th e", "i n", "Ġ t", "Ġ th", "Ġth e", "e r", "a n", "Ġ Ġ", "ĠĠ ĠĠ"}) {
     const std::string s = pair;
     const size_t sp = s.find(' ');
     const std::string a = s.substr(0, sp), b = s.substr(sp + 1);
@@ -30,9 +31,15 @@ std::unique_ptr<pagoda::Tokenizer> make_fixed() {
     merges.push_back(json::array({a, b}));
   }
   json added = json::array();
-  auto add = [&](const char* content, bool special, bool lstrip, bool rstrip, bool single, bool norm) {
-    added.push_back({{"id", next++}, {"content", content}, {"special", special}, {"lstrip", lstrip},
-                     {"rstrip", rstrip}, {"single_word", single}, {"normalized", norm}});
+  auto add = [&](const char* content, bool special, bool lstrip, bool rstrip, bool single,
+                 bool norm) {
+    added.push_back({{"id", next++},
+                     {"content", content},
+                     {"special", special},
+                     {"lstrip", lstrip},
+                     {"rstrip", rstrip},
+                     {"single_word", single},
+                     {"normalized", norm}});
   };
   add("<|im_start|>", true, false, false, false, false);
   add("<L>", false, true, false, false, false);
@@ -40,11 +47,15 @@ std::unique_ptr<pagoda::Tokenizer> make_fixed() {
   add("word", false, false, false, true, false);
   add("<N\u00e9>", false, false, false, false, true);
   const char* pattern =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   json pre = {{"type", "Sequence"},
               {"pretokenizers",
-               {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+               {{{"type", "Split"},
+                 {"pattern", {{"Regex", pattern}}},
+                 {"behavior", "Isolated"},
+                 {"invert", false}},
                 {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
   json j = {{"added_tokens", added},
             {"normalizer", {{"type", "NFC"}}},
@@ -77,7 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (streamed != text) __builtin_trap();
   // Ids made from raw input bytes: valid or not, decode either works or throws pagoda::Error.
   std::vector<int32_t> raw_ids;
-  for (size_t i = 0; i + 1 < size && i < 64; i += 2) raw_ids.push_back(data[i] | (data[i + 1] << 8));
+  for (size_t i = 0; i + 1 < size && i < 64; i += 2)
+    raw_ids.push_back(data[i] | (data[i + 1] << 8));
   try {
     (void)fixed->decode(raw_ids);
   } catch (const pagoda::Error&) {

@@ -1,6 +1,8 @@
 // BPE merge order and byte-level encoding on hand-made tokenizers.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer_test_util.h"
@@ -95,7 +97,9 @@ TEST(Bpe, EveryByteRoundTrips) {
 TEST(Bpe, InvalidUtf8InputBecomesReplacementCharacter) {
   auto tok = MiniTokenizer{}.build();
   // "a", C3 followed by a non-continuation byte, "b": one U+FFFD (EF BF BD) for the lone C3.
-  EXPECT_EQ(tok->encode("a\xC3" "b"), (std::vector<int32_t>{'a', 0xEF, 0xBF, 0xBD, 'b'}));
+  EXPECT_EQ(tok->encode("a\xC3"
+                        "b"),
+            (std::vector<int32_t>{'a', 0xEF, 0xBF, 0xBD, 'b'}));
   // A truncated 4-byte sequence at the end is one maximal subpart.
   EXPECT_EQ(tok->encode("\xF0\x9F\x98"), (std::vector<int32_t>{0xEF, 0xBF, 0xBD}));
 }
@@ -103,7 +107,9 @@ TEST(Bpe, InvalidUtf8InputBecomesReplacementCharacter) {
 TEST(Bpe, UnknownCharactersUseUnkOrAreDropped) {
   const auto make = [](bool with_unk, bool fuse) {
     nlohmann::json vocab = {{"<unk>", 0}, {"a", 1}, {"b", 2}, {"ab", 3}};
-    nlohmann::json model = {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({nlohmann::json::array({"a", "b"})})}};
+    nlohmann::json model = {{"type", "BPE"},
+                            {"vocab", vocab},
+                            {"merges", nlohmann::json::array({nlohmann::json::array({"a", "b"})})}};
     if (with_unk) model["unk_token"] = "<unk>";
     model["fuse_unk"] = fuse;
     nlohmann::json j = {{"model", model}, {"pre_tokenizer", nullptr}, {"decoder", nullptr}};
@@ -151,6 +157,36 @@ TEST(Bpe, RepeatedEncodesAgree) {
   EXPECT_EQ(tok->encode(text), first);
   EXPECT_EQ(first[0], id_of(*tok, "the"));
   EXPECT_EQ(tok->decode(first), text);
+}
+
+TEST(Bpe, ConcurrentEncodesAgree) {
+  // encode() is const and shared between request threads; the piece cache and regex state must
+  // not mix up results.
+  MiniTokenizer m;
+  m.merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"a", "n"}, {" ", "an"}};
+  m.pre_tokenizer = test::qwen_split_pre_tokenizer();
+  auto tok = m.build();
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i)
+    texts.push_back("the an " + std::to_string(i * 7919) + " than then " +
+                    std::string(i % 13, 'n'));
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : texts) expected.push_back(tok->encode(t));
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          if (tok->encode(texts[(i + t * 31) % texts.size()]) !=
+              expected[(i + t * 31) % texts.size()])
+            ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
 }  // namespace

@@ -29,7 +29,9 @@ TEST(LossyDecode, MaximalSubpartsEachBecomeOneReplacement) {
   // A 4-byte sequence cut short by the end: one subpart.
   EXPECT_EQ(decode("\xF0\x9F\x98"), kFffd);
   // The same cut short by 'A': one subpart, then 'A'.
-  EXPECT_EQ(decode("\xF0\x9F\x98" "A"), kFffd + "A");
+  EXPECT_EQ(decode("\xF0\x9F\x98"
+                   "A"),
+            kFffd + "A");
   // ED A0 80 would be a surrogate; after ED only 80..9F may follow, so three subparts.
   EXPECT_EQ(decode("\xED\xA0\x80"), repeat(kFffd, 3));
   // C0 is never a lead byte (overlong), nor is AF: two.
@@ -79,7 +81,7 @@ TEST(IncrementalDecoder, EmitsReplacementAsSoonAsBytesCannotBeValid) {
   EXPECT_EQ(dec.push('A'), kFffd + "A");  // F0 then 'A' can never complete
   EXPECT_EQ(dec.push(0xE0), "");
   EXPECT_EQ(dec.push(0x80), kFffd + kFffd);  // E0 needs A0..BF; 80 alone is invalid too
-  EXPECT_EQ(dec.push(0xFF), kFffd);           // never valid: no waiting
+  EXPECT_EQ(dec.push(0xFF), kFffd);          // never valid: no waiting
   EXPECT_EQ(dec.push(0xE2), "");
   EXPECT_EQ(dec.push(0x82), "");
   EXPECT_EQ(dec.flush(), kFffd);  // an unfinished tail is one replacement
@@ -133,8 +135,16 @@ TEST(Utf8, NextClassifiesSequences) {
   EXPECT_EQ(utf8::next("\xE2\x82\xAC", 0).kind, utf8::StepKind::kValid);
   EXPECT_EQ(utf8::next("\xE2\x82\xAC", 0).cp, 0x20ACu);
   EXPECT_EQ(utf8::next("\xE2\x82", 0).kind, utf8::StepKind::kTruncated);
-  EXPECT_EQ(utf8::next("\xE2\x82" "a", 0).kind, utf8::StepKind::kInvalid);
-  EXPECT_EQ(utf8::next("\xE2\x82" "a", 0).len, 2u);
+  EXPECT_EQ(utf8::next("\xE2\x82"
+                       "a",
+                       0)
+                .kind,
+            utf8::StepKind::kInvalid);
+  EXPECT_EQ(utf8::next("\xE2\x82"
+                       "a",
+                       0)
+                .len,
+            2u);
   EXPECT_TRUE(utf8::is_valid("\U0010FFFF"));
   EXPECT_FALSE(utf8::is_valid("\xF4\x90\x80\x80"));
   EXPECT_TRUE(utf8::is_whitespace(0x85));

@@ -26,7 +26,8 @@ void expect_error(const std::string& text, std::initializer_list<std::string> ne
   } catch (const Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("bad.json"), std::string::npos) << msg;
-    for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
+    for (const auto& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
   }
 }
 
@@ -82,7 +83,8 @@ TEST(MalformedTokenizer, ModelProblems) {
 }
 
 TEST(MalformedTokenizer, VocabIds) {
-  for (const json& bad_id : {json(-1), json(1.5), json("7"), json(1ull << 40), json(2147483648ll), json(nullptr)}) {
+  for (const json& bad_id :
+       {json(-1), json(1.5), json("7"), json(1ull << 40), json(2147483648ll), json(nullptr)}) {
     json j = valid();
     j["model"]["vocab"]["zz"] = bad_id;
     expect_error(j, {"model.vocab.zz"});

@@ -1,8 +1,9 @@
 // Pre-tokenizer pieces: Qwen's Split regex on tricky whitespace, Split behaviours, ByteLevel.
+#include "tokenizer/pre_tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer_test_util.h"
 
 namespace pagoda {
@@ -21,13 +22,17 @@ Pieces pieces(const nlohmann::json& j, const std::string& text) {
 Pieces qwen(const std::string& text) { return pieces(test::qwen_split_pre_tokenizer(), text); }
 
 nlohmann::json split(const std::string& pattern, const std::string& behavior, bool invert = false) {
-  return {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", behavior}, {"invert", invert}};
+  return {{"type", "Split"},
+          {"pattern", {{"Regex", pattern}}},
+          {"behavior", behavior},
+          {"invert", invert}};
 }
 
 TEST(QwenPreTokenizer, WordsNumbersPunctuation) {
   EXPECT_EQ(qwen("Hello world"), (Pieces{"Hello", " world"}));
-  EXPECT_EQ(qwen("I'm 123 ok!!\n\nx"), (Pieces{"I", "'m", " ", "1", "2", "3", " ok", "!!\n\n", "x"}));
-  EXPECT_EQ(qwen("IT'S"), (Pieces{"IT", "'S"}));  // the contractions are case-insensitive
+  EXPECT_EQ(qwen("I'm 123 ok!!\n\nx"),
+            (Pieces{"I", "'m", " ", "1", "2", "3", " ok", "!!\n\n", "x"}));
+  EXPECT_EQ(qwen("IT'S"), (Pieces{"IT", "'S"}));      // the contractions are case-insensitive
   EXPECT_EQ(qwen("a  b"), (Pieces{"a", " ", " b"}));  // \s+(?!\S) leaves the last space to " b"
   EXPECT_EQ(qwen("a \n b"), (Pieces{"a", " \n", " b"}));
   EXPECT_EQ(qwen("x   "), (Pieces{"x", "   "}));
@@ -64,8 +69,10 @@ TEST(SplitPreTokenizer, Behaviours) {
   EXPECT_EQ(pieces(split(",", "MergedWithNext"), text), (Pieces{"a", ",b", ",", ",c"}));
   EXPECT_EQ(pieces(split(",", "Contiguous"), text), (Pieces{"a", ",", "b", ",,", "c"}));
   EXPECT_EQ(pieces(split("[a-z]", "Removed", true), text), (Pieces{"a", "b", "c"}));
-  const nlohmann::json literal = {
-      {"type", "Split"}, {"pattern", {{"String", "."}}}, {"behavior", "Isolated"}, {"invert", false}};
+  const nlohmann::json literal = {{"type", "Split"},
+                                  {"pattern", {{"String", "."}}},
+                                  {"behavior", "Isolated"},
+                                  {"invert", false}};
   EXPECT_EQ(pieces(literal, "a.b"), (Pieces{"a", ".", "b"}));  // "." is not a regex here
   EXPECT_EQ(pieces(literal, "ab"), (Pieces{"ab"}));
 }
@@ -77,7 +84,10 @@ TEST(ByteLevelPreTokenizer, Gpt2RegexAndPrefixSpace) {
   EXPECT_EQ(pieces(j, " x"), (Pieces{" x"}));
   // Followed by another step, ByteLevel maps bytes to its alphabet first.
   const nlohmann::json seq = {{"type", "Sequence"}, {"pretokenizers", {j, split("z", "Isolated")}}};
-  EXPECT_EQ(pieces(seq, "a b"), (Pieces{"\xC4\xA0" "a", "\xC4\xA0" "b"}));
+  EXPECT_EQ(pieces(seq, "a b"), (Pieces{"\xC4\xA0"
+                                        "a",
+                                        "\xC4\xA0"
+                                        "b"}));
 }
 
 }  // namespace

@@ -1,14 +1,13 @@
 // The real Qwen3 tokenizer (tests/data/qwen3-tokenizer, from tools/fetch_test_data.sh): reference
 // ids from Hugging Face tokenizers, hand-checked cases, and decode(encode(s)) == NFC(s).
 #include <gtest/gtest.h>
+#include <utf8proc.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
-
 #include <nlohmann/json.hpp>
-#include <utf8proc.h>
+#include <random>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -21,7 +20,8 @@ const std::string kDir = std::string(PAGODA_SOURCE_DIR) + "/tests/data/qwen3-tok
 class Qwen3Tokenizer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::filesystem::exists(kDir + "/tokenizer.json")) tok_ = Tokenizer::load_dir(kDir).release();
+    if (std::filesystem::exists(kDir + "/tokenizer.json"))
+      tok_ = Tokenizer::load_dir(kDir).release();
   }
   static void TearDownTestSuite() {
     delete tok_;
@@ -54,15 +54,17 @@ std::string whole_nfc(const std::string& s) {
 
 TEST_F(Qwen3Tokenizer, ReferenceFixtureFromHuggingFace) {
   const char* override_path = std::getenv("PAGODA_QWEN3_REFERENCE");
-  const std::string path = override_path != nullptr
-                               ? override_path
-                               : std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen3_reference.json";
+  const std::string path =
+      override_path != nullptr
+          ? override_path
+          : std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen3_reference.json";
   if (!std::filesystem::exists(path)) {
     GTEST_SKIP() << path << " does not exist yet (it is generated with Hugging Face tokenizers)";
   }
   std::ifstream in(path);
   const nlohmann::json fixture = nlohmann::json::parse(in);
-  ASSERT_EQ(fixture.at("tokenizer").get<std::string>().rfind("qwen3", 0), 0u) << "not a Qwen3 fixture";
+  ASSERT_EQ(fixture.at("tokenizer").get<std::string>().rfind("qwen3", 0), 0u)
+      << "not a Qwen3 fixture";
   const auto& cases = fixture.at("cases");
   ASSERT_FALSE(cases.empty());
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -98,11 +100,21 @@ TEST_F(Qwen3Tokenizer, HandCheckedCases) {
 }
 
 TEST_F(Qwen3Tokenizer, DecodeOfEncodeIsNfc) {
-  std::vector<std::string> texts = {
-      "", " ", "Hello, world! It's 3.14 o'clock.", "def f(x):\n\treturn x  # ok\r\n",
-      "自然语言处理", "こんにちは、世界", "Привет, мир", "مرحبا بالعالم", "नमस्ते",
-      "e\u0301 A\u030a \u212b \u1100\u1161", "😀👍🏽👨‍👩‍👧 🇯🇵", "<|im_start|>system\nYou are<|im_end|>",
-      "\u00a0\u3000\u2028\u0085\u180e\u200b\ufeff", std::string("nul\0byte", 8), "\x7f\x01\x1b[0m"};
+  std::vector<std::string> texts = {"",
+                                    " ",
+                                    "Hello, world! It's 3.14 o'clock.",
+                                    "def f(x):\n\treturn x  # ok\r\n",
+                                    "自然语言处理",
+                                    "こんにちは、世界",
+                                    "Привет, мир",
+                                    "مرحبا بالعالم",
+                                    "नमस्ते",
+                                    "e\u0301 A\u030a \u212b \u1100\u1161",
+                                    "😀👍🏽👨‍👩‍👧 🇯🇵",
+                                    "<|im_start|>system\nYou are<|im_end|>",
+                                    "\u00a0\u3000\u2028\u0085\u180e\u200b\ufeff",
+                                    std::string("nul\0byte", 8),
+                                    "\x7f\x01\x1b[0m"};
   std::mt19937 rng(7);
   for (int i = 0; i < 300; ++i) {
     std::string s;
@@ -110,10 +122,18 @@ TEST_F(Qwen3Tokenizer, DecodeOfEncodeIsNfc) {
     for (int k = 0; k < n; ++k) {
       uint32_t cp = 0;
       switch (rng() % 4) {
-        case 0: cp = 0x20 + rng() % 0x5F; break;
-        case 1: cp = 0xA0 + rng() % 0x2000; break;
-        case 2: cp = 0x3000 + rng() % 0x7000; break;
-        default: cp = 0x10000 + rng() % 0x20000; break;
+        case 0:
+          cp = 0x20 + rng() % 0x5F;
+          break;
+        case 1:
+          cp = 0xA0 + rng() % 0x2000;
+          break;
+        case 2:
+          cp = 0x3000 + rng() % 0x7000;
+          break;
+        default:
+          cp = 0x10000 + rng() % 0x20000;
+          break;
       }
       if (cp >= 0xD800 && cp < 0xE000) cp = 'x';
       utf8::append(s, cp);

@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
@@ -28,8 +27,10 @@ struct MiniTokenizer {
   std::vector<std::pair<std::string, std::string>> merges;  // raw bytes, in rank order
   std::vector<AddedSpec> added;
   nlohmann::json normalizer = nullptr;
-  nlohmann::json pre_tokenizer = {
-      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  nlohmann::json pre_tokenizer = {{"type", "ByteLevel"},
+                                  {"add_prefix_space", false},
+                                  {"trim_offsets", false},
+                                  {"use_regex", false}};
   nlohmann::json decoder = {{"type", "ByteLevel"}};
 
   nlohmann::json json() const {
@@ -63,7 +64,10 @@ struct MiniTokenizer {
             {"post_processor", nullptr},
             {"decoder", decoder},
             {"model",
-             {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab},
+             {{"type", "BPE"},
+              {"dropout", nullptr},
+              {"unk_token", nullptr},
+              {"vocab", vocab},
               {"merges", merge_list}}}};
   }
 
@@ -84,12 +88,19 @@ inline std::vector<int32_t> bytes_as_ids(const std::string& raw) {
 
 inline nlohmann::json qwen_split_pre_tokenizer() {
   const char* pattern =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   return {{"type", "Sequence"},
           {"pretokenizers",
-           {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
-            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
+           {{{"type", "Split"},
+             {"pattern", {{"Regex", pattern}}},
+             {"behavior", "Isolated"},
+             {"invert", false}},
+            {{"type", "ByteLevel"},
+             {"add_prefix_space", false},
+             {"trim_offsets", false},
+             {"use_regex", false}}}}};
 }
 
 }  // namespace pagoda::test

@@ -48,6 +48,13 @@ class CpuBackend final : public Backend {
                        const StepMeta& meta, const AttentionParams& params, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) override;
+  void causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state,
+                          const StepMeta& meta, Tensor& out) override;
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b,
+                        const Tensor& a, const Tensor& A_log, const Tensor& dt_bias, Tensor& state,
+                        const StepMeta& meta, Tensor& out) override;
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                      Tensor& out) override;
 
  private:
   ThreadPool pool_;

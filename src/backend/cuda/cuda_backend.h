@@ -56,6 +56,13 @@ class CudaBackend final : public Backend {
                        const AttentionParams& params, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) override;
+  void causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state,
+                          const StepMeta& meta, Tensor& out) override;
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b,
+                        const Tensor& a, const Tensor& A_log, const Tensor& dt_bias, Tensor& state,
+                        const StepMeta& meta, Tensor& out) override;
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                      Tensor& out) override;
 
   // The stream every op is enqueued on (for CUDA graph capture and events).
   cudaStream_t stream() const { return stream_; }
