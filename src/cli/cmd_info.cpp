@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/format.h"
+#include "core/format.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "io/weight_names.h"
@@ -46,7 +46,7 @@ void print_info(const std::string& dir) {
   std::string dtypes;
   for (const auto& [name, n] : by_dtype) {
     if (!dtypes.empty()) dtypes += ", ";
-    dtypes += name + " (" + format_count(n) + ")";
+    dtypes += name + " " + std::to_string(n);
   }
 
   std::printf("model dir          %s\n", dir.c_str());
@@ -74,15 +74,18 @@ void print_info(const std::string& dir) {
   std::printf("vocab              %lld (%s embeddings)\n", static_cast<long long>(cfg.vocab_size),
               cfg.tie_word_embeddings ? "tied" : "untied");
   std::printf("max context        %lld\n", static_cast<long long>(cfg.max_position_embeddings));
-  std::printf("parameters         %s (%s)\n", format_count(params).c_str(), dtypes.c_str());
+  std::printf("parameters         %lld (%s; %s)\n", static_cast<long long>(params),
+              format_count(params).c_str(), dtypes.c_str());
   if (skipped > 0)
-    std::printf("skipped            %s (vision tower / MTP head, not served)\n",
-                format_count(skipped).c_str());
+    std::printf("skipped            %lld (vision tower / MTP head, not served)\n",
+                static_cast<long long>(skipped));
   std::printf("weights on disk    %s in %zu tensors\n", format_bytes(ckpt.total_bytes()).c_str(),
               ckpt.all().size());
-  std::printf("kv cache / token   %s (%s)\n",
-              format_bytes(cfg.kv_bytes_per_token(cfg.dtype)).c_str(), dtype_name(cfg.dtype));
-  std::printf("state / sequence   %s\n", format_bytes(cfg.state_bytes_per_sequence()).c_str());
+  const int64_t kv = cfg.kv_bytes_per_token(cfg.dtype), state = cfg.state_bytes_per_sequence();
+  std::printf("kv cache / token   %lld B (%s, %s)\n", static_cast<long long>(kv),
+              format_bytes(kv).c_str(), dtype_name(cfg.dtype));
+  std::printf("state / sequence   %lld B (%s)\n", static_cast<long long>(state),
+              format_bytes(state).c_str());
   std::string eos;
   for (int64_t id : cfg.eos_token_ids) eos += (eos.empty() ? "" : " ") + std::to_string(id);
   std::printf("eos token ids      %s\n", eos.empty() ? "(none)" : eos.c_str());

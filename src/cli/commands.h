@@ -10,5 +10,6 @@ int run(int argc, char** argv);
 // Each registers its subcommand on `app` and returns the callback that runs it once parsed.
 void add_info_command(CLI::App& app, int* exit_code);
 void add_tokenize_command(CLI::App& app, int* exit_code);
+void add_generate_command(CLI::App& app, int* exit_code);
 
 }  // namespace pagoda::cli

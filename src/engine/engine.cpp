@@ -88,7 +88,8 @@ void Engine::plan_and_allocate() {
   MemoryPlanInputs in;
   in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());
   in.activation_bytes = static_cast<int64_t>(runner_->workspace_bytes());
-  in.state_bytes_per_seq = mc.state_bytes_per_sequence();
+  // The conv state is kept in the activation dtype of the backend (DESIGN.md §5).
+  in.state_bytes_per_seq = mc.state_bytes_per_sequence(backend_->activation_dtype());
   in.max_num_seqs = sc.max_num_seqs;
   in.kv_bytes_per_token = mc.kv_bytes_per_token(kv_dtype);
   in.block_size = sc.block_size;
@@ -123,6 +124,13 @@ void Engine::plan_and_allocate() {
   shape.head_dim = static_cast<int32_t>(mc.head_dim);
   shape.dtype = kv_dtype;
   kv_ = std::make_unique<PagedKvCache>(*backend_, shape);
+  if (sc.use_state_slots) {
+    // One slot per schedulable sequence: exactly plan_.state_bytes.
+    state_ = std::make_unique<RecurrentState>(
+        *backend_, RecurrentStateShape::for_model(mc, sc.max_num_seqs, backend_->activation_dtype()));
+    check(static_cast<int64_t>(state_->bytes()) == plan_.state_bytes,
+          "internal: recurrent state allocation differs from the memory plan");
+  }
   sc.num_kv_blocks = shape.num_blocks;
   scheduler_ = std::make_unique<Scheduler>(sc);
   sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
@@ -183,7 +191,7 @@ std::vector<RequestOutput> Engine::step() {
   SchedulerOutput sched = scheduler_->schedule();
   std::map<int64_t, RequestOutput> outs;
   if (!sched.empty()) {
-    const std::vector<float>& logits = runner_->execute(sched.batch, *kv_);
+    const std::vector<float>& logits = runner_->execute(sched.batch, *kv_, state_.get());
     const std::vector<Sequence*> rows = sched.sampling_seqs();
     std::vector<SampleResult> samples = sampler_->sample(logits, model_config_.vocab_size, rows);
     std::vector<int32_t> tokens;

@@ -17,6 +17,7 @@
 #include "io/model_config.h"
 #include "kv/memory_plan.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/recurrent_state.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -63,6 +64,8 @@ class Engine {
   Backend& backend() { return *backend_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   size_t kv_cache_bytes() const { return kv_->bytes(); }
+  // Bytes of the recurrent-state slots (hybrid models; 0 for dense ones).
+  size_t state_bytes() const { return state_ ? state_->bytes() : 0; }
   size_t workspace_bytes() const { return runner_->workspace_bytes(); }
 
   // Queues a request; throws pagoda::Error for an empty or too long prompt or bad parameters.
@@ -85,6 +88,7 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   MemoryPlan plan_;
   std::unique_ptr<PagedKvCache> kv_;
+  std::unique_ptr<RecurrentState> state_;  // hybrid models only
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Sampler> sampler_;

@@ -65,11 +65,12 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   return m;
 }
 
-const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCache& kv) {
+const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCache& kv,
+                                               RecurrentState* recurrent) {
   const StepMeta meta = upload(batch);
   const int64_t vocab = model_.config().vocab_size;
   Tensor logits = logits_buf_.tensor(DType::F32, {meta.num_logits_rows, vocab});
-  model_.forward(meta, kv, logits);
+  model_.forward(meta, ModelState{kv, recurrent}, logits);
   host_logits_.resize(static_cast<size_t>(meta.num_logits_rows * vocab));
   if (!host_logits_.empty())
     be_.copy_to_host(host_logits_.data(), logits.data, host_logits_.size() * sizeof(float));

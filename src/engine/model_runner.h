@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "engine/step_batch.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/recurrent_state.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -20,8 +21,10 @@ class ModelRunner {
   ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int32_t max_seqs,
               int32_t max_blocks_per_seq);
 
-  // Returns logits [batch.logits_rows.size(), vocab] row-major, fp32, on the host.
-  const std::vector<float>& execute(const StepBatch& batch, PagedKvCache& kv);
+  // Returns logits [batch.logits_rows.size(), vocab] row-major, fp32, on the host. `recurrent`:
+  // the state slots of a hybrid model (null for dense models).
+  const std::vector<float>& execute(const StepBatch& batch, PagedKvCache& kv,
+                                    RecurrentState* recurrent = nullptr);
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:

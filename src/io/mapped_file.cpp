@@ -27,7 +27,8 @@ struct FdGuard {
 }  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  FdGuard guard{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO given by mistake must fail below, not block open() forever.
+  FdGuard guard{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (guard.fd < 0) {
     throw Error("cannot open " + path + ": " + errno_text() +
                 "; check that the file exists and is readable");

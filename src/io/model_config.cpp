@@ -1,6 +1,6 @@
-// config.json / generation_config.json of Qwen3 and Qwen3.5 checkpoints (MODELS.md). Field names and
-// defaults follow transformers' Qwen3Config and Qwen3_5TextConfig; every value is range-checked,
-// since the files are outside input and the sizes feed allocations.
+// config.json / generation_config.json of Qwen3 and Qwen3.5 checkpoints (MODELS.md). Field names
+// and defaults follow transformers' Qwen3Config and Qwen3_5TextConfig; every value is
+// range-checked, since the files are outside input and the sizes feed allocations.
 #include "io/model_config.h"
 
 #include <algorithm>
@@ -381,10 +381,10 @@ int64_t ModelConfig::conv_dim() const {
          linear_num_value_heads * linear_value_head_dim;
 }
 
-int64_t ModelConfig::state_bytes_per_sequence() const {
+int64_t ModelConfig::state_bytes_per_sequence(DType conv_state_dtype) const {
   if (linear_conv_kernel_dim < 1) return 0;  // Qwen3: no GDN layers
   const int64_t conv = conv_dim() * (linear_conv_kernel_dim - 1) *
-                       static_cast<int64_t>(dtype_size(dtype));
+                       static_cast<int64_t>(dtype_size(conv_state_dtype));
   const int64_t recurrent = linear_num_value_heads * linear_key_head_dim *
                             linear_value_head_dim * 4;  // fp32 S per value head
   return num_layers_of(LayerKind::LinearAttention) * (conv + recurrent);

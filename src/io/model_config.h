@@ -50,9 +50,12 @@ struct ModelConfig {
   int64_t num_layers_of(LayerKind kind) const;
   // KV cache bytes per token over all full-attention layers, for a cache of element type `kv`.
   int64_t kv_bytes_per_token(DType kv) const;
-  // Recurrent state bytes per sequence over all GDN layers: conv state in the model dtype plus the
-  // fp32 recurrent state (MODELS.md).
-  int64_t state_bytes_per_sequence() const;
+  // Recurrent state bytes per sequence over all GDN layers: the conv state, whose element type is
+  // the backend's activation dtype (cpu F32, cuda BF16), plus the fp32 recurrent state (MODELS.md).
+  int64_t state_bytes_per_sequence(DType conv_state_dtype) const;
+  // The same with the conv state in the checkpoint's dtype (what `pagoda info` reports before any
+  // device is chosen).
+  int64_t state_bytes_per_sequence() const { return state_bytes_per_sequence(dtype); }
   int64_t conv_dim() const;  // 2*Hk*dk + Hv*dv
 };
 

@@ -88,10 +88,6 @@ int64_t header_int(const json& v, const std::string& what) {
   return i;
 }
 
-bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) {
-  return __builtin_mul_overflow(a, b, out);
-}
-
 struct Span {
   uint64_t begin, end;
 };
@@ -114,11 +110,12 @@ void parse_tensor(const std::string& name, const json& entry, const uint8_t* dat
   check(parse_safetensors_dtype(dtype_str, &view->dtype),
         tw + " has dtype " + dtype_str + "; pagoda loads BF16, F16 and F32");
   check(shape.is_array(), tw + ": shape is not an array");
-  uint64_t numel = 1;
+  // Every running product must fit int64, so TensorView::numel() cannot overflow either.
+  int64_t numel = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     const int64_t dim = header_int(shape[d], tw + ": shape[" + std::to_string(d) + "]");
     view->shape.push_back(dim);
-    check(!mul_overflows(numel, static_cast<uint64_t>(dim), &numel), tw + ": shape overflows");
+    check(!__builtin_mul_overflow(numel, dim, &numel), tw + ": shape overflows");
   }
   check(offsets.is_array() && offsets.size() == 2, tw + ": data_offsets is not [begin, end]");
   span->begin = static_cast<uint64_t>(header_int(offsets[0], tw + ": data_offsets[0]"));
@@ -130,7 +127,8 @@ void parse_tensor(const std::string& name, const json& entry, const uint8_t* dat
                                     " bytes); the file is truncated or corrupt");
   uint64_t nbytes = 0;
   const uint64_t elem = dtype_size(view->dtype);
-  check(!mul_overflows(numel, elem, &nbytes), tw + ": shape overflows");
+  check(!__builtin_mul_overflow(static_cast<uint64_t>(numel), elem, &nbytes),
+        tw + ": shape overflows");
   check(nbytes == span->end - span->begin,
         tw + ": data_offsets span " + std::to_string(span->end - span->begin) +
             " bytes but shape x " + dtype_str + " needs " + std::to_string(nbytes));
@@ -166,7 +164,7 @@ void check_no_overlap(const std::vector<TensorView>& tensors, const std::vector<
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;  // cannot overflow: nbytes = numel * size was checked
+  for (int64_t d : shape) n *= d;  // cannot overflow: parse() checked every running product
   return n;
 }
 

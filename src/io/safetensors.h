@@ -13,7 +13,8 @@
 
 namespace pagoda {
 
-// One tensor inside a mapped file. `data` points into the mapping and lives as long as the file.
+// One tensor inside a mapped file. `data` points into the mapping, lives as long as the file and is
+// aligned to the element size (parse() rejects misaligned tensors).
 struct TensorView {
   std::string name;
   DType dtype = DType::F32;

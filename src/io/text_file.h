@@ -7,7 +7,8 @@
 
 namespace pagoda {
 
-// Throws pagoda::Error naming `path` when it is missing, a directory, unreadable or over `max_bytes`.
+// Throws pagoda::Error naming `path` when it is missing, a directory, unreadable or over
+// `max_bytes`.
 std::string read_text_file(const std::string& path, size_t max_bytes);
 
 }  // namespace pagoda

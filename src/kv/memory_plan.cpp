@@ -1,5 +1,7 @@
 #include "kv/memory_plan.h"
 
+#include "core/format.h"
+
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -10,22 +12,6 @@ namespace pagoda {
 
 int64_t blocks_for_tokens(int64_t tokens, int32_t block_size) {
   return (tokens + block_size - 1) / block_size;
-}
-
-std::string format_bytes(int64_t bytes) {
-  const double kib = 1024.0, mib = kib * 1024.0, gib = mib * 1024.0;
-  const double a = std::fabs(static_cast<double>(bytes));
-  char buf[64];
-  if (a >= gib) {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / gib);
-  } else if (a >= mib) {
-    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / mib);
-  } else if (a >= kib) {
-    std::snprintf(buf, sizeof buf, "%.2f KiB", static_cast<double>(bytes) / kib);
-  } else {
-    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-  }
-  return buf;
 }
 
 namespace {

@@ -54,7 +54,5 @@ int64_t blocks_for_tokens(int64_t tokens, int32_t block_size);
 // max_model_len tokens (saying how much it needs and which flags to change).
 MemoryPlan plan_memory(const MemoryPlanInputs& in);
 
-// "1.50 GiB", "12.00 MiB", "512 B".
-std::string format_bytes(int64_t bytes);
 
 }  // namespace pagoda

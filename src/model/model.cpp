@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
 
 namespace pagoda {
 
@@ -13,8 +14,7 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& c
                                   Backend& backend) {
   switch (config.arch) {
     case ModelArch::Qwen3: return make_qwen3(config, ckpt, backend);
-    case ModelArch::Qwen3_5:
-      throw Error("Qwen3.5 (hybrid Gated DeltaNet) models are not supported by this build yet");
+    case ModelArch::Qwen3_5: return make_qwen3_5(config, ckpt, backend);
   }
   throw Error("unsupported model architecture");
 }

@@ -11,8 +11,16 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/recurrent_state.h"
 
 namespace pagoda {
+
+// The caches a forward pass reads and appends to: the paged KV cache of the full-attention layers
+// and, for hybrid models, the recurrent-state slots of the Gated DeltaNet layers (null otherwise).
+struct ModelState {
+  PagedKvCache& kv;
+  RecurrentState* recurrent = nullptr;
+};
 
 class Model {
  public:
@@ -22,7 +30,8 @@ class Model {
   // `max_logits_rows` sampled rows; returns its bytes. Must be called before forward().
   virtual size_t reserve(int32_t max_tokens, int32_t max_logits_rows) = 0;
   // Runs the step; writes fp32 logits [meta.num_logits_rows, vocab] into `logits` (on device).
-  virtual void forward(const StepMeta& meta, PagedKvCache& kv, Tensor& logits) = 0;
+  // Hybrid models need state.recurrent (its slots indexed by meta.state_slots).
+  virtual void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) = 0;
   virtual size_t weight_bytes() const = 0;
   // Index among the full-attention layers of each layer (-1 for other kinds): the KV pool it uses.
   int attention_index(int layer) const;

@@ -65,7 +65,8 @@ class Qwen3Model final : public Model {
     return total;
   }
 
-  void forward(const StepMeta& meta, PagedKvCache& kv, Tensor& logits) override {
+  void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) override {
+    PagedKvCache& kv = state.kv;
     check(meta.num_tokens <= max_tokens_ && meta.num_logits_rows <= max_logits_rows_,
           "internal: step larger than the reserved workspace");
     const int64_t T = meta.num_tokens;

@@ -168,11 +168,16 @@ TEST(Safetensors, RejectsBadShapes) {
       open_error(image(one_tensor("F32", "[4611686018427387904, 4611686018427387904]", "[0, 0]"),
                        "")),
       "shape overflows"));
+  // Overflows int64 before the trailing zero makes the product 0.
+  EXPECT_TRUE(contains(
+      open_error(image(one_tensor("F32", "[4611686018427387904, 3, 0]", "[0, 0]"), "")),
+      "shape overflows"));
 }
 
 TEST(Safetensors, RejectsUnsupportedDtypesNamingTensorAndDtype) {
   for (const char* dtype : {"I64", "I8", "U8", "BOOL", "F8_E4M3", "F64", "I32"}) {
-    const std::string msg = open_error(image(one_tensor(dtype, "[1]", "[0, 8]"), std::string(8, 0)));
+    const std::string msg =
+        open_error(image(one_tensor(dtype, "[1]", "[0, 8]"), std::string(8, '\0')));
     EXPECT_TRUE(contains(msg, std::string("tensor 'w' has dtype ") + dtype +
                                "; pagoda loads BF16, F16 and F32"));
   }

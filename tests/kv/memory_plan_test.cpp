@@ -1,3 +1,4 @@
+#include "core/format.h"
 #include "kv/memory_plan.h"
 
 #include <gtest/gtest.h>

@@ -43,4 +43,17 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
                      const Tensor& v_cache, const StepMeta& meta, const AttentionParams& params,
                      Tensor& out);
 
+// conv1d.cpp
+void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& conv_state,
+                        const StepMeta& meta, Tensor& out);
+
+// delta_rule.cpp
+void gated_delta_rule(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& b, const Tensor& a, const Tensor& A_log, const Tensor& dt_bias,
+                      Tensor& state, const StepMeta& meta, Tensor& out);
+
+// gated_delta_net.cpp
+void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& w, float eps,
+                    Tensor& out);
+
 }  // namespace pagoda::cpu

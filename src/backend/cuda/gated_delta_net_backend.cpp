@@ -1,21 +1,26 @@
-// Gated DeltaNet ops of the CUDA backend (placeholders until the kernels land).
+// Gated DeltaNet ops of the CUDA backend (MODELS.md): thin wrappers over the launchers of
+// gdn_conv_norm.cu and gdn_delta_rule.cu.
 #include "backend/cuda/cuda_backend.h"
-#include "core/error.h"
+#include "backend/cuda/gdn_kernels.cuh"
 
 namespace pagoda {
 
-void CudaBackend::causal_conv1d_silu(const Tensor&, const Tensor&, Tensor&, const StepMeta&, Tensor&) {
-  throw Error("causal_conv1d_silu is not implemented on this backend yet");
+void CudaBackend::causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state, const StepMeta& meta,
+                                     Tensor& out) {
+  activate();
+  cuda::launch_causal_conv1d_silu(x, w, conv_state, meta, out, stream_);
 }
 
-void CudaBackend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  const Tensor&, const Tensor&, const Tensor&, Tensor&,
-                                  const StepMeta&, Tensor&) {
-  throw Error("gated_delta_rule is not implemented on this backend yet");
+void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b,
+                                   const Tensor& a, const Tensor& A_log, const Tensor& dt_bias, Tensor& state,
+                                   const StepMeta& meta, Tensor& out) {
+  activate();
+  cuda::launch_gated_delta_rule(q, k, v, b, a, A_log, dt_bias, state, meta, out, max_smem_optin_, stream_);
 }
 
-void CudaBackend::gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {
-  throw Error("gated_rms_norm is not implemented on this backend yet");
+void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& out) {
+  activate();
+  cuda::launch_gated_rms_norm(x, z, w, eps, out, stream_);
 }
 
 }  // namespace pagoda

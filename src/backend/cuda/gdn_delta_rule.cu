@@ -1,0 +1,641 @@
+// The gated delta rule (MODELS.md, Gated DeltaNet steps 4-6) over a varlen step: a recurrent kernel
+// for sequences with few new tokens (decodes) and a chunked kernel (chunk 64, all fp32) for prefill
+// chunks. Both run over every sequence of the step and skip those of the other kind, so a mixed
+// step needs no host knowledge of the lengths. State [slots, Hv, dk, dv] fp32 is read and written
+// in place at each sequence's slot (zero start where has_initial_state is 0).
+//
+// Per token and value head h (key head h / (Hv / Hk)), all fp32:
+//   k̂ = k / sqrt(Σk² + 1e-6), q̃ = q / sqrt(Σq² + 1e-6) / sqrt(dk), β = sigmoid(b) (held in the
+//   activation dtype, as the reference's bf16 tensor), g = -exp(A_log) softplus(a + dt_bias);
+//   S ← e^g S;  δ = β (v − Sᵀk̂);  S ← S + k̂ δᵀ;  o = Sᵀq̃.
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/gdn_kernels.cuh"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kMaxDk = kGdnMaxKeyDim;  // 128; smaller dk are zero-padded to it
+static_assert(kMaxDk == 128, "the thread layouts below assume dk <= 128 in 16 row groups");
+
+struct GdnArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* b;
+  const void* a;
+  int64_t q_stride, k_stride, v_stride, b_stride, a_stride, out_stride;  // elements between tokens
+  const void* a_log;
+  const void* dt_bias;
+  int a_log_dtype, dt_bias_dtype;
+  float* state;
+  int64_t num_slots;
+  void* out;
+  const int32_t* cu_seqlens;
+  const int32_t* state_slots;
+  const int32_t* has_init;
+  int hk, hv, dk, dv;
+  int group;      // hv / hk
+  float q_scale;  // 1 / sqrt(dk)
+};
+
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// β and g of token `row`, value head h.
+template <typename T>
+__device__ __forceinline__ void beta_and_g(const GdnArgs& p, int64_t row, int h, float& beta, float& g) {
+  const float bv = to_f32(static_cast<const T*>(p.b)[row * p.b_stride + h]);
+  const float av = to_f32(static_cast<const T*>(p.a)[row * p.a_stride + h]);
+  beta = round_to<T>(1.0f / (1.0f + expf(-bv)));
+  g = -expf(load_weight(p.a_log, p.a_log_dtype, h)) * softplus(av + load_weight(p.dt_bias, p.dt_bias_dtype, h));
+}
+
+// One warp loads q and k of token `row` for key head kh (element i = lane + 32 e), l2-normalises
+// both (q also scaled by 1/sqrt(dk)); elements past dk are 0. Returns k̂·q̃ in every lane.
+template <typename T>
+__device__ __forceinline__ float load_qk_normed(const GdnArgs& p, int64_t row, int kh, float (&qv)[4],
+                                                float (&kv)[4]) {
+  const int lane = threadIdx.x & 31;
+  const T* qr = static_cast<const T*>(p.q) + row * p.q_stride + static_cast<int64_t>(kh) * p.dk;
+  const T* kr = static_cast<const T*>(p.k) + row * p.k_stride + static_cast<int64_t>(kh) * p.dk;
+  float sq = 0.0f, sk = 0.0f, sqk = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int i = lane + 32 * e;
+    qv[e] = i < p.dk ? to_f32(qr[i]) : 0.0f;
+    kv[e] = i < p.dk ? to_f32(kr[i]) : 0.0f;
+    sq = fmaf(qv[e], qv[e], sq);
+    sk = fmaf(kv[e], kv[e], sk);
+    sqk = fmaf(qv[e], kv[e], sqk);
+  }
+  sq = warp_sum(sq);
+  sk = warp_sum(sk);
+  sqk = warp_sum(sqk);
+  const float rq = rsqrtf(sq + 1e-6f) * p.q_scale, rk = rsqrtf(sk + 1e-6f);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    qv[e] *= rq;
+    kv[e] *= rk;
+  }
+  return sqk * rq * rk;
+}
+
+__device__ __forceinline__ float4 f4(float x) { return make_float4(x, x, x, x); }
+__device__ __forceinline__ void fma4(float4& acc, float s, const float4& v) {
+  acc.x = fmaf(s, v.x, acc.x);
+  acc.y = fmaf(s, v.y, acc.y);
+  acc.z = fmaf(s, v.z, acc.z);
+  acc.w = fmaf(s, v.w, acc.w);
+}
+__device__ __forceinline__ float dot4(const float4& a, const float4& b) {
+  return fmaf(a.x, b.x, fmaf(a.y, b.y, fmaf(a.z, b.z, a.w * b.w)));
+}
+
+// ---- recurrent kernel (decodes) ---------------------------------------------------------------------
+
+// Block = (dv tile of 32 columns, value head, sequence); 128 threads. Thread (rg = tid / 8, cg = tid % 8)
+// holds the state rows rg + 16 m (m < 8) of columns 4 cg .. 4 cg + 3 in registers: a warp reads four
+// full 128-byte row segments per access. Per token one block-wide reduction yields both Sᵀk̂ and Sᵀq̃;
+// then δ = β (v − e^g Sᵀk̂), o = e^g Sᵀq̃ + δ (k̂·q̃) and S ← e^g S + k̂ δᵀ.
+constexpr int kRecThreads = 128;
+constexpr int kRecCols = 32;
+constexpr int kRecRowGroups = kRecThreads / (kRecCols / 4);  // 16
+constexpr int kRecRows = kMaxDk / kRecRowGroups;             // 8
+
+template <typename T>
+__global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArgs p) {
+  const int s = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
+  const int64_t begin = p.cu_seqlens[s];
+  const int len = p.cu_seqlens[s + 1] - static_cast<int>(begin);
+  if (len <= 0 || len > kGdnRecurrentMaxLen) return;
+  const int kh = h / p.group;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int cg = tid & 7, rg = tid >> 3;
+  const int col = static_cast<int>(blockIdx.x) * kRecCols + cg * 4;
+  const bool col_ok = col < p.dv;  // dv % 4 == 0: a group of 4 columns is all in or all out
+  const int slot = p.state_slots[s];
+  const bool slot_ok = slot >= 0 && slot < p.num_slots;
+  const bool init = slot_ok && p.has_init[s] != 0;
+  float* st = slot_ok ? p.state + (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : nullptr;
+
+  float4 S[kRecRows];
+#pragma unroll
+  for (int m = 0; m < kRecRows; ++m) {
+    const int i = rg + m * kRecRowGroups;
+    S[m] = (init && col_ok && i < p.dk) ? *reinterpret_cast<const float4*>(st + static_cast<int64_t>(i) * p.dv + col)
+                                        : f4(0.0f);
+  }
+
+  __shared__ float kn[kMaxDk], qn[kMaxDk], vt[kRecCols];
+  __shared__ float scal[4];              // β, e^g, k̂·q̃
+  __shared__ float4 red[4][8][2];        // [warp][cg][Sᵀk̂, Sᵀq̃] partial sums
+  T* out = static_cast<T*>(p.out);
+
+  for (int t = 0; t < len; ++t) {
+    const int64_t row = begin + t;
+    __syncthreads();  // the previous token's readers of kn, qn, vt, scal, red are done
+    if (warp == 0) {
+      float qv[4], kv[4];
+      const float kq = load_qk_normed<T>(p, row, kh, qv, kv);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        qn[lane + 32 * e] = qv[e];
+        kn[lane + 32 * e] = kv[e];
+      }
+      if (lane == 0) scal[2] = kq;
+    } else if (warp == 1) {
+      const int j = static_cast<int>(blockIdx.x) * kRecCols + lane;
+      vt[lane] = j < p.dv ? to_f32(static_cast<const T*>(p.v)[row * p.v_stride + static_cast<int64_t>(h) * p.dv + j])
+                          : 0.0f;
+      if (lane == 0) {
+        float beta, g;
+        beta_and_g<T>(p, row, h, beta, g);
+        scal[0] = beta;
+        scal[1] = expf(g);
+      }
+    }
+    __syncthreads();
+    float4 pk = f4(0.0f), pq = f4(0.0f);
+#pragma unroll
+    for (int m = 0; m < kRecRows; ++m) {
+      const int i = rg + m * kRecRowGroups;
+      fma4(pk, kn[i], S[m]);
+      fma4(pq, qn[i], S[m]);
+    }
+    // Sum the warp's four row groups (lane bits 3 and 4), then the four warps through shared memory.
+#pragma unroll
+    for (int o = 8; o <= 16; o <<= 1) {
+      pk.x += __shfl_xor_sync(0xffffffffu, pk.x, o);
+      pk.y += __shfl_xor_sync(0xffffffffu, pk.y, o);
+      pk.z += __shfl_xor_sync(0xffffffffu, pk.z, o);
+      pk.w += __shfl_xor_sync(0xffffffffu, pk.w, o);
+      pq.x += __shfl_xor_sync(0xffffffffu, pq.x, o);
+      pq.y += __shfl_xor_sync(0xffffffffu, pq.y, o);
+      pq.z += __shfl_xor_sync(0xffffffffu, pq.z, o);
+      pq.w += __shfl_xor_sync(0xffffffffu, pq.w, o);
+    }
+    if (lane < 8) {
+      red[warp][cg][0] = pk;
+      red[warp][cg][1] = pq;
+    }
+    __syncthreads();
+    float4 sk = f4(0.0f), sq = f4(0.0f);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float4 a = red[w][cg][0], b = red[w][cg][1];
+      sk.x += a.x, sk.y += a.y, sk.z += a.z, sk.w += a.w;
+      sq.x += b.x, sq.y += b.y, sq.z += b.z, sq.w += b.w;
+    }
+    const float beta = scal[0], decay = scal[1], kq = scal[2];
+    float4 delta, o;
+    delta.x = beta * (vt[cg * 4 + 0] - decay * sk.x);
+    delta.y = beta * (vt[cg * 4 + 1] - decay * sk.y);
+    delta.z = beta * (vt[cg * 4 + 2] - decay * sk.z);
+    delta.w = beta * (vt[cg * 4 + 3] - decay * sk.w);
+    o.x = fmaf(decay, sq.x, delta.x * kq);
+    o.y = fmaf(decay, sq.y, delta.y * kq);
+    o.z = fmaf(decay, sq.z, delta.z * kq);
+    o.w = fmaf(decay, sq.w, delta.w * kq);
+#pragma unroll
+    for (int m = 0; m < kRecRows; ++m) {
+      const float kk = kn[rg + m * kRecRowGroups];
+      S[m].x = fmaf(decay, S[m].x, kk * delta.x);
+      S[m].y = fmaf(decay, S[m].y, kk * delta.y);
+      S[m].z = fmaf(decay, S[m].z, kk * delta.z);
+      S[m].w = fmaf(decay, S[m].w, kk * delta.w);
+    }
+    if (rg == 0 && col_ok) {
+      T* orow = out + row * p.out_stride + static_cast<int64_t>(h) * p.dv + col;
+      orow[0] = from_f32<T>(o.x);
+      orow[1] = from_f32<T>(o.y);
+      orow[2] = from_f32<T>(o.z);
+      orow[3] = from_f32<T>(o.w);
+    }
+  }
+
+  if (!slot_ok || !col_ok) return;
+#pragma unroll
+  for (int m = 0; m < kRecRows; ++m) {
+    const int i = rg + m * kRecRowGroups;
+    if (i < p.dk) *reinterpret_cast<float4*>(st + static_cast<int64_t>(i) * p.dv + col) = S[m];
+  }
+}
+
+// ---- chunked kernel (prefill) -------------------------------------------------------------------------
+
+// Block = (dv tile of 64 columns, value head, sequence); 256 threads; the sequence's chunks of 64
+// tokens in order, carrying the state tile S [dk, 64] in shared memory. Per chunk (γ = cumsum g,
+// rows past the chunk's end padded with β = g = 0 and zero q, k, v):
+//   A  = strictly lower β_r e^{γ_r−γ_s} k̂_r·k̂_s          QK = lower e^{γ_r−γ_s} q̃_r·k̂_s
+//   R  = β ⊙ (V − e^γ ⊙ (K̂ S))                          Vnew = (I + A)⁻¹ R  (forward substitution)
+//   O  = e^γ ⊙ (Q̃ S) + QK · Vnew                        S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew
+// (Vnew = U − W S of MODELS.md with U and W folded: (I+A)⁻¹ (β V − β e^γ K̂ S).) The K̂ K̂ᵀ and Q̃ K̂ᵀ
+// products are recomputed by each dv tile of a head. Plain fp32 FMA; matmuls with 4x4 (or 8x4)
+// register tiles over float4 shared-memory reads.
+constexpr int kChunk = 64;
+constexpr int kChunkThreads = 256;
+constexpr int kChunkCols = 64;
+constexpr int kKs = kMaxDk + 4;       // row stride of K̂, Q̃ (float4 reads of 8 consecutive rows hit 32 banks)
+constexpr int kSs = kChunkCols + 4;   // row stride of the state tile
+constexpr int kVs = kChunkCols + 8;   // row stride of V / R / Vnew (forward substitution: conflict-free)
+constexpr int kMs = kChunk + 4;       // row stride of A and QK
+constexpr int kOffK = 0;
+constexpr int kOffQ = kOffK + kChunk * kKs;
+constexpr int kOffS = kOffQ + kChunk * kKs;
+constexpr int kOffV = kOffS + kMaxDk * kSs;
+constexpr int kOffA = kOffV + kChunk * kVs;
+constexpr int kOffQK = kOffA + kChunk * kMs;
+constexpr int kOffGam = kOffQK + kChunk * kMs;  // γ (cumulative g)
+constexpr int kOffBeta = kOffGam + kChunk;      // β
+constexpr int kOffEg = kOffBeta + kChunk;       // e^γ
+constexpr int kOffEnd = kOffEg + kChunk;        // e^{γ_L − γ}
+constexpr int kOffMisc = kOffEnd + kChunk;      // [0] = e^{γ_L}
+constexpr int kChunkSmemFloats = kOffMisc + 4;
+constexpr size_t kChunkSmemBytes = sizeof(float) * kChunkSmemFloats;
+static_assert(kOffQ % 4 == 0 && kOffS % 4 == 0 && kOffV % 4 == 0 && kOffA % 4 == 0 && kOffQK % 4 == 0,
+              "float4 alignment of the shared-memory arrays");
+static_assert(kChunkThreads == 256 && kChunk == 64 && kChunkCols == 64, "thread layouts assume these");
+
+template <typename T>
+__global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnArgs p) {
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float* Ks = sm + kOffK;
+  float* Qs = sm + kOffQ;
+  float* Ss = sm + kOffS;
+  float* Vs = sm + kOffV;
+  float* As = sm + kOffA;
+  float* QKs = sm + kOffQK;
+  float* gam = sm + kOffGam;
+  float* bet = sm + kOffBeta;
+  float* eg = sm + kOffEg;
+  float* eend = sm + kOffEnd;
+  float* misc = sm + kOffMisc;
+
+  const int s = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
+  const int64_t begin = p.cu_seqlens[s];
+  const int len = p.cu_seqlens[s + 1] - static_cast<int>(begin);
+  if (len <= kGdnRecurrentMaxLen) return;
+  const int kh = h / p.group;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int tq = tid >> 4, tc = tid & 15;  // row group 0..15, column group 0..15
+  const int j0 = static_cast<int>(blockIdx.x) * kChunkCols;
+  const int colg = j0 + 4 * tc;            // this thread's first global dv column in 4-column layouts
+  const bool col_ok = colg < p.dv;         // dv % 4 == 0
+  const int slot = p.state_slots[s];
+  const bool slot_ok = slot >= 0 && slot < p.num_slots;
+  const bool init = slot_ok && p.has_init[s] != 0;
+  float* st = slot_ok ? p.state + (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : nullptr;
+  const int dk4 = (p.dk + 3) & ~3;
+  const T* vg = static_cast<const T*>(p.v);
+  T* out = static_cast<T*>(p.out);
+
+  // The state tile, rows tq + 16 m, columns 4 tc..: each thread owns these elements in the
+  // state update too, so loads and the final store need no barrier of their own.
+#pragma unroll
+  for (int m = 0; m < kMaxDk / 16; ++m) {
+    const int i = tq + 16 * m;
+    float4 v = f4(0.0f);
+    if (init && col_ok && i < p.dk) v = *reinterpret_cast<const float4*>(st + static_cast<int64_t>(i) * p.dv + colg);
+    *reinterpret_cast<float4*>(Ss + i * kSs + 4 * tc) = v;
+  }
+
+  for (int c0 = 0; c0 < len; c0 += kChunk) {
+    const int n = min(kChunk, len - c0);
+    __syncthreads();  // the previous chunk is done with every array
+
+    // (1) K̂, Q̃ rows (one warp per row), the V tile, β and γ.
+    for (int r = warp; r < kChunk; r += kChunkThreads / 32) {
+      float qv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (r < n) load_qk_normed<T>(p, begin + c0 + r, kh, qv, kv);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        Ks[r * kKs + lane + 32 * e] = kv[e];
+        Qs[r * kKs + lane + 32 * e] = qv[e];
+      }
+    }
+    for (int idx = tid; idx < kChunk * kChunkCols; idx += kChunkThreads) {
+      const int r = idx / kChunkCols, j = idx % kChunkCols;
+      float v = 0.0f;
+      if (r < n && j0 + j < p.dv)
+        v = to_f32(vg[(begin + c0 + r) * p.v_stride + static_cast<int64_t>(h) * p.dv + j0 + j]);
+      Vs[r * kVs + j] = v;
+    }
+    if (warp == 0) {
+      // Rows 2 lane and 2 lane + 1: β, g, then an inclusive scan of g over the chunk.
+      float b2[2] = {0.0f, 0.0f}, g2[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (2 * lane + e < n) beta_and_g<T>(p, begin + c0 + 2 * lane + e, h, b2[e], g2[e]);
+      const float pair = g2[0] + g2[1];
+      float incl = pair;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float up = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += up;
+      }
+      const float total = __shfl_sync(0xffffffffu, incl, 31);  // γ_L: padded rows add nothing
+      const float gm[2] = {incl - pair + g2[0], incl};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 2 * lane + e;
+        gam[r] = gm[e];
+        bet[r] = b2[e];
+        eg[r] = expf(gm[e]);
+        eend[r] = expf(total - gm[e]);
+      }
+      if (lane == 0) misc[0] = expf(total);
+    }
+    __syncthreads();
+
+    // (2a) A and QK: thread (tq, tc) computes rows tq + 16 m, columns tc + 16 n.
+    {
+      float acc_a[4][4], acc_q[4][4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int n2 = 0; n2 < 4; ++n2) acc_a[m][n2] = acc_q[m][n2] = 0.0f;
+      for (int i = 0; i < dk4; i += 4) {
+        float4 kr[4], qr[4], kc[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          kr[m] = *reinterpret_cast<const float4*>(Ks + (tq + 16 * m) * kKs + i);
+          qr[m] = *reinterpret_cast<const float4*>(Qs + (tq + 16 * m) * kKs + i);
+          kc[m] = *reinterpret_cast<const float4*>(Ks + (tc + 16 * m) * kKs + i);
+        }
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+#pragma unroll
+          for (int n2 = 0; n2 < 4; ++n2) {
+            acc_a[m][n2] += dot4(kr[m], kc[n2]);
+            acc_q[m][n2] += dot4(qr[m], kc[n2]);
+          }
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int n2 = 0; n2 < 4; ++n2) {
+          const int r = tq + 16 * m, c = tc + 16 * n2;
+          const float dec = c <= r ? expf(gam[r] - gam[c]) : 0.0f;
+          As[r * kMs + c] = c < r ? bet[r] * dec * acc_a[m][n2] : 0.0f;
+          QKs[r * kMs + c] = dec * acc_q[m][n2];
+        }
+    }
+
+    // (2b) R = β ⊙ (V − e^γ ⊙ (K̂ S)) in place of V: rows tq + 16 m, columns 4 tc .. 4 tc + 3.
+    {
+      float4 acc[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) acc[m] = f4(0.0f);
+      for (int i = 0; i < dk4; i += 4) {
+        float4 sr[4], kr[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) sr[u] = *reinterpret_cast<const float4*>(Ss + (i + u) * kSs + 4 * tc);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) kr[m] = *reinterpret_cast<const float4*>(Ks + (tq + 16 * m) * kKs + i);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          fma4(acc[m], kr[m].x, sr[0]);
+          fma4(acc[m], kr[m].y, sr[1]);
+          fma4(acc[m], kr[m].z, sr[2]);
+          fma4(acc[m], kr[m].w, sr[3]);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int r = tq + 16 * m;
+        const float e = eg[r], b = bet[r];
+        float4* vp = reinterpret_cast<float4*>(Vs + r * kVs + 4 * tc);
+        float4 v = *vp;
+        v.x = b * (v.x - e * acc[m].x);
+        v.y = b * (v.y - e * acc[m].y);
+        v.z = b * (v.z - e * acc[m].z);
+        v.w = b * (v.w - e * acc[m].w);
+        *vp = v;
+      }
+    }
+    __syncthreads();
+
+    // (3) Vnew = (I + A)⁻¹ R by forward substitution, each column independent: 4 lanes per column
+    // share the sum over s (s ≡ part mod 4); row s of the column is written and later read by the
+    // same lane (part = s mod 4), so only the 4-lane sum needs the shuffles. Rows past n stay 0.
+    {
+      const int col = tid >> 2, part = tid & 3;
+      for (int r = 1; r < n; ++r) {
+        float acc = 0.0f;
+        for (int s2 = part; s2 < r; s2 += 4) acc = fmaf(As[r * kMs + s2], Vs[s2 * kVs + col], acc);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+        if (part == (r & 3)) Vs[r * kVs + col] -= acc;
+      }
+    }
+    __syncthreads();
+
+    // (4) O = e^γ ⊙ (Q̃ S) + QK · Vnew: rows tq + 16 m, columns 4 tc .. 4 tc + 3; to global.
+    {
+      float4 acc[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) acc[m] = f4(0.0f);
+      for (int i = 0; i < dk4; i += 4) {
+        float4 sr[4], qr[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) sr[u] = *reinterpret_cast<const float4*>(Ss + (i + u) * kSs + 4 * tc);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) qr[m] = *reinterpret_cast<const float4*>(Qs + (tq + 16 * m) * kKs + i);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          fma4(acc[m], qr[m].x, sr[0]);
+          fma4(acc[m], qr[m].y, sr[1]);
+          fma4(acc[m], qr[m].z, sr[2]);
+          fma4(acc[m], qr[m].w, sr[3]);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const float e = eg[tq + 16 * m];
+        acc[m].x *= e, acc[m].y *= e, acc[m].z *= e, acc[m].w *= e;
+      }
+      const int n4 = (n + 3) & ~3;
+      for (int c = 0; c < n4; c += 4) {
+        float4 vr[4], qk[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) vr[u] = *reinterpret_cast<const float4*>(Vs + (c + u) * kVs + 4 * tc);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) qk[m] = *reinterpret_cast<const float4*>(QKs + (tq + 16 * m) * kMs + c);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          fma4(acc[m], qk[m].x, vr[0]);
+          fma4(acc[m], qk[m].y, vr[1]);
+          fma4(acc[m], qk[m].z, vr[2]);
+          fma4(acc[m], qk[m].w, vr[3]);
+        }
+      }
+      if (col_ok) {
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const int r = tq + 16 * m;
+          if (r < n) {
+            T* orow = out + (begin + c0 + r) * p.out_stride + static_cast<int64_t>(h) * p.dv + colg;
+            orow[0] = from_f32<T>(acc[m].x);
+            orow[1] = from_f32<T>(acc[m].y);
+            orow[2] = from_f32<T>(acc[m].z);
+            orow[3] = from_f32<T>(acc[m].w);
+          }
+        }
+      }
+    }
+    __syncthreads();  // (4) read S; (5) overwrites it
+
+    // (5) S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew: rows tq + 16 m (m < 8), columns 4 tc .. 4 tc + 3.
+    {
+      const float el = misc[0];
+      float4 acc[kMaxDk / 16];
+#pragma unroll
+      for (int m = 0; m < kMaxDk / 16; ++m) {
+        const float4 v = *reinterpret_cast<const float4*>(Ss + (tq + 16 * m) * kSs + 4 * tc);
+        acc[m] = make_float4(el * v.x, el * v.y, el * v.z, el * v.w);
+      }
+      for (int r = 0; r < n; ++r) {
+        const float e = eend[r];
+        float4 vr = *reinterpret_cast<const float4*>(Vs + r * kVs + 4 * tc);
+        vr.x *= e, vr.y *= e, vr.z *= e, vr.w *= e;
+#pragma unroll
+        for (int m = 0; m < kMaxDk / 16; ++m) fma4(acc[m], Ks[r * kKs + tq + 16 * m], vr);
+      }
+#pragma unroll
+      for (int m = 0; m < kMaxDk / 16; ++m)
+        *reinterpret_cast<float4*>(Ss + (tq + 16 * m) * kSs + 4 * tc) = acc[m];
+    }
+  }
+
+  if (!slot_ok || !col_ok) return;
+#pragma unroll
+  for (int m = 0; m < kMaxDk / 16; ++m) {
+    const int i = tq + 16 * m;
+    if (i < p.dk)
+      *reinterpret_cast<float4*>(st + static_cast<int64_t>(i) * p.dv + colg) =
+          *reinterpret_cast<const float4*>(Ss + i * kSs + 4 * tc);
+  }
+}
+
+template <typename T>
+void launch_chunk(const GdnArgs& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
+  auto* kernel = &gdn_chunk_kernel<T>;
+  require(kChunkSmemBytes <= max_smem_optin, "gated_delta_rule",
+          "the chunked kernel needs " + std::to_string(kChunkSmemBytes) +
+              " bytes of shared memory per block, the device allows " + std::to_string(max_smem_optin));
+  // Raise the kernel's dynamic shared-memory limit once per device (bit i = device i).
+  static std::atomic<uint64_t> opted_in{0};
+  int dev = 0;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
+  if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kChunkSmemBytes)));
+    opted_in.fetch_or(bit, std::memory_order_relaxed);
+  }
+  kernel<<<grid, kChunkThreads, kChunkSmemBytes, stream>>>(a);
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void check_i32(const char* op, const Tensor& t, int64_t min_elems, const char* name) {
+  require(t.dtype == DType::I32 && t.device == Device::CUDA && num_elems(t) >= min_elems && contiguous(t), op,
+          std::string("meta.") + name + " must be contiguous I32 on cuda with at least " +
+              std::to_string(min_elems) + " entries, got " + shape_str(t));
+}
+
+bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+}  // namespace
+
+void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a,
+                             const Tensor& A_log, const Tensor& dt_bias, Tensor& state, const StepMeta& meta,
+                             Tensor& out, size_t max_smem_optin, cudaStream_t stream) {
+  const char* op = "gated_delta_rule";
+  require(q.ndim == 3 && k.ndim == 3 && v.ndim == 3, op,
+          "q, k must be [T, Hk, dk] and v [T, Hv, dv], got " + shape_str(q) + ", " + shape_str(k) + ", " +
+              shape_str(v));
+  const int64_t t = q.shape[0], hk = q.shape[1], dk = q.shape[2], hv = v.shape[1], dv = v.shape[2];
+  require(k.shape == q.shape && v.shape[0] == t, op,
+          "k " + shape_str(k) + " and v " + shape_str(v) + " do not match q " + shape_str(q));
+  require(hk > 0 && hv > 0 && hv % hk == 0, op,
+          "value heads " + std::to_string(hv) + " must be a multiple of key heads " + std::to_string(hk));
+  require(dk >= 1 && dk <= kMaxDk, op,
+          "key head dim dk = " + std::to_string(dk) + " is not supported (CUDA limit: dk <= " +
+              std::to_string(kMaxDk) + ")");
+  require(dv >= 4 && dv % 4 == 0, op, "value head dim dv = " + std::to_string(dv) + " must be a multiple of 4");
+  const DType act = q.dtype;
+  require(k.dtype == act && v.dtype == act && b.dtype == act && a.dtype == act && out.dtype == act, op,
+          "q, k, v, b, a and out must have one dtype");
+  for (const Tensor* x : std::initializer_list<const Tensor*>{&q, &k, &v, &b, &a, &out, &A_log, &dt_bias, &state})
+    require(x->device == Device::CUDA, op, "every tensor must be on cuda, got " + shape_str(*x));
+  require(num_rows(b) == t && row_elems(b) == hv && num_rows(a) == t && row_elems(a) == hv, op,
+          "b and a must be [T, Hv] = [" + std::to_string(t) + ", " + std::to_string(hv) + "], got " + shape_str(b) +
+              " and " + shape_str(a));
+  require(out.ndim == 3 && out.shape[0] == t && out.shape[1] == hv && out.shape[2] == dv, op,
+          "out must be [T, Hv, dv], got " + shape_str(out));
+  require(num_elems(A_log) == hv && num_elems(dt_bias) == hv && contiguous(A_log) && contiguous(dt_bias) &&
+              is_float_dtype(A_log.dtype) && is_float_dtype(dt_bias.dtype),
+          op, "A_log and dt_bias must be float [" + std::to_string(hv) + "], got " + shape_str(A_log) + " and " +
+                  shape_str(dt_bias));
+  require(state.ndim == 4 && state.dtype == DType::F32 && state.shape[1] == hv && state.shape[2] == dk &&
+              state.shape[3] == dv && contiguous(state) && aligned16(state.data),
+          op, "state must be a contiguous, 16-byte aligned F32 [slots, " + std::to_string(hv) + ", " +
+                  std::to_string(dk) + ", " + std::to_string(dv) + "], got " + shape_str(state));
+  const int nseq = meta.num_seqs;
+  require(nseq >= 0 && nseq <= 65535, op, "num_seqs " + std::to_string(nseq) + " out of range (0..65535)");
+  require(hv <= 65535, op, "too many value heads");
+  require(meta.num_tokens <= t, op,
+          "meta.num_tokens " + std::to_string(meta.num_tokens) + " exceeds the rows of q " + shape_str(q));
+  if (t == 0 || nseq == 0 || meta.max_query_len <= 0) return;
+  check_i32(op, meta.cu_seqlens_q, nseq + 1, "cu_seqlens_q");
+  check_i32(op, meta.state_slots, nseq, "state_slots");
+  check_i32(op, meta.has_initial_state, nseq, "has_initial_state");
+
+  GdnArgs p{};
+  p.q = q.data, p.k = k.data, p.v = v.data, p.b = b.data, p.a = a.data;
+  p.q_stride = stride_rows(q), p.k_stride = stride_rows(k), p.v_stride = stride_rows(v);
+  p.b_stride = stride_rows(b), p.a_stride = stride_rows(a), p.out_stride = stride_rows(out);
+  p.a_log = A_log.data, p.dt_bias = dt_bias.data;
+  p.a_log_dtype = static_cast<int>(A_log.dtype), p.dt_bias_dtype = static_cast<int>(dt_bias.dtype);
+  p.state = state.ptr<float>();
+  p.num_slots = state.shape[0];
+  p.out = out.data;
+  p.cu_seqlens = meta.cu_seqlens_q.ptr<int32_t>();
+  p.state_slots = meta.state_slots.ptr<int32_t>();
+  p.has_init = meta.has_initial_state.ptr<int32_t>();
+  p.hk = static_cast<int>(hk), p.hv = static_cast<int>(hv), p.dk = static_cast<int>(dk), p.dv = static_cast<int>(dv);
+  p.group = static_cast<int>(hv / hk);
+  p.q_scale = 1.0f / sqrtf(static_cast<float>(dk));
+
+  // Both kernels look at every sequence and take those of their kind. Skipped launches: the chunked
+  // kernel when no sequence can be long enough, the recurrent one when a single sequence is.
+  const bool any_long = meta.max_query_len > kGdnRecurrentMaxLen;
+  const bool any_short = !(any_long && nseq == 1);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    if (any_short) {
+      const dim3 grid(static_cast<unsigned>((dv + kRecCols - 1) / kRecCols), static_cast<unsigned>(hv),
+                      static_cast<unsigned>(nseq));
+      gdn_recurrent_kernel<T><<<grid, kRecThreads, 0, stream>>>(p);
+      PAGODA_CUDA_CHECK_LAUNCH();
+    }
+    if (any_long) {
+      const dim3 grid(static_cast<unsigned>((dv + kChunkCols - 1) / kChunkCols), static_cast<unsigned>(hv),
+                      static_cast<unsigned>(nseq));
+      launch_chunk<T>(p, grid, max_smem_optin, stream);
+    }
+  };
+  switch (act) {
+    case DType::BF16: run(bf16{}); break;
+    case DType::F32: run(float{}); break;
+    default:
+      throw Error(std::string("cuda gated_delta_rule: unsupported activation dtype ") + dtype_str(act) +
+                  " (BF16 or F32)");
+  }
+}
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,103 @@
+#include "cli/engine_flags.h"
+
+#include <cctype>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace pagoda::cli {
+
+void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
+  EngineConfig& c = f.config;
+  cmd->add_option("--device", c.device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--threads", c.num_threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--max-num-seqs", c.max_num_seqs,
+                  "Most sequences in one step (default: cpu 64, cuda 256)");
+  cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
+                  "Token budget of one step; longer prompts are prefilled in chunks "
+                  "(default: cpu 2048, cuda 8192)");
+  cmd->add_option("--max-model-len", c.max_model_len,
+                  "Longest prompt + output (default: the model's max_position_embeddings)");
+  cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens (8..128)")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto, bf16, fp16 or fp32")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                  "Fraction of GPU memory pagoda may use")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-memory", f.kv_cache_memory,
+                  "KV cache size, e.g. 2GiB (default on the CPU: what max-num-seqs sequences of "
+                  "max-model-len need, at most a quarter of free memory)");
+  cmd->add_option("--num-gpu-blocks-override", c.num_gpu_blocks_override,
+                  "Force a KV pool of N blocks (either device)");
+  cmd->add_option("--engine-seed", c.seed, "Seed for requests that bring none");
+}
+
+EngineConfig engine_config_from(const EngineFlags& f) {
+  EngineConfig c = f.config;
+  if (!f.kv_cache_memory.empty())
+    c.kv_cache_memory_bytes = parse_byte_size(f.kv_cache_memory, "--kv-cache-memory");
+  check(c.device == "cpu" || c.device == "cuda",
+        "--device must be cpu or cuda, got '" + c.device + "'");
+  check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
+        "--gpu-memory-utilization must be in (0, 1]");
+  check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&
+            c.num_gpu_blocks_override >= 0 && c.num_threads >= 0,
+        "engine sizes (--max-num-seqs, --max-num-batched-tokens, --max-model-len, "
+        "--num-gpu-blocks-override, --threads) cannot be negative");
+  return c;
+}
+
+void add_sampling_flags(CLI::App* cmd, SamplingParams& p) {
+  cmd->add_option("--max-tokens", p.max_tokens, "Most tokens to generate per request");
+  cmd->add_option("--temperature", p.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass")->capture_default_str();
+  cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens (0 = off)");
+  cmd->add_option("--min-p", p.min_p, "Drop tokens below min_p x the top probability");
+  cmd->add_option("--seed", p.seed, "Sampling seed");
+  cmd->add_option("--presence-penalty", p.presence_penalty);
+  cmd->add_option("--frequency-penalty", p.frequency_penalty);
+  cmd->add_option("--repetition-penalty", p.repetition_penalty);
+  cmd->add_option("--stop", p.stop, "Stop string (repeatable)");
+  cmd->add_option("--stop-token-ids", p.stop_token_ids, "Token ids that stop generation");
+  cmd->add_flag("--ignore-eos", p.ignore_eos, "Keep generating past end-of-sequence tokens");
+}
+
+int64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  std::string unit = text.substr(i);
+  double value = 0;
+  try {
+    value = std::stod(text.substr(0, i));
+  } catch (const std::exception&) {
+    throw Error(flag + " expects a size such as 4GiB, 512MiB or a number of bytes; got '" + text + "'");
+  }
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  double scale = 1;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "k" || unit == "kb") scale = 1e3;
+  else if (unit == "m" || unit == "mb") scale = 1e6;
+  else if (unit == "g" || unit == "gb") scale = 1e9;
+  else if (unit == "kib") scale = 1024.0;
+  else if (unit == "mib") scale = 1024.0 * 1024;
+  else if (unit == "gib") scale = 1024.0 * 1024 * 1024;
+  else throw Error(flag + ": unknown unit '" + unit + "' in '" + text + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+  check(value > 0, flag + " must be positive, got '" + text + "'");
+  return static_cast<int64_t>(value * scale);
+}
+
+std::string resolve_model_dir(const std::string& given) {
+  if (!given.empty()) {
+    check(std::filesystem::is_directory(given),
+          "model directory '" + given + "' does not exist (expected config.json and *.safetensors in it)");
+    return given;
+  }
+  // The model that ships with the project, found relative to the binary's source tree.
+  for (const char* dir : {"models/default", PAGODA_SOURCE_DIR "/models/default"})
+    if (std::filesystem::is_directory(dir)) return dir;
+  throw Error("no MODEL_DIR given and no default model found in models/default; pass a checkpoint "
+              "directory (config.json + *.safetensors)");
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,32 @@
+// Command-line flags shared by the commands that run an engine (generate, serve, bench), named as
+// vllm serve names them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/sampling_params.h"
+
+namespace pagoda::cli {
+
+struct EngineFlags {
+  EngineConfig config;
+  std::string kv_cache_memory;  // "4GiB", "512MiB", bytes
+};
+
+void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
+// Resolves parsed flags into the engine config (sizes with units); throws pagoda::Error.
+EngineConfig engine_config_from(const EngineFlags& flags);
+
+// --max-tokens, --temperature, --top-p, --top-k, --min-p, --seed, --ignore-eos, --stop, ... as
+// defaults for every request of the command.
+void add_sampling_flags(CLI::App* cmd, SamplingParams& params);
+
+// "4GiB" / "512MB" / "1073741824" -> bytes. Throws pagoda::Error naming the flag.
+int64_t parse_byte_size(const std::string& text, const std::string& flag);
+
+// MODEL_DIR as given, or the default model shipped in models/ when empty.
+std::string resolve_model_dir(const std::string& given);
+
+}  // namespace pagoda::cli

@@ -1,0 +1,43 @@
+#include "kv/recurrent_state.h"
+
+#include "core/error.h"
+
+namespace pagoda {
+
+RecurrentStateShape RecurrentStateShape::for_model(const ModelConfig& cfg, int32_t num_slots,
+                                                   DType conv_dtype) {
+  RecurrentStateShape s;
+  s.num_layers = static_cast<int32_t>(cfg.num_layers_of(LayerKind::LinearAttention));
+  s.num_slots = num_slots;
+  s.conv_dim = cfg.conv_dim();
+  s.conv_width = cfg.linear_conv_kernel_dim - 1;
+  s.num_v_heads = cfg.linear_num_value_heads;
+  s.key_dim = cfg.linear_key_head_dim;
+  s.value_dim = cfg.linear_value_head_dim;
+  s.conv_dtype = conv_dtype;
+  return s;
+}
+
+RecurrentState::RecurrentState(Backend& backend, const RecurrentStateShape& shape)
+    : shape_(shape) {
+  check(shape.num_slots >= 0 && shape.conv_width >= 0, "internal: bad recurrent state shape");
+  for (int l = 0; l < shape.num_layers; ++l) {
+    Buffer conv = backend.alloc(shape.conv_bytes_per_layer());
+    backend.fill_zero(conv.data(), conv.bytes());
+    conv_.push_back(conv.tensor(shape.conv_dtype, {shape.num_slots, shape.conv_dim, shape.conv_width}));
+    buffers_.push_back(std::move(conv));
+    Buffer rec = backend.alloc(shape.recurrent_bytes_per_layer());
+    backend.fill_zero(rec.data(), rec.bytes());
+    recurrent_.push_back(rec.tensor(DType::F32, {shape.num_slots, shape.num_v_heads, shape.key_dim,
+                                                 shape.value_dim}));
+    buffers_.push_back(std::move(rec));
+  }
+}
+
+size_t RecurrentState::bytes() const {
+  size_t n = 0;
+  for (const Buffer& b : buffers_) n += b.bytes();
+  return n;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,55 @@
+#include "model/gated_delta_net_layer.h"
+
+namespace pagoda {
+
+int64_t gated_delta_net_proj_cols(const ModelConfig& cfg) {
+  const int64_t Hv = cfg.linear_num_value_heads;
+  return cfg.conv_dim() + Hv * cfg.linear_value_head_dim + 2 * Hv;
+}
+
+GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cfg, int layer,
+                                          DType wdtype) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".linear_attn.";
+  const int64_t H = cfg.hidden_size, C = cfg.conv_dim(), Hv = cfg.linear_num_value_heads;
+  const int64_t dv = cfg.linear_value_head_dim, K = cfg.linear_conv_kernel_dim;
+  GatedDeltaNetWeights w;
+  // One GEMM for the four projections that read the layer input; the layer takes column views.
+  w.in_proj = ws.load_rows({p + "in_proj_qkv.weight", p + "in_proj_z.weight",
+                            p + "in_proj_b.weight", p + "in_proj_a.weight"},
+                           wdtype, {{C, H}, {Hv * dv, H}, {Hv, H}, {Hv, H}});
+  w.conv = ws.load(p + "conv1d.weight", wdtype, {C, 1, K});  // loads flattened to [C, K]
+  w.A_log = ws.load(p + "A_log", DType::F32, {Hv});
+  w.dt_bias = ws.load(p + "dt_bias", DType::F32, {Hv});
+  w.norm = ws.load(p + "norm.weight", DType::F32, {dv});
+  w.out = ws.load(p + "out_proj.weight", wdtype, {H, Hv * dv});
+  return w;
+}
+
+void gated_delta_net_forward(Backend& be, const ModelConfig& cfg, const GatedDeltaNetWeights& w,
+                             const StepMeta& meta, Tensor& conv_state, Tensor& recurrent_state,
+                             const Tensor& x, GatedDeltaNetScratch& s, Tensor& out) {
+  const int64_t T = meta.num_tokens, C = cfg.conv_dim();
+  const int64_t Hk = cfg.linear_num_key_heads, Hv = cfg.linear_num_value_heads;
+  const int64_t dk = cfg.linear_key_head_dim, dv = cfg.linear_value_head_dim;
+  const int64_t Z = Hv * dv;
+
+  Tensor proj = s.proj.rows(0, T);
+  be.linear(x, w.in_proj, proj);
+  const Tensor mixed = proj.cols(0, C);
+  const Tensor z = proj.cols(C, C + Z).reshape({T, Hv, dv});
+  const Tensor b = proj.cols(C + Z, C + Z + Hv);
+  const Tensor a = proj.cols(C + Z + Hv, C + Z + 2 * Hv);
+
+  Tensor conv_out = s.conv_out.rows(0, T);
+  be.causal_conv1d_silu(mixed, w.conv, conv_state, meta, conv_out);
+  const Tensor q = conv_out.cols(0, Hk * dk).reshape({T, Hk, dk});
+  const Tensor k = conv_out.cols(Hk * dk, 2 * Hk * dk).reshape({T, Hk, dk});
+  const Tensor v = conv_out.cols(2 * Hk * dk, C).reshape({T, Hv, dv});
+
+  Tensor core = s.core.rows(0, T).reshape({T, Hv, dv});
+  be.gated_delta_rule(q, k, v, b, a, w.A_log, w.dt_bias, recurrent_state, meta, core);
+  be.gated_rms_norm(core, z, w.norm, static_cast<float>(cfg.rms_norm_eps), core);
+  be.linear(core.reshape({T, Z}), w.out, out);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,42 @@
+// The Gated DeltaNet mixer of Qwen3.5's linear-attention layers (MODELS.md "Gated DeltaNet"): one
+// fused input projection, causal conv + SiLU, the gated delta rule over the layer's recurrent
+// state, the gated RMSNorm and the output projection.
+#pragma once
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "model/weight_store.h"
+
+namespace pagoda {
+
+struct GatedDeltaNetWeights {
+  Tensor in_proj;  // [C + Hv·dv + 2·Hv, H]: in_proj_qkv | in_proj_z | in_proj_b | in_proj_a
+  Tensor conv;     // [C, K] (checkpoint [C, 1, K])
+  Tensor A_log;    // [Hv] fp32
+  Tensor dt_bias;  // [Hv] fp32
+  Tensor norm;     // [dv] fp32, plain w
+  Tensor out;      // [H, Hv·dv]
+};
+
+// Scratch for one step, sized at reserve() for the largest step.
+struct GatedDeltaNetScratch {
+  Tensor proj;      // [T, gated_delta_net_proj_cols(cfg)]
+  Tensor conv_out;  // [T, C]
+  Tensor core;      // [T, Hv·dv]
+};
+
+// Columns of the fused input projection's output: C + Hv·dv + 2·Hv.
+int64_t gated_delta_net_proj_cols(const ModelConfig& cfg);
+
+// Loads layer `layer`'s `linear_attn.*` weights; projections in `wdtype`, the small per-head
+// vectors and the norm weight in fp32 (released checkpoints mix dtypes here).
+GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cfg, int layer,
+                                          DType wdtype);
+
+// x [T, H] (normed input) -> out [T, H]. Reads and updates this layer's conv state
+// [slots, C, K-1] and recurrent state [slots, Hv, dk, dv] at meta.state_slots.
+void gated_delta_net_forward(Backend& be, const ModelConfig& cfg, const GatedDeltaNetWeights& w,
+                             const StepMeta& meta, Tensor& conv_state, Tensor& recurrent_state,
+                             const Tensor& x, GatedDeltaNetScratch& s, Tensor& out);
+
+}  // namespace pagoda

@@ -1,0 +1,160 @@
+// The `pagoda` binary as a user runs it: exit codes, what it prints, and what it says when wrong.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct CommandResult {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+CommandResult pagoda(const std::string& args) {
+  const std::string cmd = std::string(PAGODA_BINARY) + " " + args + " 2>&1";
+  CommandResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string fixture(const std::string& name) {
+  return std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+nlohmann::json reference(const std::string& name) {
+  std::ifstream in(fixture(name) + "/reference.json");
+  return nlohmann::json::parse(in);
+}
+
+// The integer printed after `label` on its own line of `pagoda info`.
+long long info_value(const std::string& out, const std::string& label) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex(label + R"( +(\d+))"))) return -1;
+  return std::stoll(m[1]);
+}
+
+TEST(CliInfo, Qwen3ShardedCheckpoint) {
+  const CommandResult r = pagoda("info " + fixture("qwen3-tiny-mha-sharded"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto ref = reference("qwen3-tiny-mha-sharded");
+  const auto& c = ref["config"];
+  EXPECT_NE(r.out.find("Qwen3ForCausalLM"), std::string::npos);
+  EXPECT_NE(r.out.find("full_attention x" + std::to_string(c["num_hidden_layers"].get<int>())),
+            std::string::npos) << r.out;
+  EXPECT_EQ(info_value(r.out, "parameters"), ref["n_params"].get<long long>());
+  // K and V, every layer, kv heads x head_dim, fp32.
+  const long long kv = 2LL * c["num_hidden_layers"].get<int>() * c["num_key_value_heads"].get<int>() *
+                       c["head_dim"].get<int>() * 4;
+  EXPECT_EQ(info_value(r.out, "kv cache / token"), kv);
+  EXPECT_EQ(info_value(r.out, "state / sequence"), 0);
+}
+
+TEST(CliInfo, Qwen35MultimodalCheckpoint) {
+  const CommandResult r = pagoda("info " + fixture("qwen3_5-tiny-mm"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto ref = reference("qwen3_5-tiny-mm");
+  const auto& t = ref["config"]["text_config"];
+  EXPECT_NE(r.out.find("Qwen3_5ForConditionalGeneration"), std::string::npos);
+  EXPECT_NE(r.out.find("linear_attention x3, full_attention x1"), std::string::npos) << r.out;
+  // Language model + skipped vision tower = every parameter transformers counted.
+  EXPECT_EQ(info_value(r.out, "parameters") + info_value(r.out, "skipped"),
+            ref["n_params"].get<long long>());
+  const long long hk = t["linear_num_key_heads"], hv = t["linear_num_value_heads"],
+                  dk = t["linear_key_head_dim"], dv = t["linear_value_head_dim"],
+                  kernel = t["linear_conv_kernel_dim"];
+  const long long conv_dim = 2 * hk * dk + hv * dv;
+  const long long per_gdn_layer = conv_dim * (kernel - 1) * 2 /*bf16*/ + hv * dk * dv * 4;
+  EXPECT_EQ(info_value(r.out, "state / sequence"), 3 * per_gdn_layer);
+  const long long kv = 2LL * 1 * t["num_key_value_heads"].get<int>() * t["head_dim"].get<int>() * 2;
+  EXPECT_EQ(info_value(r.out, "kv cache / token"), kv);
+}
+
+TEST(CliInfo, Qwen35TextOnlyCheckpoint) {
+  const CommandResult r = pagoda("info " + fixture("qwen3_5-tiny-text"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Qwen3_5ForCausalLM"), std::string::npos);
+  // Its layer_types are written out: linear, full, linear, linear.
+  EXPECT_NE(r.out.find("linear_attention x1, full_attention x1, linear_attention x2"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(info_value(r.out, "parameters"), reference("qwen3_5-tiny-text")["n_params"].get<long long>());
+}
+
+TEST(CliInfo, NonsensePathIsAClearError) {
+  const CommandResult r = pagoda("info /no/such/model");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("/no/such/model"), std::string::npos) << r.out;
+}
+
+TEST(CliGenerate, PrintsTheReferenceTokens) {
+  const auto ref = reference("qwen3-tiny-tied");
+  const auto& c = ref["cases"][2];
+  std::string ids;
+  for (int id : c["generated_ids"]) {
+    expect += std::to_string(id);
+    expect += ' ';
+  }
+  const CommandResult r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --temperature 0 --ignore-eos " +
+                       "--max-tokens 32 --max-model-len 512 --prompt-token-ids" + ids);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::string expect;
+  for (int id : c["generated_ids"]) expect += std::to_string(id) + " ";
+  EXPECT_NE(r.out.find(expect), std::string::npos) << r.out;
+}
+
+TEST(CliGenerate, BatchFileInBatchFileOut) {
+  const auto ref = reference("qwen3-tiny-tied");
+  const std::string in = ::testing::TempDir() + "/pagoda_in.jsonl", out = ::testing::TempDir() + "/pagoda_out.jsonl";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 4; ++i)
+      f << nlohmann::json{{"prompt_token_ids", ref["cases"][i]["prompt_ids"]}, {"max_tokens", 8 + i}}.dump() << "\n";
+  }
+  const CommandResult r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --temperature 0 --ignore-eos " +
+                       "--max-model-len 512 --prompts " + in + " --output " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(out);
+  std::string line;
+  int i = 0;
+  for (; std::getline(f, line); ++i) {
+    const auto j = nlohmann::json::parse(line);
+    const auto& gen = ref["cases"][i]["generated_ids"];
+    EXPECT_EQ(j["index"], i);
+    EXPECT_EQ(j["finish_reason"], "length");
+    EXPECT_EQ(j["token_ids"], nlohmann::json(std::vector<int>(gen.begin(), gen.begin() + 8 + i)));
+  }
+  EXPECT_EQ(i, 4);
+}
+
+TEST(CliGenerate, SaysWhatIsWrong) {
+  CommandResult r = pagoda("generate /no/such/dir --prompt hello");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("/no/such/dir"), std::string::npos) << r.out;
+  r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt hello");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("no tokenizer.json"), std::string::npos) << r.out;
+  r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt-token-ids 5 --temperature -1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("temperature"), std::string::npos) << r.out;
+  r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --no-such-flag");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--no-such-flag"), std::string::npos) << r.out;
+  r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt-token-ids 5 --device tpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("cpu or cuda"), std::string::npos) << r.out;
+}
+
+}  // namespace
