@@ -11,5 +11,6 @@ int run(int argc, char** argv);
 void add_info_command(CLI::App& app, int* exit_code);
 void add_tokenize_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
+void add_bench_command(CLI::App& app, int* exit_code);
 
 }  // namespace pagoda::cli

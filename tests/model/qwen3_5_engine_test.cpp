@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 
 #include "engine/engine.h"
 #include "reference_fixture.h"
@@ -21,6 +22,8 @@ struct EngineCase {
   int32_t max_num_seqs, max_num_batched_tokens;
   int64_t num_blocks;
 };
+
+void PrintTo(const EngineCase& c, std::ostream* os) { *os << c.model; }
 
 class Qwen3_5EngineTest : public ::testing::TestWithParam<EngineCase> {};
 

@@ -94,22 +94,22 @@ void load_chunk(const Inputs& in, int64_t row0, int64_t L, int64_t h, Scratch& s
 }
 
 // One token of the recurrence: S ← e^g S; δ = β (v − Sᵀk̂); S ← S + k̂ δᵀ; o = Sᵀq̃.
-// q, k [dk], v [dv] (overwritten with δ), S [dk, dv], o [dv].
+// q, k [dk], v [dv] (overwritten with δ), S [dk, dv], o [dv]. Two passes over S (a read, then a
+// read-write): decode is bound by the state's memory traffic.
 void recurrent_step(const float* q, const float* k, float* v, float beta, float g, float* S,
                     float* o, const Dims& d, float* ks) {
   const float decay = std::exp(g);
   std::fill(ks, ks + d.dv, 0.0f);
-  for (int64_t i = 0; i < d.dk; ++i) {
-    float* Si = S + i * d.dv;
-    for (int64_t j = 0; j < d.dv; ++j) Si[j] *= decay;
-    axpy(k[i], Si, ks, d.dv);
-  }
-  for (int64_t j = 0; j < d.dv; ++j) v[j] = beta * (v[j] - ks[j]);
+  for (int64_t i = 0; i < d.dk; ++i) axpy(k[i], S + i * d.dv, ks, d.dv);  // S₀ᵀk̂
+  for (int64_t j = 0; j < d.dv; ++j) v[j] = beta * (v[j] - decay * ks[j]);
   std::fill(o, o + d.dv, 0.0f);
   for (int64_t i = 0; i < d.dk; ++i) {
-    float* Si = S + i * d.dv;
-    axpy(k[i], v, Si, d.dv);
-    axpy(q[i], Si, o, d.dv);
+    float* __restrict Si = S + i * d.dv;
+    const float ki = k[i], qi = q[i];
+    for (int64_t j = 0; j < d.dv; ++j) {
+      Si[j] = decay * Si[j] + ki * v[j];
+      o[j] += qi * Si[j];
+    }
   }
 }
 

@@ -1,0 +1,38 @@
+// `pagoda bench offline`: fixed batches through one engine, as llama.cpp's llama-batched-bench
+// (B prompts of P tokens, G generated tokens each) and llama-bench (pp512, tg128) measure them,
+// so the numbers line up (PERF.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace pagoda {
+
+struct OfflineBenchPoint {
+  std::string name;  // "pp512", "tg128", "B=16 P=256 G=256"
+  int32_t batch = 1, prompt_len = 0, gen_len = 0;
+  double prefill_s = 0, decode_s = 0;  // until every request has its first token; the rest
+  double prefill_tok_s() const { return prefill_s > 0 ? batch * double(prompt_len) / prefill_s : 0; }
+  // Tokens after each request's first, over the decode time (llama-batched-bench's S_TG).
+  double decode_tok_s() const {
+    return decode_s > 0 ? batch * double(gen_len - 1) / decode_s : 0;
+  }
+  double total_tok_s() const {
+    const double t = prefill_s + decode_s;
+    return t > 0 ? batch * double(prompt_len + gen_len) / t : 0;
+  }
+};
+
+// Runs B requests of `prompt_len` random token ids (seeded) generating exactly `gen_len` tokens
+// each (ignore_eos, greedy) and times the two phases.
+OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int32_t batch,
+                                    int32_t prompt_len, int32_t gen_len, uint64_t seed);
+
+std::string offline_table(const std::vector<OfflineBenchPoint>& points);
+std::string offline_json(const std::vector<OfflineBenchPoint>& points, const std::string& model,
+                         const std::string& device);
+
+}  // namespace pagoda

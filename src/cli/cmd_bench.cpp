@@ -1,0 +1,77 @@
+// `pagoda bench offline`: PERF.md item 1 (llama-bench's pp512/tg128 and llama-batched-bench's
+// B x P x G points) through one engine; prints a table and, with --json, writes the numbers.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/offline_bench.h"
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "core/error.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct OfflineArgs {
+  std::string model_dir;
+  std::vector<int32_t> batch_sizes{1, 16, 64, 128};
+  int32_t prompt_len = 256, gen_len = 256, pp = 512, tg = 128;
+  std::string json_file;
+  uint64_t seed = 0;
+  EngineFlags engine;
+};
+
+void run_offline(const OfflineArgs& a) {
+  EngineConfig cfg = engine_config_from(a.engine);
+  int32_t max_b = 1;
+  for (int32_t b : a.batch_sizes) max_b = std::max(max_b, b);
+  if (cfg.max_num_seqs == 0) cfg.max_num_seqs = max_b;
+  if (cfg.max_model_len == 0) cfg.max_model_len = std::max(a.prompt_len + a.gen_len, a.pp + 1) + 16;
+  Engine engine(resolve_model_dir(a.model_dir), cfg);
+  std::fprintf(stderr, "[pagoda] bench on %s\n", engine.backend().name().c_str());
+
+  // A short warm-up: first-touch allocations, GEMM heuristics, graph capture.
+  run_offline_point(engine, "warmup", std::min(max_b, 4), 32, 8, a.seed + 99);
+  std::vector<OfflineBenchPoint> points;
+  auto run = [&](const std::string& name, int32_t b, int32_t p, int32_t g) {
+    points.push_back(run_offline_point(engine, name, b, p, g, a.seed + points.size()));
+    std::fprintf(stderr, "[pagoda] %s done\n", name.c_str());
+  };
+  if (a.pp > 0) run("pp" + std::to_string(a.pp), 1, a.pp, 1);
+  if (a.tg > 0) run("tg" + std::to_string(a.tg), 1, 1, a.tg);
+  for (int32_t b : a.batch_sizes)
+    run("B=" + std::to_string(b), b, a.prompt_len, a.gen_len);
+  std::printf("model %s, %s\n\n%s", a.model_dir.c_str(), engine.backend().name().c_str(),
+              offline_table(points).c_str());
+  if (!a.json_file.empty()) {
+    std::ofstream out(a.json_file);
+    check(static_cast<bool>(out), "cannot write --json file '" + a.json_file + "'");
+    out << offline_json(points, a.model_dir, engine.backend().name()) << "\n";
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  auto* bench = app.add_subcommand("bench", "Measure speed (offline engine runs; more to come)");
+  bench->require_subcommand(1);
+  auto* off = bench->add_subcommand("offline", "pp / tg and batched P x G points through one engine");
+  auto args = std::make_shared<OfflineArgs>();
+  off->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
+  off->add_option("--batch-sizes", args->batch_sizes, "Batched points B (P prompt, G generated)")
+      ->delimiter(',');
+  off->add_option("--prompt-len", args->prompt_len, "P of the batched points")->capture_default_str();
+  off->add_option("--gen-len", args->gen_len, "G of the batched points")->capture_default_str();
+  off->add_option("--pp", args->pp, "Prompt-processing point (0 = skip)")->capture_default_str();
+  off->add_option("--tg", args->tg, "Single-stream generation point (0 = skip)")->capture_default_str();
+  off->add_option("--json", args->json_file, "Write the results as JSON");
+  off->add_option("--seed", args->seed, "Seed of the random prompts");
+  add_engine_flags(off, args->engine);
+  off->callback([args, exit_code] {
+    run_offline(*args);
+    *exit_code = 0;
+  });
+}
+
+}  // namespace pagoda::cli
