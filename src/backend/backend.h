@@ -110,25 +110,35 @@ class Backend {
   virtual void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) = 0;
 
   // ---- Gated DeltaNet (MODELS.md) -------------------------------------------------------------
-  // Causal depthwise conv over each sequence's new tokens, then SiLU: x [T, C] (pre-conv qkv),
-  // w [C, K] (K = kernel size, w[:, K-1] multiplies the current token), conv_state
-  // [slots, C, K-1] holding each slot's last K-1 inputs (oldest first; ignored and treated as zero
-  // where has_initial_state is 0). Writes out [T, C] and leaves each sequence's last K-1 inputs
-  // in its slot.
+  // Common to the two state ops: sequence s owns rows cu_seqlens_q[s]..cu_seqlens_q[s+1] and state
+  // slot state_slots[s] (distinct within a step, in [0, slots)); meta.num_tokens == T. A slot
+  // whose has_initial_state is 0 is read as zeros (stale contents are ignored, never NaN-leaked).
+  //
+  // Causal depthwise conv over each sequence's new tokens, then SiLU: x [T, C] (pre-conv qkv; may
+  // be a column view of the fused projection output), w [C, K] (K = kernel size, w[:, K-1]
+  // multiplies the current token), conv_state [slots, C, K-1] in the activation dtype holding each
+  // slot's last K-1 inputs (oldest first). Writes out [T, C] (contiguous rows; must not alias x)
+  // and leaves each sequence's last K-1 inputs in its slot (reaching back into the old state when
+  // a chunk is shorter than K-1).
   virtual void causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state,
                                   const StepMeta& meta, Tensor& out) = 0;
   // The gated delta rule over each sequence's new tokens, starting from its slot's state (zero
   // where has_initial_state is 0) and writing the final state back in place:
-  // q, k [T, Hk, dk], v [T, Hv, dv] (raw conv outputs: the l2 norms and 1/sqrt(dk) are applied
-  // here), b, a [T, Hv] (β = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias)), A_log and
-  // dt_bias [Hv] (any float dtype), state [slots, Hv, dk, dv] fp32 → out [T, Hv, dv].
-  // Value head h reads key head h / (Hv / Hk). Chunked form for prefill chunks, recurrent step
-  // for decodes; both are the same math (MODELS.md).
+  // q, k [T, Hk, dk], v [T, Hv, dv] (raw conv outputs, typically column views of one [T, C]
+  // tensor: the l2 norms q/sqrt(Σq²+1e-6), k/sqrt(Σk²+1e-6) and the 1/sqrt(dk) scale of q are
+  // applied here, in fp32), b, a [T, Hv] (column views allowed; β = sigmoid(b),
+  // g = -exp(A_log) * softplus(a + dt_bias), softplus(x) = x above 20), A_log and dt_bias [Hv]
+  // (any float dtype), state [slots, Hv, dk, dv] fp32 → out [T, Hv, dv] (must not alias q, k, v).
+  // Value head h reads key head h / (Hv / Hk). Chunked form (chunks of 64, the last one shorter)
+  // for sequences with q_len > 1, recurrent step for q_len == 1; both are the same math
+  // (MODELS.md) and agree to ~1e-5 in fp32. The CPU backend takes any dk, dv; a backend with a
+  // limit throws pagoda::Error naming it.
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& b, const Tensor& a, const Tensor& A_log,
                                 const Tensor& dt_bias, Tensor& state, const StepMeta& meta,
                                 Tensor& out) = 0;
-  // Per head: out = rms_norm(x; w) * silu(z), x and z [T, Hv, dv], w [dv] (plain w, not 1 + w).
+  // Per head: out = rms_norm(x; w) * silu(z), x and z [T, Hv, dv], w [dv] (plain w, not 1 + w),
+  // statistics in fp32. z may be a column view; out may alias x.
   virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                               Tensor& out) = 0;
 };

@@ -13,6 +13,7 @@ int run(int argc, char** argv) {
   add_tokenize_command(app, &exit_code);
   add_generate_command(app, &exit_code);
   add_bench_command(app, &exit_code);
+  add_perplexity_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

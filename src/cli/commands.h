@@ -12,5 +12,6 @@ void add_info_command(CLI::App& app, int* exit_code);
 void add_tokenize_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
+void add_perplexity_command(CLI::App& app, int* exit_code);
 
 }  // namespace pagoda::cli

@@ -21,7 +21,7 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int
 StepMeta ModelRunner::upload(const StepBatch& b) {
   const int32_t T = b.num_tokens(), S = b.num_seqs();
   const int32_t R = static_cast<int32_t>(b.logits_rows.size());
-  check(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= S &&
+  check(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= max_seqs_ &&
             b.state_slots.size() == static_cast<size_t>(S) &&
             b.has_initial_state.size() == static_cast<size_t>(S) &&
             b.max_blocks_per_seq <= max_blocks_per_seq_,

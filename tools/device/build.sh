@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run ON the GPU machine from a copy of the repository that carries .deps (tools/device/fetch_debs.sh,
+# run where there is network): builds `pagoda` and `pagoda_gpu_tests` for the GPU's architecture
+# against the carried -dev packages. Environment: BUILD (default build-gpu), CUDA_ARCH (default 90a).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root="$PWD/.deps/root"
+[[ -d $root/usr ]] || { echo "missing .deps/root: run tools/device/fetch_debs.sh where there is network" >&2; exit 2; }
+export PKG_CONFIG_PATH="$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/share/pkgconfig"
+export PKG_CONFIG_SYSROOT_DIR="$root"  # the .pc files say prefix=/usr
+export PATH="/usr/local/cuda/bin:$PATH"
+build="${BUILD:-build-gpu}"
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPAGODA_TESTS=ON -DPAGODA_BENCH=OFF \
+  -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90a}" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target pagoda pagoda_gpu_tests 2>&1 | grep -vE "^\[[0-9]+/[0-9]+\] (Building|Linking)" || true
+test -x "$build/pagoda" && test -x "$build/pagoda_gpu_tests"
+echo "LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu"

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Random-weight checkpoints of the released shapes (PERF.md), for speed and parity on the GPU.
+
+    python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --out /tmp/ckpt/qwen3-0.6b
+
+Shapes and file layout are those of the real checkpoints (from_config + save_pretrained, bf16),
+so every byte moved and every FLOP is real; only the text is meaningless. Seeded. The Qwen3.5
+shapes are saved text-only (Qwen3_5ForCausalLM, model_type qwen3_5_text): the vision tower is not
+part of what pagoda serves or measures. Weights are made on the GPU when one is present (an 8B
+model initialised on the CPU takes minutes).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+SHAPES = {
+    # name: (family, kwargs)  — values from /work/shared/MODELS.md
+    "qwen3-0.6b": ("qwen3", dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                                 num_attention_heads=16, num_key_value_heads=8, tie_word_embeddings=True)),
+    "qwen3-1.7b": ("qwen3", dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                                 num_attention_heads=16, num_key_value_heads=8, tie_word_embeddings=True)),
+    "qwen3-8b": ("qwen3", dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                               num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)),
+    "qwen3.5-0.8b": ("qwen3_5", dict(hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
+                                     num_attention_heads=8, num_key_value_heads=2,
+                                     linear_num_key_heads=16, linear_num_value_heads=16,
+                                     tie_word_embeddings=True)),
+    "qwen3.5-4b": ("qwen3_5", dict(hidden_size=2560, intermediate_size=9216, num_hidden_layers=32,
+                                   num_attention_heads=16, num_key_value_heads=4,
+                                   linear_num_key_heads=16, linear_num_value_heads=32,
+                                   tie_word_embeddings=True)),
+}
+
+
+def make_config(shape: str):
+    family, kw = SHAPES[shape]
+    if family == "qwen3":
+        from transformers import Qwen3Config
+        return Qwen3Config(vocab_size=151936, head_dim=128, rms_norm_eps=1e-6,
+                           max_position_embeddings=40960,
+                           rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                           eos_token_id=151645, bos_token_id=151643, **kw)
+    from transformers import Qwen3_5TextConfig
+    return Qwen3_5TextConfig(vocab_size=248320, head_dim=256, linear_key_head_dim=128,
+                             linear_value_head_dim=128, linear_conv_kernel_dim=4,
+                             full_attention_interval=4, rms_norm_eps=1e-6,
+                             max_position_embeddings=262144,
+                             rope_parameters={"rope_type": "default", "rope_theta": 1e7,
+                                              "partial_rotary_factor": 0.25,
+                                              "mrope_section": [11, 11, 10]},
+                             eos_token_id=248044, **kw)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", required=True, choices=sorted(SHAPES))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    torch.manual_seed(args.seed)
+    cfg = make_config(args.shape)
+    t0 = time.time()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    if SHAPES[args.shape][0] == "qwen3_5":
+        # Released Qwen3.5 checkpoints keep A_log and the GDN norm weight in fp32 (MODELS.md).
+        for name, p in model.named_parameters():
+            if name.endswith("A_log") or name.endswith("linear_attn.norm.weight"):
+                p.data = p.data.float()
+    model.generation_config = GenerationConfig(eos_token_id=cfg.eos_token_id)
+    model.save_pretrained(args.out)
+    n = sum(p.numel() for p in model.parameters())
+    print(f"{args.shape}: {n / 1e6:.1f}M parameters, saved to {args.out} in {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
