@@ -112,12 +112,12 @@ class Backend {
   // ---- Gated DeltaNet (MODELS.md) -------------------------------------------------------------
   // Common to the two state ops: sequence s owns rows cu_seqlens_q[s]..cu_seqlens_q[s+1] and state
   // slot state_slots[s] (distinct within a step, in [0, slots)); meta.num_tokens == T. A slot
-  // whose has_initial_state is 0 is read as zeros (stale contents are ignored, never NaN-leaked).
+  // whose has_initial_state is 0 is read as zeros (stale contents, NaNs included, are ignored).
   //
   // Causal depthwise conv over each sequence's new tokens, then SiLU: x [T, C] (pre-conv qkv; may
   // be a column view of the fused projection output), w [C, K] (K = kernel size, w[:, K-1]
   // multiplies the current token), conv_state [slots, C, K-1] in the activation dtype holding each
-  // slot's last K-1 inputs (oldest first). Writes out [T, C] (contiguous rows; must not alias x)
+  // slot's last K-1 inputs (oldest first). Writes out [T, C] (must not alias x)
   // and leaves each sequence's last K-1 inputs in its slot (reaching back into the old state when
   // a chunk is shorter than K-1).
   virtual void causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state,
