@@ -61,6 +61,11 @@ Buffer Backend::alloc(size_t bytes) {
   return Buffer(this, p, bytes);
 }
 
+void Backend::begin_capture() { throw Error(name() + " cannot capture graphs"); }
+int64_t Backend::end_capture() { throw Error(name() + " cannot capture graphs"); }
+void Backend::replay(int64_t) { throw Error(name() + " cannot replay graphs"); }
+void Backend::destroy_graph(int64_t) {}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads) {
   if (device == "cpu") return make_cpu_backend(num_threads);
   if (device == "cuda") {

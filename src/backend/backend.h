@@ -141,6 +141,22 @@ class Backend {
   // statistics in fp32. z may be a column view; out may alias x.
   virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                               Tensor& out) = 0;
+
+  // ---- sampling -------------------------------------------------------------------------------
+  // out[i] = argmax_j logits[i, j]: logits F32 [R, V] (dim 0 may be strided), out I32 [R]; the
+  // lowest j on ties (the Sampler's greedy rule). NaN entries never win.
+  virtual void argmax_rows(const Tensor& logits, Tensor& out) = 0;
+
+  // ---- graphs ---------------------------------------------------------------------------------
+  // A backend that can record the ops it enqueues and replay them (CUDA graphs). Between
+  // begin_capture() and end_capture() ops are recorded, not run; they must not synchronise, and
+  // their launch configuration must depend only on what is the same at every replay (tensor
+  // pointers and shapes, StepMeta's host scalars). end_capture() returns a handle for replay().
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture();
+  virtual int64_t end_capture();
+  virtual void replay(int64_t graph);
+  virtual void destroy_graph(int64_t graph);
 };
 
 // "cpu" or "cuda"; throws pagoda::Error naming the choices for anything else or a CUDA backend

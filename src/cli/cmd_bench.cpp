@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_bench.h"
 #include "bench/offline_bench.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -51,10 +52,28 @@ void run_offline(const OfflineArgs& a) {
   }
 }
 
+struct KernelArgs {
+  std::string device = "cuda";
+  std::string json_file;
+  KernelBenchOptions opt;
+};
+
+void run_kernels(const KernelArgs& a) {
+  auto be = make_backend(a.device);
+  std::fprintf(stderr, "[pagoda] kernel bench on %s\n", be->name().c_str());
+  const KernelBenchResult r = run_kernel_bench(*be, a.opt);
+  std::printf("%s", kernel_bench_table(r).c_str());
+  if (!a.json_file.empty()) {
+    std::ofstream out(a.json_file);
+    check(static_cast<bool>(out), "cannot write --json file '" + a.json_file + "'");
+    out << kernel_bench_json(r) << "\n";
+  }
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int* exit_code) {
-  auto* bench = app.add_subcommand("bench", "Measure speed (offline engine runs; more to come)");
+  auto* bench = app.add_subcommand("bench", "Measure speed (offline engine runs, kernels)");
   bench->require_subcommand(1);
   auto* off = bench->add_subcommand("offline", "pp / tg and batched P x G points through one engine");
   auto args = std::make_shared<OfflineArgs>();
@@ -70,6 +89,18 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   add_engine_flags(off, args->engine);
   off->callback([args, exit_code] {
     run_offline(*args);
+    *exit_code = 0;
+  });
+
+  auto* kern = bench->add_subcommand("kernels", "Each hot kernel alone at model shapes: time, GB/s, "
+                                                "TFLOP/s against the device's measured copy and GEMM rates");
+  auto kargs = std::make_shared<KernelArgs>();
+  kern->add_option("--device", kargs->device, "cpu or cuda")->capture_default_str();
+  kern->add_option("--filter", kargs->opt.filter, "Only kernels whose name or shape contains this");
+  kern->add_flag("--quick", kargs->opt.quick, "Fewer shapes and repetitions");
+  kern->add_option("--json", kargs->json_file, "Write the results as JSON");
+  kern->callback([kargs, exit_code] {
+    run_kernels(*kargs);
     *exit_code = 0;
   });
 }

@@ -14,6 +14,7 @@ int run(int argc, char** argv) {
   add_generate_command(app, &exit_code);
   add_bench_command(app, &exit_code);
   add_perplexity_command(app, &exit_code);
+  add_serve_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,5 +13,6 @@ void add_tokenize_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
 void add_perplexity_command(CLI::App& app, int* exit_code);
+void add_serve_command(CLI::App& app, int* exit_code);
 
 }  // namespace pagoda::cli

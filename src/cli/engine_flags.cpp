@@ -31,6 +31,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--num-gpu-blocks-override", c.num_gpu_blocks_override,
                   "Force a KV pool of N blocks (either device)");
   cmd->add_option("--engine-seed", c.seed, "Seed for requests that bring none");
+  cmd->add_flag("--enforce-eager", c.enforce_eager,
+                "cuda: run every step eagerly (no CUDA graphs for decode steps)");
 }
 
 EngineConfig engine_config_from(const EngineFlags& f) {

@@ -1,8 +1,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -90,7 +92,11 @@ void Engine::plan_and_allocate() {
   in.activation_bytes = static_cast<int64_t>(runner_->workspace_bytes());
   // The conv state is kept in the activation dtype of the backend (DESIGN.md §5).
   in.state_bytes_per_seq = mc.state_bytes_per_sequence(backend_->activation_dtype());
-  in.max_num_seqs = sc.max_num_seqs;
+  // Decode graphs pad a step with sequences that need a state slot of their own: one more slot,
+  // never handed to a sequence (the scheduler's pool has max_num_seqs).
+  const bool graphs = !config_.enforce_eager && backend_->supports_graphs();
+  const int32_t state_slots = sc.max_num_seqs + (graphs && sc.use_state_slots ? 1 : 0);
+  in.max_num_seqs = state_slots;
   in.kv_bytes_per_token = mc.kv_bytes_per_token(kv_dtype);
   in.block_size = sc.block_size;
   in.max_model_len = sc.max_model_len;
@@ -127,13 +133,22 @@ void Engine::plan_and_allocate() {
   if (sc.use_state_slots) {
     // One slot per schedulable sequence: exactly plan_.state_bytes.
     state_ = std::make_unique<RecurrentState>(
-        *backend_, RecurrentStateShape::for_model(mc, sc.max_num_seqs, backend_->activation_dtype()));
+        *backend_, RecurrentStateShape::for_model(mc, state_slots, backend_->activation_dtype()));
     check(static_cast<int64_t>(state_->bytes()) == plan_.state_bytes,
           "internal: recurrent state allocation differs from the memory plan");
   }
   sc.num_kv_blocks = shape.num_blocks;
   scheduler_ = std::make_unique<Scheduler>(sc);
   sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
+  if (graphs) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n = runner_->capture_decode_graphs(*kv_, state_.get(),
+                                                 sc.use_state_slots ? sc.max_num_seqs : -1);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    LOG_INFO("captured " + std::to_string(n) + " decode graphs (batch buckets up to " +
+             std::to_string(std::min(sc.max_num_seqs, sc.max_num_batched_tokens)) + ") in " +
+             std::to_string(static_cast<int>(s * 1000)) + " ms");
+  }
 }
 
 int64_t Engine::add_request(std::vector<int32_t> prompt, SamplingParams params) {
@@ -191,9 +206,36 @@ std::vector<RequestOutput> Engine::step() {
   SchedulerOutput sched = scheduler_->schedule();
   std::map<int64_t, RequestOutput> outs;
   if (!sched.empty()) {
-    const std::vector<float>& logits = runner_->execute(sched.batch, *kv_, state_.get());
     const std::vector<Sequence*> rows = sched.sampling_seqs();
-    std::vector<SampleResult> samples = sampler_->sample(logits, model_config_.vocab_size, rows);
+    // Greedy rows are decided on the device; only the rows the host sampler needs come back.
+    std::vector<uint8_t> host(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) host[i] = sampler_->needs_logits(*rows[i]) ? 1 : 0;
+    const StepLogits& out = runner_->execute_greedy(sched.batch, *kv_, state_.get(), host);
+    const auto vocab = static_cast<size_t>(model_config_.vocab_size);
+    std::vector<SampleResult> samples(rows.size());
+    std::vector<size_t> on_host;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (out.host_row_of[i] < 0) samples[i].token = out.argmax[i];
+      else on_host.push_back(i);
+    }
+    // Each row uses only its own sequence's parameters, history and RNG: rows run in parallel.
+    auto sample_host = [&](size_t first, size_t step) {
+      for (size_t n = first; n < on_host.size(); n += step) {
+        const size_t i = on_host[n];
+        Sequence& seq = *rows[i];
+        const std::span<const float> row(out.host_logits.data() + static_cast<size_t>(out.host_row_of[i]) * vocab, vocab);
+        samples[i] = sampler_->sample_row(row, seq.params(), seq.prompt(), seq.output(), seq.rng());
+      }
+    };
+    const size_t workers = std::min<size_t>({on_host.size() / 4, std::max(1u, std::thread::hardware_concurrency()), 16});
+    if (workers <= 1) {
+      sample_host(0, 1);
+    } else {
+      std::vector<std::thread> pool;
+      for (size_t w = 1; w < workers; ++w) pool.emplace_back(sample_host, w, workers);
+      sample_host(0, workers);
+      for (std::thread& t : pool) t.join();
+    }
     std::vector<int32_t> tokens;
     for (const SampleResult& r : samples) tokens.push_back(r.token);
     scheduler_->update_from_output(sched, tokens);

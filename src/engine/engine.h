@@ -35,6 +35,7 @@ struct EngineConfig {
   int64_t kv_cache_memory_bytes = 0;    // explicit KV budget; cpu default: see engine.cpp
   int64_t num_gpu_blocks_override = 0;  // force a pool of N blocks (either device)
   uint64_t seed = 0;
+  bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps (as vLLM's --enforce-eager)
 };
 
 // What one step produced for one request.

@@ -5,17 +5,35 @@
 #include "core/error.h"
 
 namespace pagoda {
+namespace {
+
+// Offsets (in int32s) of the graph-mode decode layout for max_seqs sequences.
+struct DecodeLayout {
+  size_t ids, pos, cu, lens, slot, rows, slots, init, bt;
+  explicit DecodeLayout(size_t m)
+      : ids(0), pos(m), cu(2 * m), lens(3 * m + 1), slot(4 * m + 1), rows(5 * m + 1),
+        slots(6 * m + 1), init(7 * m + 1), bt(8 * m + 1) {}
+};
+
+}  // namespace
 
 ModelRunner::ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int32_t max_seqs,
                          int32_t max_blocks_per_seq)
     : be_(backend), model_(model), max_tokens_(max_tokens), max_seqs_(max_seqs),
       max_blocks_per_seq_(max_blocks_per_seq) {
   const int64_t vocab = model.config().vocab_size;
-  const size_t ints = static_cast<size_t>(4 * max_tokens + 5 * max_seqs + 1 +
-                                          static_cast<int64_t>(max_seqs) * max_blocks_per_seq);
-  meta_buf_ = be_.alloc(ints * sizeof(int32_t));
+  const size_t bt = static_cast<size_t>(max_seqs) * static_cast<size_t>(max_blocks_per_seq);
+  const size_t eager_ints = static_cast<size_t>(4 * max_tokens + 5 * max_seqs + 1) + bt;
+  const size_t graph_ints = DecodeLayout(static_cast<size_t>(max_seqs)).bt + bt;
+  meta_buf_ = be_.alloc(std::max(eager_ints, graph_ints) * sizeof(int32_t));
   logits_buf_ = be_.alloc(static_cast<size_t>(max_seqs) * vocab * sizeof(float));
-  workspace_bytes_ = model.reserve(max_tokens, max_seqs) + meta_buf_.bytes() + logits_buf_.bytes();
+  argmax_buf_ = be_.alloc(static_cast<size_t>(max_seqs) * sizeof(int32_t));
+  workspace_bytes_ = model.reserve(max_tokens, max_seqs) + meta_buf_.bytes() +
+                     logits_buf_.bytes() + argmax_buf_.bytes();
+}
+
+ModelRunner::~ModelRunner() {
+  for (const auto& [bucket, g] : graphs_) be_.destroy_graph(g);
 }
 
 StepMeta ModelRunner::upload(const StepBatch& b) {
@@ -65,6 +83,58 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   return m;
 }
 
+StepMeta ModelRunner::upload_padded_decode(const StepBatch* b, int32_t bucket) {
+  const int32_t S = b ? b->num_seqs() : 0, NB = max_blocks_per_seq_;
+  const DecodeLayout L(static_cast<size_t>(max_seqs_));
+  staging_.assign(L.bt + static_cast<size_t>(bucket) * static_cast<size_t>(NB), 0);
+  int32_t* st = staging_.data();
+  for (int32_t s = 0; s < bucket; ++s) {
+    const bool real = s < S;
+    st[L.ids + s] = real ? b->token_ids[s] : 0;
+    st[L.pos + s] = real ? b->positions[s] : 0;
+    st[L.cu + s] = s;
+    st[L.lens + s] = real ? b->seq_lens[s] : 1;
+    st[L.slot + s] = real ? b->slot_mapping[s] : -1;
+    st[L.rows + s] = s;
+    st[L.slots + s] = real ? b->state_slots[s] : dummy_state_slot_;
+    st[L.init + s] = real ? b->has_initial_state[s] : 0;
+    if (real)
+      std::copy_n(b->block_tables.begin() + static_cast<ptrdiff_t>(s) * b->max_blocks_per_seq,
+                  b->max_blocks_per_seq, st + L.bt + static_cast<size_t>(s) * NB);
+  }
+  st[L.cu + bucket] = bucket;
+  be_.copy_to_device(meta_buf_.data(), staging_.data(), staging_.size() * sizeof(int32_t));
+
+  auto* base = static_cast<int32_t*>(meta_buf_.data());
+  const Device dev = be_.device();
+  StepMeta m;
+  m.token_ids = Tensor(base + L.ids, DType::I32, dev, {bucket});
+  m.positions = Tensor(base + L.pos, DType::I32, dev, {bucket});
+  m.cu_seqlens_q = Tensor(base + L.cu, DType::I32, dev, {bucket + 1});
+  m.seq_lens = Tensor(base + L.lens, DType::I32, dev, {bucket});
+  m.block_tables = Tensor(base + L.bt, DType::I32, dev, {bucket, NB});
+  m.slot_mapping = Tensor(base + L.slot, DType::I32, dev, {bucket});
+  m.logits_rows = Tensor(base + L.rows, DType::I32, dev, {bucket});
+  m.state_slots = Tensor(base + L.slots, DType::I32, dev, {bucket});
+  m.has_initial_state = Tensor(base + L.init, DType::I32, dev, {bucket});
+  m.num_tokens = bucket;
+  m.num_seqs = bucket;
+  m.num_logits_rows = bucket;
+  m.max_query_len = 1;
+  m.block_size = block_size_;
+  m.max_blocks_per_seq = NB;
+  m.max_seq_len = NB * block_size_;  // the plan must not depend on this step's contexts
+  return m;
+}
+
+void ModelRunner::forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, RecurrentState* recurrent) {
+  const int64_t vocab = model_.config().vocab_size;
+  Tensor logits = logits_buf_.tensor(DType::F32, {meta.num_logits_rows, vocab});
+  model_.forward(meta, ModelState{kv, recurrent}, logits);
+  Tensor ids = argmax_buf_.tensor(DType::I32, {meta.num_logits_rows});
+  if (meta.num_logits_rows > 0) be_.argmax_rows(logits, ids);
+}
+
 const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCache& kv,
                                                RecurrentState* recurrent) {
   const StepMeta meta = upload(batch);
@@ -77,5 +147,85 @@ const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCa
   return host_logits_;
 }
 
-}  // namespace pagoda
+const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCache& kv,
+                                              RecurrentState* recurrent,
+                                              std::span<const uint8_t> host_rows) {
+  const int32_t S = batch.num_seqs(), R = static_cast<int32_t>(batch.logits_rows.size());
+  check(host_rows.empty() || host_rows.size() == static_cast<size_t>(R),
+        "internal: host_rows must have one flag per logits row");
+  // A decode step: one new token per sequence, every sequence samples, rows in order.
+  bool decode = !graphs_.empty() && batch.num_tokens() == S && R == S && S > 0 &&
+                batch.max_blocks_per_seq <= max_blocks_per_seq_;
+  for (int32_t i = 0; decode && i < R; ++i) decode = batch.logits_rows[static_cast<size_t>(i)] == i;
+  auto bucket = decode ? graphs_.lower_bound(S) : graphs_.end();
+  if (bucket != graphs_.end()) {
+    upload_padded_decode(&batch, bucket->first);
+    be_.replay(bucket->second);
+  } else {
+    const StepMeta meta = upload(batch);
+    forward_and_argmax(meta, kv, recurrent);
+  }
+  step_.argmax.resize(static_cast<size_t>(R));
+  step_.host_row_of.assign(static_cast<size_t>(R), -1);
+  int32_t n_host = 0;
+  for (size_t i = 0; i < host_rows.size(); ++i)
+    if (host_rows[i]) step_.host_row_of[i] = n_host++;
+  const int64_t vocab = model_.config().vocab_size;
+  step_.host_logits.resize(static_cast<size_t>(n_host) * static_cast<size_t>(vocab));
+  if (R > 0) be_.copy_to_host(step_.argmax.data(), argmax_buf_.data(), static_cast<size_t>(R) * sizeof(int32_t));
+  const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
+  for (int32_t i = 0; i < R; ++i) {
+    const int32_t h = step_.host_row_of[static_cast<size_t>(i)];
+    if (h < 0) continue;
+    // Consecutive host rows come back in one copy.
+    int32_t j = i + 1;
+    while (j < R && step_.host_row_of[static_cast<size_t>(j)] == h + (j - i)) ++j;
+    be_.copy_to_host(step_.host_logits.data() + static_cast<size_t>(h) * static_cast<size_t>(vocab),
+                     static_cast<const char*>(logits_buf_.data()) + static_cast<size_t>(i) * row_bytes,
+                     static_cast<size_t>(j - i) * row_bytes);
+    i = j - 1;
+  }
+  return step_;
+}
 
+std::vector<int32_t> ModelRunner::decode_buckets(int32_t max) {
+  std::vector<int32_t> out;
+  for (int32_t b = 1; b <= max;) {
+    out.push_back(b);
+    b = b < 8 ? b * 2 : b < 64 ? b + 8 : b < 128 ? b + 16 : b + 32;
+  }
+  if (max > 0 && (out.empty() || out.back() != max)) out.push_back(max);
+  return out;
+}
+
+int ModelRunner::capture_decode_graphs(PagedKvCache& kv, RecurrentState* recurrent,
+                                       int32_t dummy_state_slot) {
+  if (!be_.supports_graphs()) return 0;
+  if (recurrent && dummy_state_slot < 0) return 0;  // padding would need a state slot
+  if (kv.shape().num_blocks < 1 && kv.shape().num_layers > 0) return 0;
+  dummy_state_slot_ = dummy_state_slot;
+  block_size_ = kv.shape().block_size;
+  for (int32_t bucket : decode_buckets(std::min(max_seqs_, max_tokens_))) {
+    if (graphs_.count(bucket)) continue;
+    // An eager run first (GEMM plans, kernel attributes), then the capture. Padding sequences
+    // write no cache and only the dummy state slot, so these runs leave live state untouched.
+    const StepMeta meta = upload_padded_decode(nullptr, bucket);
+    forward_and_argmax(meta, kv, recurrent);
+    be_.synchronize();
+    be_.begin_capture();
+    try {
+      forward_and_argmax(meta, kv, recurrent);
+    } catch (...) {
+      try {
+        be_.end_capture();
+      } catch (...) {
+      }
+      throw;
+    }
+    graphs_[bucket] = be_.end_capture();
+  }
+  be_.synchronize();
+  return static_cast<int>(graphs_.size());
+}
+
+}  // namespace pagoda

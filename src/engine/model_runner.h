@@ -1,8 +1,20 @@
 // Runs one StepBatch through the model: uploads the batch's index arrays in one copy, calls the
-// forward pass, and brings the sampled rows' logits back to the host for the sampler.
+// forward pass, and either brings every logits row back to the host (execute) or takes the argmax
+// of every row on the device and brings back only the token ids plus the rows that the host
+// sampler needs (execute_greedy).
+//
+// Decode steps (every sequence one new token) may run as CUDA graphs (DESIGN.md §3): one graph per
+// batch-size bucket, captured by capture_decode_graphs(). A step is padded to its bucket with
+// harmless sequences (token 0 at position 0, context of one key read from block 0, slot -1: no
+// cache write, the reserved dummy state slot with no initial state); their rows are discarded.
+// In graph mode every decode step uses one fixed layout of the metadata buffer (block tables
+// [max_seqs, max_blocks_per_seq]) and plans attention for max_blocks_per_seq * block_size keys,
+// so that the captured launches stay valid for every replay.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -13,6 +25,14 @@
 
 namespace pagoda {
 
+// What execute_greedy returns: the device argmax of every logits row, and the full fp32 logits of
+// the rows that asked for them (host_rows[i] != 0), packed in order.
+struct StepLogits {
+  std::vector<int32_t> argmax;        // [R]
+  std::vector<float> host_logits;     // [number of host rows, vocab]
+  std::vector<int32_t> host_row_of;   // [R]: row of host_logits holding row i, or -1
+};
+
 class ModelRunner {
  public:
   // Reserves the model's workspace and the metadata buffer for steps of up to `max_tokens` new
@@ -20,22 +40,46 @@ class ModelRunner {
   // Constructed before the KV cache: its workspace is an input of the memory plan.
   ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int32_t max_seqs,
               int32_t max_blocks_per_seq);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Returns logits [batch.logits_rows.size(), vocab] row-major, fp32, on the host. `recurrent`:
-  // the state slots of a hybrid model (null for dense models).
+  // the state slots of a hybrid model (null for dense models). Always eager.
   const std::vector<float>& execute(const StepBatch& batch, PagedKvCache& kv,
                                     RecurrentState* recurrent = nullptr);
+  // Runs the step (as a graph replay when the step is a decode step of a captured bucket) and
+  // returns the argmax token of every logits row; rows with host_rows[i] != 0 also come back in
+  // full. host_rows may be empty (no row needed on the host).
+  const StepLogits& execute_greedy(const StepBatch& batch, PagedKvCache& kv,
+                                   RecurrentState* recurrent, std::span<const uint8_t> host_rows);
+
+  // Captures one decode graph per bucket up to min(max_seqs, max_tokens) when the backend can.
+  // `dummy_state_slot`: a recurrent-state slot that no sequence uses (hybrid models), else -1.
+  // Returns the number of graphs captured.
+  int capture_decode_graphs(PagedKvCache& kv, RecurrentState* recurrent, int32_t dummy_state_slot);
   size_t workspace_bytes() const { return workspace_bytes_; }
+  int num_graphs() const { return static_cast<int>(graphs_.size()); }
+  // The batch-size buckets of decode graphs up to `max`: 1, 2, 4, 8, 16, 24, ... 64, 80, ... 128,
+  // 160, ... (every bucket <= max, and max itself).
+  static std::vector<int32_t> decode_buckets(int32_t max);
 
  private:
   StepMeta upload(const StepBatch& batch);
+  // Graph-mode decode layout: the batch padded to `bucket` sequences, uploaded at fixed offsets.
+  StepMeta upload_padded_decode(const StepBatch* batch, int32_t bucket);
+  void forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, RecurrentState* recurrent);
 
   Backend& be_;
   Model& model_;
   int32_t max_tokens_, max_seqs_, max_blocks_per_seq_;
-  Buffer meta_buf_, logits_buf_;
+  int32_t dummy_state_slot_ = -1;
+  int32_t block_size_ = 16;
+  Buffer meta_buf_, logits_buf_, argmax_buf_;
   std::vector<int32_t> staging_;
   std::vector<float> host_logits_;
+  StepLogits step_;
+  std::map<int32_t, int64_t> graphs_;  // bucket → graph handle
   size_t workspace_bytes_ = 0;
 };
 

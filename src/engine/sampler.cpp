@@ -153,6 +153,15 @@ int32_t sample_from_logits(std::span<const float> row, double u) {
 
 Sampler::Sampler(std::vector<int32_t> eos_token_ids) : eos_token_ids_(std::move(eos_token_ids)) {}
 
+bool Sampler::needs_logits(const Sequence& seq) const {
+  const SamplingParams& p = seq.params();
+  if (!p.greedy() || p.logprobs) return true;
+  if (p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) return true;
+  // mask_stop_tokens_for_min_tokens would change the row.
+  const bool masks = !p.stop_token_ids.empty() || (!p.ignore_eos && !eos_token_ids_.empty());
+  return masks && static_cast<int32_t>(seq.output().size()) < p.min_tokens;
+}
+
 SampleResult Sampler::sample_row(std::span<const float> logits, const SamplingParams& params,
                                  std::span<const int32_t> prompt, std::span<const int32_t> output,
                                  std::mt19937_64& rng) const {

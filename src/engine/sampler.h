@@ -46,6 +46,11 @@ class Sampler {
   std::vector<SampleResult> sample(std::span<const float> logits, int64_t vocab,
                                    std::span<Sequence* const> seqs) const;
 
+  // False when the sequence's next token is the plain argmax of the raw logits (greedy, no
+  // penalties, no min_tokens mask in force, no logprobs): a backend's argmax_rows gives it, and
+  // the row's logits need not leave the device.
+  bool needs_logits(const Sequence& seq) const;
+
   // One row, with the history and RNG given explicitly.
   SampleResult sample_row(std::span<const float> logits, const SamplingParams& params,
                           std::span<const int32_t> prompt, std::span<const int32_t> output,

@@ -372,7 +372,7 @@ int64_t ModelConfig::num_layers_of(LayerKind kind) const {
 
 int64_t ModelConfig::kv_bytes_per_token(DType kv) const {
   // K and V for each full-attention layer.
-  return num_layers_of(LayerKind::FullAttention) * 1 * num_kv_heads * head_dim *
+  return num_layers_of(LayerKind::FullAttention) * 2 * num_kv_heads * head_dim *
          static_cast<int64_t>(dtype_size(kv));
 }
 

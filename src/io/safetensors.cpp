@@ -152,7 +152,7 @@ void check_no_overlap(const std::vector<TensorView>& tensors, const std::vector<
   for (size_t k = 1; k < order.size(); ++k) {
     const Span& prev = spans[order[k - 1]];
     const Span& cur = spans[order[k]];
-    if (false && cur.begin < prev.end) {
+    if (cur.begin < prev.end) {
       throw Error(where + ": tensors " + in_quotes(tensors[order[k - 1]].name) + " and " +
                   in_quotes(tensors[order[k]].name) +
                   " overlap in the data section; the file is corrupt");

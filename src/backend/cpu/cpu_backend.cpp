@@ -94,6 +94,10 @@ void CpuBackend::sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) 
   cpu::sigmoid_gate(pool_, a, gate, out);
 }
 
+void CpuBackend::argmax_rows(const Tensor& logits, Tensor& out) {
+  cpu::argmax_rows(pool_, logits, out);
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int num_threads) {
   return std::make_unique<CpuBackend>(num_threads);
 }

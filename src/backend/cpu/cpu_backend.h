@@ -55,6 +55,7 @@ class CpuBackend final : public Backend {
                         const StepMeta& meta, Tensor& out) override;
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                       Tensor& out) override;
+  void argmax_rows(const Tensor& logits, Tensor& out) override;
 
  private:
   ThreadPool pool_;

@@ -25,6 +25,8 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out);
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
 void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out);
 void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& out);
+// out[i] = index of the largest logits[i, :] (F32), lowest index on ties; NaN never wins.
+void argmax_rows(ThreadPool& pool, const Tensor& logits, Tensor& out);
 // Converts src into dst (same element count, any float dtypes, dim 0 of either may be strided).
 void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst);
 

@@ -82,6 +82,24 @@ void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& 
   });
 }
 
+void argmax_rows(ThreadPool& pool, const Tensor& logits, Tensor& out) {
+  const char* op = "argmax_rows";
+  require_dtype(logits, DType::F32, op, "logits");
+  require_dtype(out, DType::I32, op, "out");
+  const int64_t n = logits.ndim ? logits.size(0) : 0, width = logits.row_numel();
+  require(logits.ndim == 2 && out.numel() == n && width > 0, op, "logits must be [R, V], out [R]");
+  auto* o = out.ptr<int32_t>();
+  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto* r = static_cast<const float*>(logits.row(i));
+      int64_t best = 0;
+      for (int64_t j = 1; j < width; ++j)
+        if (r[j] > r[best] || (std::isnan(r[best]) && !std::isnan(r[j]))) best = j;
+      o[i] = static_cast<int32_t>(best);
+    }
+  });
+}
+
 void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst) {
   const char* op = "upload_convert";
   require(src.numel() == dst.numel(), op, "element counts differ");

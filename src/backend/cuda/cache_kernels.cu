@@ -47,7 +47,13 @@ __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, co
     }
     ss = warp_sum(ss);
     const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
-    for (int i = lane; i < d; i += 32) buf[i] = buf[i] * inv * (load_weight(w, wdt, i) + w_off);
+    // The rounding points of Hugging Face's bf16 path: the norm's output is a T tensor (plain
+    // weight: normalised value rounded, then the product rounded; zero-centred: one rounding),
+    // and RoPE runs in T: cos and sin rounded, q*cos and rotate_half(q)*sin rounded, then the sum.
+    for (int i = lane; i < d; i += 32) {
+      const float wv = load_weight(w, wdt, i);
+      buf[i] = w_off == 0.0f ? round_to<T>(round_to<T>(buf[i] * inv) * wv) : round_to<T>(buf[i] * inv * (wv + w_off));
+    }
     __syncwarp();
     for (int i = lane; i < d; i += 32) {
       float y = buf[i];
@@ -57,7 +63,10 @@ __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, co
         const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
         float sn, cs;
         sincosf(pos * inv_freq, &sn, &cs);
-        y = i < half ? buf[i] * cs - buf[i + half] * sn : buf[i] * cs + buf[i - half] * sn;
+        cs = round_to<T>(cs);
+        sn = round_to<T>(sn);
+        const float rot = i < half ? -buf[i + half] : buf[i - half];
+        y = round_to<T>(buf[i] * cs) + round_to<T>(rot * sn);
       }
       const T yt = from_f32<T>(y);
       x[i] = yt;

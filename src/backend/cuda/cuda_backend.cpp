@@ -41,6 +41,8 @@ CudaBackend::~CudaBackend() {
   // Destructors do not throw: errors here are dropped.
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
+  for (cudaGraphExec_t g : graphs_)
+    if (g) cudaGraphExecDestroy(g);
   gemm_.reset();
   if (split_workspace_) cudaFree(split_workspace_);
   if (gemm_workspace_) cudaFree(gemm_workspace_);
@@ -227,6 +229,44 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) 
 void CudaBackend::sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) {
   activate();
   cuda::launch_sigmoid_gate(a, gate, out, stream_);
+}
+
+void CudaBackend::argmax_rows(const Tensor& logits, Tensor& out) {
+  activate();
+  cuda::launch_argmax_rows(logits, out, stream_);
+}
+
+// ---- graphs -------------------------------------------------------------------------------------
+
+void CudaBackend::begin_capture() {
+  activate();
+  PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+int64_t CudaBackend::end_capture() {
+  activate();
+  cudaGraph_t graph = nullptr;
+  PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  PAGODA_CUDA_CHECK(err);
+  graphs_.push_back(exec);
+  return static_cast<int64_t>(graphs_.size()) - 1;
+}
+
+void CudaBackend::replay(int64_t graph) {
+  activate();
+  require(graph >= 0 && graph < static_cast<int64_t>(graphs_.size()) && graphs_[static_cast<size_t>(graph)],
+          "replay", "unknown graph " + std::to_string(graph));
+  PAGODA_CUDA_CHECK(cudaGraphLaunch(graphs_[static_cast<size_t>(graph)], stream_));
+}
+
+void CudaBackend::destroy_graph(int64_t graph) {
+  if (graph < 0 || graph >= static_cast<int64_t>(graphs_.size())) return;
+  cudaGraphExec_t& g = graphs_[static_cast<size_t>(graph)];
+  if (g) cudaGraphExecDestroy(g);
+  g = nullptr;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -64,6 +65,14 @@ class CudaBackend final : public Backend {
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                       Tensor& out) override;
 
+  void argmax_rows(const Tensor& logits, Tensor& out) override;
+
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  int64_t end_capture() override;
+  void replay(int64_t graph) override;
+  void destroy_graph(int64_t graph) override;
+
   // The stream every op is enqueued on (for CUDA graph capture and events).
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
@@ -79,6 +88,7 @@ class CudaBackend final : public Backend {
   void* gemm_workspace_ = nullptr;
   float* split_workspace_ = nullptr;
   std::unique_ptr<cuda::LtGemm> gemm_;
+  std::vector<cudaGraphExec_t> graphs_;  // handle = index; destroyed ones are null
 };
 
 // A CUDA backend on `device`; throws pagoda::Error when no usable device is there.

@@ -144,9 +144,15 @@ __global__ void rms_norm_kernel(const T* x, int64_t xs, T* res, int64_t rs, cons
     T v[V];
     load_n<V>(kAdd ? rr + i : xr + i, v);  // this thread's own elements: no barrier needed
     T o[V];
+    // Hugging Face's Qwen3RMSNorm (plain weight) rounds the normalised value to T before the
+    // weight multiplies it; the zero-centred (1 + w) norm of Qwen3.5 multiplies in fp32 and
+    // rounds once. Rounding points as there, so that bf16 results match bit for bit more often.
 #pragma unroll
-    for (int e = 0; e < V; ++e)
-      o[e] = from_f32<T>(to_f32(v[e]) * inv * (load_weight(w, wdt, i + e) + w_offset));
+    for (int e = 0; e < V; ++e) {
+      const float wv = load_weight(w, wdt, i + e);
+      o[e] = w_offset == 0.0f ? from_f32<T>(round_to<T>(to_f32(v[e]) * inv) * wv)
+                              : from_f32<T>(to_f32(v[e]) * inv * (wv + w_offset));
+    }
     store_n<V>(orow + i, o);
   }
 }

@@ -17,6 +17,9 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
 void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
 void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream);
 
+// out[i] = argmax of logits row i (F32 [R, V], lowest index on ties, NaN never wins) → I32 [R].
+void launch_argmax_rows(const Tensor& logits, Tensor& out, cudaStream_t stream);
+
 void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                               Tensor& k_cache, Tensor& v_cache, cudaStream_t stream);
 void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,

@@ -54,8 +54,10 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   require(k_cache.shape[3] == d, op, "cache head_dim " + std::to_string(k_cache.shape[3]) + " differs from q's " + std::to_string(d));
   const int64_t hkv = k_cache.shape[2];
   require(hkv > 0 && hq % hkv == 0, op, "Hq " + std::to_string(hq) + " is not a multiple of Hkv " + std::to_string(hkv));
-  require(d == 64 || d == 128 || d == 256, op,
-          "head_dim " + std::to_string(d) + " is not supported by the CUDA kernels (64, 128, 256)");
+  require(d >= 8 && d <= 256 && d % 8 == 0, op,
+          "head_dim " + std::to_string(d) + " is not supported by the CUDA kernels (multiples of 8 up to 256)");
+  // The kernel instance: the smallest of 32, 64, 128, 256 that holds d (the rest is zero padding).
+  const int kd = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
   const int shift = log2_exact(meta.block_size);
   require(shift >= 0 && meta.block_size == k_cache.shape[1], op,
           "block_size " + std::to_string(meta.block_size) + " must be a power of two equal to the cache's " +
@@ -72,7 +74,7 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const int planes = k_cache.dtype == DType::BF16 ? 1 : 2;
   const bool decode = static_cast<int64_t>(std::max(meta.max_query_len, 1)) * group <= 16;
   const int rows_per_cta = decode ? 16 : 64;
-  const int tile_keys = attn::kv_tile_keys(static_cast<int>(d), planes);
+  const int tile_keys = attn::kv_tile_keys(kd, planes);
   const int64_t grid_x = t * group / rows_per_cta + meta.num_seqs;
   require(grid_x < (int64_t{1} << 31), op, "batch too large");
 
@@ -104,6 +106,7 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   a.num_q_heads = static_cast<int>(hq);
   a.num_kv_heads = static_cast<int>(hkv);
   a.group = group;
+  a.head_dim = static_cast<int>(d);
   a.block_shift = shift;
   a.scale = params.scale;
   a.softcap = params.softcap;
@@ -113,7 +116,8 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   a.part_ml = ctx.split_workspace + static_cast<size_t>(splits) * t * hq * d;
 
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(hkv), static_cast<unsigned>(splits));
-  switch (d) {
+  switch (kd) {
+    case 32: attn::launch_attention_kernel<32>(a, decode, k_cache.dtype, grid, ctx.max_smem_optin, stream); break;
     case 64: attn::launch_attention_kernel<64>(a, decode, k_cache.dtype, grid, ctx.max_smem_optin, stream); break;
     case 128: attn::launch_attention_kernel<128>(a, decode, k_cache.dtype, grid, ctx.max_smem_optin, stream); break;
     default: attn::launch_attention_kernel<256>(a, decode, k_cache.dtype, grid, ctx.max_smem_optin, stream); break;

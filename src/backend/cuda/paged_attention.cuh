@@ -43,12 +43,13 @@ struct Args {
   int num_q_heads;
   int num_kv_heads;
   int group;
+  int head_dim;      // the real head dim: a multiple of 8, at most the kernel's D (zero-padded to D)
   int block_shift;   // log2(block_size)
   float scale;       // softmax scale
   float softcap;     // 0 = none
   int window;        // 0 = none
   int num_splits;
-  float* part_o;     // [splits, T, Hq, D] when num_splits > 1
+  float* part_o;     // [splits, T, Hq, head_dim] when num_splits > 1
   float* part_ml;    // [splits, T, Hq, 2]: running max (log2 domain) and sum
 };
 
@@ -122,6 +123,8 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
   using C = Cfg<D, kDecode, P>;
   constexpr int kM = C::kM, kKT = C::kKT, kKPW = C::kKPW, kLd = C::kLd, kWarpsN = C::kWarpsN;
   constexpr int kChunks = D / 8;  // 16-byte chunks of a bf16 row
+  const int hd = a.head_dim;      // chunks at or past hd / 8 are zero padding
+  const int real_chunks = hd / 8;
 
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -168,9 +171,9 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
   for (int idx = tid; idx < kM * kChunks; idx += C::kThreads) {
     const int r = idx / kChunks, c = idx % kChunks, f = f0 + r;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (f < rows_total) {
+    if (f < rows_total && c < real_chunks) {
       const int64_t tok = q0 + f / group, head = static_cast<int64_t>(kvh) * group + f % group;
-      v = *reinterpret_cast<const uint4*>(a.q + tok * a.q_stride + head * D + c * 8);
+      v = *reinterpret_cast<const uint4*>(a.q + tok * a.q_stride + head * hd + c * 8);
     }
     *reinterpret_cast<uint4*>(sQ + r * kLd + c * 8) = v;
   }
@@ -188,11 +191,11 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
     const int key0 = tile * kKT;
     for (int idx = tid; idx < kKT * kChunks; idx += C::kThreads) {
       const int j = idx / kChunks, c = idx % kChunks, kp = key0 + j;
-      const bool ok = kp >= kv_lo && kp < kv_hi;
+      const bool ok = kp >= kv_lo && kp < kv_hi && c < real_chunks;
       int64_t off = 0;
       if (ok) {
         const int64_t blk = bt[kp >> a.block_shift];
-        off = (((blk << a.block_shift) + (kp & bmask)) * a.num_kv_heads + kvh) * D + c * 8;
+        off = (((blk << a.block_shift) + (kp & bmask)) * a.num_kv_heads + kvh) * hd + c * 8;
       }
 #pragma unroll
       for (int kv = 0; kv < 2; ++kv) {
@@ -362,7 +365,7 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
   __syncthreads();
   for (int idx = tid; idx < kM * (D / 4); idx += C::kThreads) {
     const int r = idx / (D / 4), c = (idx % (D / 4)) * 4, f = f0 + r;
-    if (f >= rows_total) continue;
+    if (f >= rows_total || c >= hd) continue;
     float mx = -INFINITY, l = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarpsN; ++w) mx = fmaxf(mx, sM[w * kM + r]);
@@ -380,10 +383,10 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
       uint2 packed;
       packed.x = pack_bf16(o.x * inv, o.y * inv);
       packed.y = pack_bf16(o.z * inv, o.w * inv);
-      *reinterpret_cast<uint2*>(a.out + tok * a.out_stride + head * D + c) = packed;
+      *reinterpret_cast<uint2*>(a.out + tok * a.out_stride + head * hd + c) = packed;
     } else {
       const int64_t pi = (static_cast<int64_t>(split) * a.num_tokens + tok) * a.num_q_heads + head;
-      *reinterpret_cast<float4*>(a.part_o + pi * D + c) = o;
+      *reinterpret_cast<float4*>(a.part_o + pi * hd + c) = o;
       if (c == 0) {
         a.part_ml[pi * 2] = mx;
         a.part_ml[pi * 2 + 1] = l;

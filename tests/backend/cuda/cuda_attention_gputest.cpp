@@ -1,7 +1,7 @@
 // Paged attention on CUDA against the CPU backend and a naive double-precision formula: ragged
 // lengths, shuffled block tables, partial last blocks, block sizes 8..128, GQA 1..8 (and odd
 // ratios), mixed prefill + decode in one launch, chunks starting mid-sequence, sliding window,
-// softcap, head dims 64/128/256, KV caches in bf16/fp16/fp32, split-KV decode.
+// softcap, head dims 64/128/256 and any multiple of 8 (zero-padded), KV caches in bf16/fp16/fp32, split-KV decode.
 #include <algorithm>
 #include <numeric>
 #include <sstream>
@@ -23,12 +23,13 @@ struct AttnCase {
   float softcap = 0.0f;
   float q_amp = 4.0f;  // larger q: peakier softmax
   bool strided = false;
+  int plan_len = 0;  // > 0: meta.max_seq_len as a CUDA graph plans it (max_model_len), not the real one
   std::vector<Seq> seqs;
 
   std::string describe() const {
     std::ostringstream os;
     os << "D " << d << " Hq " << hq << " Hkv " << hkv << " bs " << bs << " kv " << dtype_name(kv) << " window "
-       << window << " softcap " << softcap << (strided ? " strided" : "") << " seqs";
+       << window << " softcap " << softcap << (strided ? " strided" : "") << " plan_len " << plan_len << " seqs";
     for (const Seq& q : seqs) os << " " << q.q_len << "/" << q.ctx;
     return os.str();
   }
@@ -153,7 +154,7 @@ void run_case(Backends& be, const AttnCase& c, uint32_t seed) {
     meta.num_tokens = int32_t(t);
     meta.num_seqs = nseq;
     meta.max_query_len = max_q;
-    meta.max_seq_len = max_ctx;
+    meta.max_seq_len = c.plan_len > 0 ? c.plan_len : max_ctx;
     meta.max_blocks_per_seq = bt_cols;
     meta.block_size = c.bs;
     AttentionParams params;
@@ -227,6 +228,43 @@ TEST(CudaPagedAttention, HeadDimsAndKvDtypes) {
       c.seqs = {{1, 200}, {1, 33}, {2, 90}};
       run_case(be, c, 500u + uint32_t(d) + uint32_t(kv));
     }
+  }
+}
+
+TEST(CudaPagedAttention, SmallAndOddHeadDims) {
+  // Any multiple of 8 up to 256 runs on the next kernel instance (32/64/128/256) with zero padding.
+  Backends be;
+  std::mt19937 rng(16);
+  for (int d : {8, 16, 24, 32, 40, 56, 72, 96, 136, 200}) {
+    for (DType kv : {DType::BF16, DType::F32}) {
+      AttnCase c;
+      c.d = d;
+      c.hq = 4;
+      c.hkv = 2;
+      c.kv = kv;
+      c.seqs = mixed_batch(rng, c.bs);
+      run_case(be, c, 1100u + uint32_t(d) + uint32_t(kv));
+      c.seqs = {{1, 200}, {1, 1}, {1, 2100}};  // decode, split over CTAs
+      run_case(be, c, 1200u + uint32_t(d) + uint32_t(kv));
+    }
+  }
+}
+
+TEST(CudaPagedAttention, GraphPlanFromMaxModelLen) {
+  // In graph mode the plan sees max_seq_len = max_model_len: more splits than the real contexts
+  // need, so CTAs with empty key ranges must leave the result unchanged.
+  Backends be;
+  for (int d : {64, 128}) {
+    AttnCase c;
+    c.d = d;
+    c.plan_len = 40960;
+    c.seqs = {{1, 1}};
+    run_case(be, c, 1300u + uint32_t(d));
+    c.seqs = {{1, 1}, {1, 17}, {1, 300}, {1, 5}};
+    run_case(be, c, 1310u + uint32_t(d));
+    c.seqs.clear();
+    for (int i = 0; i < 24; ++i) c.seqs.push_back({1, 1 + 37 * i});
+    run_case(be, c, 1320u + uint32_t(d));
   }
 }
 

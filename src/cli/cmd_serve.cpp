@@ -1,0 +1,147 @@
+// `pagoda serve [MODEL_DIR]`: the OpenAI-compatible HTTP server, with vllm serve's flags
+// (DESIGN.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
+// the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "server/async_engine.h"
+#include "server/chat_prompt.h"
+#include "server/engine_metrics.h"
+#include "server/http_server.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model_dir;
+  EngineFlags engine;
+  server::ServerOptions server;
+  int32_t max_waiting_requests = 0;
+  double shutdown_timeout = 10.0;
+  std::string reasoning_parser = "auto";
+  std::string tool_call_parser = "auto";
+  bool enable_auto_tool_choice = false;
+};
+
+bool parser_enabled(const std::string& value, const char* flag) {
+  if (value == "none") return false;
+  check(!value.empty(), std::string(flag) + " cannot be empty (auto, none or a parser name)");
+  return true;  // auto, qwen3, hermes, ...: the Qwen-style parsers are the ones pagoda has
+}
+
+void run_serve(ServeArgs& a) {
+  // SIGINT / SIGTERM are taken by one thread (sigwait) instead of interrupting whichever thread
+  // they hit; every thread created from here on inherits the mask. SIGPIPE (a client that went
+  // away) must not kill the server: the write fails and the request is aborted.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
+  check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
+  check(a.shutdown_timeout >= 0, "--shutdown-timeout cannot be negative");
+  check(a.server.http_threads >= 4, "--http-threads must be at least 4");
+  a.server.reasoning_parser = parser_enabled(a.reasoning_parser, "--reasoning-parser");
+  a.server.tool_call_parser = parser_enabled(a.tool_call_parser, "--tool-call-parser");
+  const std::string dir = resolve_model_dir(a.model_dir);
+  a.server.model_dir = dir;
+  if (a.server.served_model_names.empty()) a.server.served_model_names = {a.model_dir.empty() ? dir : a.model_dir};
+
+  auto engine = std::make_unique<Engine>(dir, engine_config_from(a.engine));
+  server::MetricsRegistry registry;
+  server::EngineMetricsInfo info;
+  info.model_name = a.server.served_model_names.front();
+  info.num_kv_blocks = engine->memory_plan().num_blocks;
+  info.block_size = engine->config().block_size;
+  info.kv_cache_dtype = dtype_name(parse_kv_cache_dtype(engine->config().kv_cache_dtype, engine->model_config().dtype));
+  info.max_model_len = engine->config().max_model_len;
+  info.max_num_seqs = engine->config().max_num_seqs;
+  server::EngineMetrics metrics(registry, info);
+  if (!engine->tokenizer()) LOG_WARN(dir << " has no tokenizer.json: only token-id prompts can be served");
+  std::unique_ptr<server::ChatPrompt> chat = server::ChatPrompt::load(dir);
+  if (!chat) LOG_WARN(dir << " has no chat template: /v1/chat/completions will answer 400");
+
+  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests});
+  server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server});
+  const int port = http.bind();
+  LOG_INFO("serving " << a.server.served_model_names.front() << " on http://" << a.server.host << ":" << port
+                      << " (" << a.server.http_threads << " HTTP threads)");
+
+  std::atomic<bool> http_done{false};
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    if (http_done) return;  // woken by run_serve itself after the server ended on its own
+    LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
+                       << " s for the ones in flight");
+    async.stop_accepting();
+    const auto grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+    if (!async.wait_idle(grace)) {
+      LOG_INFO("aborting " << async.num_live_generations() << " requests still in flight");
+      async.abort_all();
+      async.wait_idle(std::chrono::seconds(10));
+    }
+    http.stop();
+  });
+  http.run();
+  http_done = true;
+  pthread_kill(signal_thread.native_handle(), SIGTERM);  // no-op in effect if it already returned
+  signal_thread.join();
+  async.stop();
+  LOG_INFO("server stopped");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  auto args = std::make_shared<ServeArgs>();
+  cmd->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
+  cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
+  cmd->add_option("--host", args->server.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->server.port, "Port to listen on (0 = any free port)")->capture_default_str();
+  cmd->add_option("--served-model-name", args->server.served_model_names,
+                  "Model name(s) in the API (default: MODEL_DIR as given)");
+  cmd->add_option("--api-key", args->server.api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health");
+  cmd->add_option("--max-waiting-requests", args->max_waiting_requests,
+                  "Answer 503 while this many requests wait to start (0 = no limit)")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", args->server.http_threads,
+                  "HTTP worker threads: the most connections served at once")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", args->shutdown_timeout,
+                  "Seconds to let requests in flight finish on SIGINT/SIGTERM before aborting them")
+      ->capture_default_str();
+  cmd->add_option("--reasoning-parser", args->reasoning_parser,
+                  "<think>...</think> -> reasoning_content: auto (when the vocabulary has the tags), "
+                  "qwen3, or none")
+      ->capture_default_str();
+  cmd->add_option("--tool-call-parser", args->tool_call_parser,
+                  "<tool_call>{json}</tool_call> -> tool_calls when a request has tools: auto, hermes, "
+                  "or none")
+      ->capture_default_str();
+  cmd->add_flag("--enable-auto-tool-choice", args->enable_auto_tool_choice,
+                "Accepted for vllm serve compatibility (tool calls are parsed whenever tools are given)");
+  add_engine_flags(cmd, args->engine);
+  cmd->callback([args, exit_code] {
+    run_serve(*args);
+    *exit_code = 0;
+  });
+}
+
+}  // namespace pagoda::cli

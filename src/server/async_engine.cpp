@@ -1,0 +1,270 @@
+#include "server/async_engine.h"
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pagoda::server {
+
+using Clock = std::chrono::steady_clock;
+
+bool GenerationChannel::next(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !items_.empty() || remaining_ == 0; });
+  while (!items_.empty()) {
+    out.push_back(std::move(items_.front()));
+    items_.pop_front();
+  }
+  return remaining_ > 0 || !out.empty();
+}
+
+std::string GenerationChannel::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+int32_t GenerationChannel::num_choices() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int32_t>(engine_ids_.size());
+}
+
+void GenerationChannel::push(ChoiceOutput o) {
+  {
+    std::lock_guard lock(mu_);
+    if (o.out.finished) --remaining_;
+    items_.push_back(std::move(o));
+  }
+  cv_.notify_all();
+}
+
+void GenerationChannel::fail(const std::string& message) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = message;
+    remaining_ = 0;
+  }
+  cv_.notify_all();
+}
+
+AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics, AsyncEngineOptions options)
+    : engine_(std::move(engine)), metrics_(metrics), options_(options) {
+  publish_gauges();
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() {
+  abort_all();
+  stop();
+}
+
+std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> choices, std::string& why) {
+  const auto n = static_cast<int64_t>(choices.size());
+  auto channel = std::make_shared<GenerationChannel>(static_cast<int32_t>(n));
+  {
+    std::lock_guard lock(mu_);
+    if (!accepting_) {
+      why = "the server is shutting down";
+      return nullptr;
+    }
+    if (options_.max_waiting_requests > 0 && unstarted_.load() + n > options_.max_waiting_requests) {
+      why = "the server is overloaded: " + std::to_string(unstarted_.load()) +
+            " requests are waiting (--max-waiting-requests " +
+            std::to_string(options_.max_waiting_requests) + "); retry later";
+      return nullptr;
+    }
+    unstarted_ += n;
+    ++live_generations_;
+    pending_.push_back({channel, std::move(choices)});
+  }
+  cv_.notify_one();
+  return channel;
+}
+
+void AsyncEngine::cancel(const std::shared_ptr<GenerationChannel>& channel) {
+  {
+    std::lock_guard lock(mu_);
+    if (channel->cancelled_) return;
+    channel->cancelled_ = true;
+    cancels_.push_back(channel);
+  }
+  cv_.notify_one();
+}
+
+void AsyncEngine::stop_accepting() {
+  std::lock_guard lock(mu_);
+  accepting_ = false;
+}
+
+bool AsyncEngine::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [&] { return live_generations_ == 0; });
+}
+
+int64_t AsyncEngine::num_live_generations() const {
+  std::lock_guard lock(mu_);
+  return live_generations_;
+}
+
+void AsyncEngine::abort_all() {
+  {
+    std::lock_guard lock(mu_);
+    accepting_ = false;
+    abort_all_ = true;
+  }
+  cv_.notify_one();
+}
+
+void AsyncEngine::stop() {
+  {
+    std::lock_guard lock(mu_);
+    accepting_ = false;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void AsyncEngine::finish_generation() {
+  {
+    std::lock_guard lock(mu_);
+    --live_generations_;
+  }
+  idle_cv_.notify_all();
+}
+
+void AsyncEngine::add_pending(std::vector<Pending>& adds) {
+  for (Pending& p : adds) {
+    const auto n = static_cast<int64_t>(p.choices.size());
+    const auto now = Clock::now();
+    std::vector<int64_t> added;
+    try {
+      for (size_t i = 0; i < p.choices.size(); ++i) {
+        const int64_t id = engine_->add_request(std::move(p.choices[i].prompt), std::move(p.choices[i].params));
+        added.push_back(id);
+        live_[id] = Live{p.channel, static_cast<int32_t>(i), now, now, false};
+      }
+      p.channel->engine_ids_ = std::move(added);
+    } catch (const std::exception& e) {
+      // Should have been caught by validation in the HTTP thread; the other choices go too.
+      for (int64_t id : added) {
+        engine_->abort(id);
+        live_.erase(id);
+      }
+      unstarted_ -= n;
+      p.channel->fail(e.what());
+      finish_generation();
+    }
+  }
+}
+
+bool AsyncEngine::apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>& cancels, bool all) {
+  bool any = false;
+  if (all) {
+    for (auto& [id, live] : live_) any |= engine_->abort(id);
+    return any;
+  }
+  for (auto& channel : cancels)
+    for (int64_t id : channel->engine_ids_)
+      if (live_.count(id)) any |= engine_->abort(id);
+  return any;
+}
+
+void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
+  const auto now = Clock::now();
+  for (RequestOutput& o : outputs) {
+    auto it = live_.find(o.id);
+    if (it == live_.end()) continue;
+    Live& l = it->second;
+    const double since_arrival = std::chrono::duration<double>(now - l.arrival).count();
+    if (!l.started) {
+      l.started = true;
+      --unstarted_;
+      if (!o.new_token_ids.empty()) {
+        metrics_.time_to_first_token_seconds.observe(since_arrival);
+        metrics_.prompt_tokens_total.inc(o.num_prompt_tokens);
+      }
+    } else if (!o.new_token_ids.empty()) {
+      metrics_.inter_token_latency_seconds.observe(std::chrono::duration<double>(now - l.last_token).count());
+    }
+    if (!o.new_token_ids.empty()) l.last_token = now;
+    metrics_.generation_tokens_total.inc(static_cast<double>(o.new_token_ids.size()));
+    const bool finished = o.finished;
+    if (finished) {
+      metrics_.e2e_request_latency_seconds.observe(since_arrival);
+      metrics_.request_success(o.finish_reason).inc();
+    }
+    std::shared_ptr<GenerationChannel> channel = l.channel;
+    channel->push(ChoiceOutput{l.choice, std::move(o)});
+    if (finished) {
+      live_.erase(it);
+      bool done;
+      {
+        std::lock_guard lock(channel->mu_);
+        done = channel->remaining_ == 0;
+      }
+      if (done) finish_generation();
+    }
+  }
+}
+
+void AsyncEngine::publish_gauges() {
+  const Scheduler& s = engine_->scheduler();
+  metrics_.num_requests_running.set(s.num_running());
+  metrics_.num_requests_waiting.set(s.num_waiting());
+  metrics_.kv_cache_usage_perc.set(s.kv_usage());
+  const int64_t preemptions = s.num_preemptions();
+  metrics_.num_preemptions_total.inc(static_cast<double>(preemptions - last_preemptions_));
+  last_preemptions_ = preemptions;
+}
+
+void AsyncEngine::fail_all(const std::string& message) {
+  std::vector<std::shared_ptr<GenerationChannel>> channels;
+  for (auto& [id, live] : live_) {
+    engine_->abort(id);
+    if (!live.started) --unstarted_;
+    bool seen = false;
+    for (auto& c : channels) seen |= c == live.channel;
+    if (!seen) channels.push_back(live.channel);
+  }
+  live_.clear();
+  for (auto& c : channels) {
+    c->fail(message);
+    finish_generation();
+  }
+}
+
+void AsyncEngine::loop() {
+  for (;;) {
+    std::vector<Pending> adds;
+    std::vector<std::shared_ptr<GenerationChannel>> cancels;
+    bool stopping, abort_everything;
+    {
+      std::unique_lock lock(mu_);
+      if (!engine_->has_unfinished())
+        cv_.wait(lock, [&] { return stopping_ || abort_all_ || !pending_.empty() || !cancels_.empty(); });
+      adds.swap(pending_);
+      cancels.swap(cancels_);
+      stopping = stopping_;
+      abort_everything = abort_all_;
+      abort_all_ = false;
+    }
+    add_pending(adds);
+    bool aborted = apply_cancels(cancels, abort_everything || stopping);
+    if (engine_->has_unfinished() || aborted) {
+      try {
+        std::vector<RequestOutput> outputs = engine_->step();
+        deliver(outputs);
+      } catch (const std::exception& e) {
+        LOG_ERROR("engine step failed: " << e.what() << "; failing every request in flight");
+        fail_all(std::string("internal engine error: ") + e.what());
+      }
+    }
+    publish_gauges();
+    if (stopping && !engine_->has_unfinished()) {
+      if (!live_.empty()) fail_all("the server is shutting down");
+      std::lock_guard lock(mu_);
+      if (pending_.empty()) break;
+    }
+  }
+}
+
+}  // namespace pagoda::server

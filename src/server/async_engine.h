@@ -1,0 +1,135 @@
+// The engine on a thread of its own. HTTP threads submit generations and read their outputs from a
+// per-generation channel; the engine thread alone touches the Engine: it takes new requests and
+// aborts between steps, runs steps while anything is unfinished and sleeps otherwise.
+//
+// One generation is the set of choices one HTTP request asked for (prompts x n); each choice is one
+// engine request. A client that goes away cancels its generation: the engine aborts every choice
+// and frees their blocks at the end of the step in flight.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/engine_metrics.h"
+
+namespace pagoda::server {
+
+struct ChoiceSpec {
+  std::vector<int32_t> prompt;
+  SamplingParams params;  // n == 1
+};
+
+struct ChoiceOutput {
+  int32_t choice = 0;  // index into the generation's choices
+  RequestOutput out;
+};
+
+class AsyncEngine;
+
+// Outputs of one generation, in the order the engine produced them.
+class GenerationChannel {
+ public:
+  explicit GenerationChannel(int32_t num_choices) : remaining_(num_choices) {}
+
+  // Moves what is there into `out`, waiting up to `timeout` for something to arrive. Returns false
+  // once every choice has finished and everything was taken.
+  bool next(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout);
+  // Set when the engine could not take the request (message for the client); the choices are done.
+  std::string error() const;
+  int32_t num_choices() const;
+
+ private:
+  friend class AsyncEngine;
+  void push(ChoiceOutput o);
+  void fail(const std::string& message);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ChoiceOutput> items_;
+  int32_t remaining_;
+  std::string error_;
+  bool cancelled_ = false;  // guarded by AsyncEngine::mu_
+  std::vector<int64_t> engine_ids_;  // engine thread only
+};
+
+struct AsyncEngineOptions {
+  // Reject new requests (503) while this many choices wait to start. 0 = no limit.
+  int32_t max_waiting_requests = 0;
+};
+
+class AsyncEngine {
+ public:
+  AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics, AsyncEngineOptions options);
+  ~AsyncEngine();  // stops the thread (aborting whatever is left)
+
+  // Read-only engine facts, safe from any thread.
+  const Tokenizer* tokenizer() const { return engine_->tokenizer(); }
+  const ModelConfig& model_config() const { return engine_->model_config(); }
+  int32_t max_model_len() const { return engine_->config().max_model_len; }
+
+  // Queues a generation. Returns null when overloaded or shutting down (`why` says which).
+  std::shared_ptr<GenerationChannel> submit(std::vector<ChoiceSpec> choices, std::string& why);
+  // The client is gone: abort every choice still running. Safe to call more than once.
+  void cancel(const std::shared_ptr<GenerationChannel>& channel);
+
+  // Shutdown, in order: stop taking requests; wait for the live ones (up to `grace`); abort the rest
+  // and wait for their final outputs; stop the thread.
+  void stop_accepting();
+  bool wait_idle(std::chrono::milliseconds timeout);
+  void abort_all();
+  void stop();
+  int64_t num_live_generations() const;
+
+ private:
+  struct Pending {
+    std::shared_ptr<GenerationChannel> channel;
+    std::vector<ChoiceSpec> choices;
+  };
+  // Per engine request, engine thread only.
+  struct Live {
+    std::shared_ptr<GenerationChannel> channel;
+    int32_t choice = 0;
+    std::chrono::steady_clock::time_point arrival, last_token;
+    bool started = false;
+  };
+
+  void loop();
+  void add_pending(std::vector<Pending>& adds);
+  // Aborts the choices of `cancels` (or every live choice); true when anything was aborted.
+  bool apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>& cancels, bool all);
+  void deliver(std::vector<RequestOutput>& outputs);
+  void publish_gauges();
+  void finish_generation();
+  void fail_all(const std::string& message);
+
+  std::unique_ptr<Engine> engine_;
+  EngineMetrics& metrics_;
+  AsyncEngineOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Pending> pending_;
+  std::vector<std::shared_ptr<GenerationChannel>> cancels_;
+  bool accepting_ = true;
+  bool stopping_ = false;
+  bool abort_all_ = false;
+  int64_t live_generations_ = 0;          // submitted, not yet fully finished
+  std::condition_variable idle_cv_;
+  std::atomic<int64_t> unstarted_{0};     // choices submitted that have no output yet
+
+  std::unordered_map<int64_t, Live> live_;  // engine thread only
+  int64_t last_preemptions_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace pagoda::server

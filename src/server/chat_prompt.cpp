@@ -1,0 +1,102 @@
+#include "server/chat_prompt.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "server/api_error.h"
+
+#if __has_include("tokenizer/chat_template.h")
+#include "tokenizer/chat_template.h"
+#define PAGODA_HAS_CHAT_TEMPLATE 1
+#else
+// The Jinja interpreter is not in this tree yet: chat requests answer 400 until it is.
+namespace pagoda {
+class ChatTemplate {};
+}  // namespace pagoda
+#define PAGODA_HAS_CHAT_TEMPLATE 0
+#endif
+
+namespace pagoda::server {
+namespace {
+
+// bos_token / eos_token of tokenizer_config.json: a string, {"content": ...} or null.
+std::string special_token(const nlohmann::json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  return "";
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+ChatPrompt::~ChatPrompt() = default;
+
+std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir) {
+#if PAGODA_HAS_CHAT_TEMPLATE
+  std::optional<ChatTemplate> tmpl = ChatTemplate::load_dir(model_dir);
+  if (!tmpl) return nullptr;
+  std::unique_ptr<ChatPrompt> p(new ChatPrompt());
+  p->template_ = std::make_unique<ChatTemplate>(std::move(*tmpl));
+  const auto config_path = std::filesystem::path(model_dir) / "tokenizer_config.json";
+  if (std::filesystem::exists(config_path)) {
+    std::ifstream in(config_path);
+    const nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+    if (!config.is_discarded()) {
+      p->bos_token = special_token(config, "bos_token");
+      p->eos_token = special_token(config, "eos_token");
+    }
+  }
+  return p;
+#else
+  (void)model_dir;
+  (void)&special_token;
+  LOG_WARN("this build has no chat template interpreter; /v1/chat/completions is unavailable");
+  return nullptr;
+#endif
+}
+
+std::string ChatPrompt::render(const ChatPromptRequest& r) const {
+#if PAGODA_HAS_CHAT_TEMPLATE
+  Json context = Json::object();
+  // chat_template_kwargs first, so that the request's own fields win over them.
+  for (const auto& [k, v] : r.chat_template_kwargs.items()) context[k] = v;
+  context["messages"] = r.messages;
+  if (!r.tools.is_null()) context["tools"] = r.tools;
+  context["add_generation_prompt"] = r.add_generation_prompt;
+  context["bos_token"] = bos_token;
+  context["eos_token"] = eos_token;
+  std::string text;
+  try {
+    text = template_->render(context);
+  } catch (const Error& e) {
+    throw bad_request(std::string("chat template error: ") + e.what(), "messages");
+  }
+  if (r.continue_final_message) {
+    // As Hugging Face: the prompt ends where the final message's text ends.
+    const std::string final_text = trim(r.messages.back().value("content", ""));
+    const size_t at = final_text.empty() ? std::string::npos : text.rfind(final_text);
+    if (at == std::string::npos)
+      throw bad_request("continue_final_message: the final message does not appear in the rendered prompt",
+                        "continue_final_message");
+    text.resize(at + final_text.size());
+  }
+  return text;
+#else
+  (void)r;
+  (void)&trim;
+  throw bad_request("this build has no chat template interpreter", "messages");
+#endif
+}
+
+}  // namespace pagoda::server

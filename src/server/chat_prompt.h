@@ -1,0 +1,32 @@
+// Chat messages -> prompt text through the model's own chat template (tokenizer_config.json or
+// chat_template.jinja), rendered with the context Hugging Face gives it: messages, tools,
+// add_generation_prompt, bos_token, eos_token and the request's chat_template_kwargs.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/openai_request.h"
+
+namespace pagoda {
+class ChatTemplate;
+}
+
+namespace pagoda::server {
+
+class ChatPrompt {
+ public:
+  // Null when the model directory has no chat template.
+  static std::unique_ptr<ChatPrompt> load(const std::string& model_dir);
+  ~ChatPrompt();
+
+  // The prompt text. Template errors (raise_exception included) become ApiError 400.
+  std::string render(const ChatPromptRequest& request) const;
+
+ private:
+  ChatPrompt() = default;
+  std::unique_ptr<ChatTemplate> template_;
+  std::string bos_token, eos_token;
+};
+
+}  // namespace pagoda::server

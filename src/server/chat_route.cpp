@@ -1,0 +1,174 @@
+// POST /v1/chat/completions: messages through the model's chat template; the output split into
+// reasoning_content, content and tool_calls; whole or streamed.
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/chat_output_parser.h"
+#include "server/generation.h"
+#include "server/openai_response.h"
+#include "server/routes.h"
+#include "server/sse.h"
+
+namespace pagoda::server {
+namespace {
+
+bool has_token(const Tokenizer* tok, const char* text) { return tok && tok->token_to_id(text).has_value(); }
+
+Json tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t first_index, bool with_index) {
+  Json out = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json call;
+    if (with_index) call["index"] = first_index + i;
+    call["id"] = calls[i].id;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+struct ChatChoice {
+  std::unique_ptr<ChatOutputParser> parser;
+  ChatDelta parsed;  // everything, for a whole response
+  std::vector<SampleResult> samples;
+  RequestOutput last;
+  bool started = false;  // streaming: the role chunk went out
+  size_t tool_calls_sent = 0;
+};
+
+void append(ChatDelta& into, ChatDelta d) {
+  into.reasoning += d.reasoning;
+  into.content += d.content;
+  for (auto& c : d.tool_calls) into.tool_calls.push_back(std::move(c));
+}
+
+std::string chat_finish_reason(const RequestOutput& last, size_t num_tool_calls) {
+  if (num_tool_calls > 0 && last.finish_reason == FinishReason::Stop) return "tool_calls";
+  return finish_reason_text(last.finish_reason);
+}
+
+struct ChatStream {
+  std::vector<ChatChoice> choices;
+  int64_t completion_tokens = 0;
+};
+
+}  // namespace
+
+void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  ChatRequest r = parse_chat_request(parse_json_body(req.body));
+  check_model_name(ctx, r.model);
+  if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
+  const std::string prompt_text = ctx.chat->render(r.prompt);
+  const std::vector<int32_t> ids = encode_text(ctx, prompt_text, "messages");
+  fit_prompt(ctx, ids, r.params, "messages");
+  std::vector<ChoiceSpec> specs;
+  fan_out(ids, r.params, specs);
+
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  ChatParserOptions popts;
+  popts.reasoning = ctx.options.reasoning_parser && has_token(tok, "<think>") && has_token(tok, "</think>");
+  popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
+  popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
+  auto state = std::make_shared<ChatStream>();
+  state->choices.resize(specs.size());
+  for (ChatChoice& c : state->choices) c.parser = std::make_unique<ChatOutputParser>(popts);
+
+  const std::string id = random_id("chatcmpl-");
+  const int64_t created = unix_now();
+  const std::string model = r.model.empty() ? ctx.model_name() : r.model;
+  const SamplingParams params = r.params;
+  const bool logprobs = r.logprobs;
+  const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
+  auto channel = submit(ctx, std::move(specs));
+
+  if (!r.stream) {
+    collect(channel, [&](ChoiceOutput& o) {
+      ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
+      append(c.parsed, c.parser->feed(o.out.new_text));
+      c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
+      if (o.out.finished) {
+        append(c.parsed, c.parser->finish());
+        c.last = std::move(o.out);
+      }
+    });
+    Json out_choices = Json::array();
+    int64_t completion_tokens = 0;
+    for (size_t i = 0; i < state->choices.size(); ++i) {
+      ChatChoice& c = state->choices[i];
+      Json message = {{"role", "assistant"}};
+      const bool calls = !c.parsed.tool_calls.empty();
+      message["content"] = calls && c.parsed.content.empty() ? Json(nullptr) : Json(c.parsed.content);
+      if (!c.parsed.reasoning.empty()) message["reasoning_content"] = c.parsed.reasoning;
+      if (calls) message["tool_calls"] = tool_calls_json(c.parsed.tool_calls, 0, false);
+      out_choices.push_back(
+          {{"index", i},
+           {"message", std::move(message)},
+           {"logprobs", logprobs ? Json{{"content", chat_logprobs_content(tok, c.samples)}} : Json(nullptr)},
+           {"finish_reason", chat_finish_reason(c.last, c.parsed.tool_calls.size())},
+           {"stop_reason", stop_reason_json(c.last, params)}});
+      completion_tokens += c.last.num_output_tokens;
+    }
+    send_json(res, {{"id", id},
+                    {"object", "chat.completion"},
+                    {"created", created},
+                    {"model", model},
+                    {"choices", out_choices},
+                    {"usage", usage_json(prompt_tokens, completion_tokens)}});
+    return;
+  }
+
+  const bool include_usage = r.include_usage;
+  auto chunk = [=](Json choice) {
+    Json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+              {"choices", Json::array({std::move(choice)})}};
+    if (include_usage) c["usage"] = nullptr;
+    return c;
+  };
+  stream_events(
+      ctx, res, channel,
+      [=](std::vector<ChoiceOutput>& items) {
+        std::string events;
+        for (ChoiceOutput& o : items) {
+          ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
+          const RequestOutput& out = o.out;
+          if (!c.started) {
+            c.started = true;
+            events += sse_event(chunk({{"index", o.choice},
+                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", nullptr}}));
+          }
+          ChatDelta d = c.parser->feed(out.new_text);
+          if (out.finished) {
+            append(d, c.parser->finish());
+            state->completion_tokens += out.num_output_tokens;
+          }
+          const bool has_logprobs = logprobs && !out.samples.empty();
+          if (d.empty() && !out.finished && !has_logprobs) continue;
+          Json delta = Json::object();
+          if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+          if (!d.content.empty()) delta["content"] = d.content;
+          if (!d.tool_calls.empty()) {
+            delta["tool_calls"] = tool_calls_json(d.tool_calls, c.tool_calls_sent, true);
+            c.tool_calls_sent += d.tool_calls.size();
+          }
+          Json choice = {{"index", o.choice},
+                         {"delta", std::move(delta)},
+                         {"logprobs", has_logprobs ? Json{{"content", chat_logprobs_content(tok, out.samples)}}
+                                                   : Json(nullptr)},
+                         {"finish_reason", out.finished ? Json(chat_finish_reason(out, c.tool_calls_sent))
+                                                        : Json(nullptr)}};
+          if (out.finished) choice["stop_reason"] = stop_reason_json(out, params);
+          events += sse_event(chunk(std::move(choice)));
+        }
+        return events;
+      },
+      [=] {
+        if (!include_usage) return std::string();
+        Json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+                  {"choices", Json::array()}, {"usage", usage_json(prompt_tokens, state->completion_tokens)}};
+        return sse_event(c);
+      });
+}
+
+}  // namespace pagoda::server

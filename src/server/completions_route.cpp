@@ -1,0 +1,113 @@
+// POST /v1/completions: text (or token-id) prompts, n choices each, whole or streamed.
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/chat_output_parser.h"
+#include "server/generation.h"
+#include "server/openai_response.h"
+#include "server/routes.h"
+#include "server/sse.h"
+
+namespace pagoda::server {
+namespace {
+
+struct CompletionChoice {
+  std::string text;
+  std::vector<SampleResult> samples;
+  RequestOutput last;  // the finishing output
+};
+
+struct StreamState {
+  std::vector<int64_t> text_offsets;
+  int64_t completion_tokens = 0;
+};
+
+}  // namespace
+
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const CompletionRequest r = parse_completion_request(parse_json_body(req.body));
+  check_model_name(ctx, r.model);
+  std::vector<ChoiceSpec> choices;
+  int64_t prompt_tokens = 0;
+  for (const CompletionPrompt& p : r.prompts) {
+    const std::vector<int32_t> ids = p.text ? encode_text(ctx, *p.text, "prompt") : p.token_ids;
+    SamplingParams params = r.params;
+    fit_prompt(ctx, ids, params, "prompt");
+    fan_out(ids, params, choices);
+    prompt_tokens += static_cast<int64_t>(ids.size());
+  }
+  const size_t num_choices = choices.size();
+  const std::string id = random_id("cmpl-");
+  const int64_t created = unix_now();
+  const std::string model = r.model.empty() ? ctx.model_name() : r.model;
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  const SamplingParams params = r.params;
+  auto channel = submit(ctx, std::move(choices));
+
+  if (!r.stream) {
+    std::vector<CompletionChoice> acc(num_choices);
+    collect(channel, [&](ChoiceOutput& o) {
+      CompletionChoice& c = acc[static_cast<size_t>(o.choice)];
+      c.text += o.out.new_text;
+      c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
+      if (o.out.finished) c.last = std::move(o.out);
+    });
+    Json out_choices = Json::array();
+    int64_t completion_tokens = 0;
+    for (size_t i = 0; i < acc.size(); ++i) {
+      CompletionChoice& c = acc[i];
+      int64_t offset = 0;
+      out_choices.push_back({{"index", i},
+                             {"text", c.text},
+                             {"logprobs", params.logprobs ? completion_logprobs(tok, c.samples, offset) : Json(nullptr)},
+                             {"finish_reason", finish_reason_text(c.last.finish_reason)},
+                             {"stop_reason", stop_reason_json(c.last, params)}});
+      completion_tokens += c.last.num_output_tokens;
+    }
+    send_json(res, {{"id", id},
+                    {"object", "text_completion"},
+                    {"created", created},
+                    {"model", model},
+                    {"choices", out_choices},
+                    {"usage", usage_json(prompt_tokens, completion_tokens)}});
+    return;
+  }
+
+  auto state = std::make_shared<StreamState>();
+  state->text_offsets.assign(num_choices, 0);
+  const bool include_usage = r.include_usage;
+  auto chunk = [=](Json choices_json) {
+    Json c = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+              {"choices", std::move(choices_json)}};
+    if (include_usage) c["usage"] = nullptr;
+    return c;
+  };
+  stream_events(
+      ctx, res, channel,
+      [=](std::vector<ChoiceOutput>& items) {
+        std::string events;
+        for (ChoiceOutput& o : items) {
+          const RequestOutput& out = o.out;
+          if (out.finished) state->completion_tokens += out.num_output_tokens;
+          const bool has_logprobs = params.logprobs && !out.samples.empty();
+          if (out.new_text.empty() && !out.finished && !has_logprobs) continue;
+          Json choice = {{"index", o.choice},
+                         {"text", out.new_text},
+                         {"logprobs", has_logprobs ? completion_logprobs(tok, out.samples,
+                                                                         state->text_offsets[static_cast<size_t>(o.choice)])
+                                                   : Json(nullptr)},
+                         {"finish_reason", out.finished ? Json(finish_reason_text(out.finish_reason)) : Json(nullptr)},
+                         {"stop_reason", out.finished ? stop_reason_json(out, params) : Json(nullptr)}};
+          events += sse_event(chunk(Json::array({std::move(choice)})));
+        }
+        return events;
+      },
+      [=] {
+        if (!include_usage) return std::string();
+        Json c = chunk(Json::array());
+        c["usage"] = usage_json(prompt_tokens, state->completion_tokens);
+        return sse_event(c);
+      });
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,62 @@
+// GET /v1/models, POST /tokenize, POST /detokenize (vLLM's), GET /metrics.
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/openai_response.h"
+#include "server/routes.h"
+
+namespace pagoda::server {
+
+void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  Json data = Json::array();
+  for (const std::string& name : ctx.options.served_model_names) {
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", unix_now()},
+                    {"owned_by", "pagoda"},
+                    {"root", ctx.options.model_dir},
+                    {"parent", nullptr},
+                    {"max_model_len", ctx.engine.max_model_len()}});
+  }
+  send_json(res, {{"object", "list"}, {"data", data}});
+}
+
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const TokenizeRequest r = parse_tokenize_request(parse_json_body(req.body));
+  check_model_name(ctx, r.model);
+  std::string text;
+  if (r.prompt) {
+    text = *r.prompt;
+  } else {
+    if (!ctx.chat) throw bad_request("this model has no chat template", "messages");
+    text = ctx.chat->render(r.chat);
+  }
+  const std::vector<int32_t> ids = encode_text(ctx, text, r.prompt ? "prompt" : "messages");
+  Json out = {{"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}, {"tokens", ids}};
+  if (r.return_token_strs) {
+    Json strs = Json::array();
+    for (int32_t id : ids) strs.push_back(token_text(ctx.engine.tokenizer(), id));
+    out["token_strs"] = strs;
+  } else {
+    out["token_strs"] = nullptr;
+  }
+  send_json(res, out);
+}
+
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const DetokenizeRequest r = parse_detokenize_request(parse_json_body(req.body));
+  check_model_name(ctx, r.model);
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  if (!tok) throw bad_request("this model has no tokenizer.json", "tokens");
+  for (int32_t id : r.tokens)
+    if (id >= tok->vocab_size())
+      throw bad_request("token id " + std::to_string(id) + " is outside the vocabulary", "tokens");
+  send_json(res, {{"prompt", tok->decode(r.tokens)}});
+}
+
+void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  res.set_content(ctx.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,322 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "server/api_error.h"
+
+namespace pagoda::server {
+namespace {
+
+const char* type_name(const Json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+[[noreturn]] void wrong_type(const std::string& key, const char* want, const Json& got) {
+  throw bad_request("'" + key + "' must be " + want + ", got " + type_name(got), key);
+}
+
+// Absent or null -> nullopt.
+const Json* field(const Json& j, const std::string& key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<double> opt_number(const Json& j, const std::string& key) {
+  const Json* v = field(j, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) wrong_type(key, "a number", *v);
+  const double d = v->get<double>();
+  if (!std::isfinite(d)) throw bad_request("'" + key + "' must be finite", key);
+  return d;
+}
+
+int64_t as_int(const Json& v, const std::string& key, int64_t lo, int64_t hi) {
+  if (!v.is_number()) wrong_type(key, "an integer", v);
+  int64_t i = 0;
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+      throw bad_request("'" + key + "' is out of range", key);
+    i = v.get<int64_t>();
+  } else {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9e15) wrong_type(key, "an integer", v);
+    i = static_cast<int64_t>(d);
+  }
+  if (i < lo || i > hi)
+    throw bad_request("'" + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          "], got " + std::to_string(i), key);
+  return i;
+}
+
+std::optional<int64_t> opt_int(const Json& j, const std::string& key,
+                               int64_t lo = std::numeric_limits<int32_t>::min(),
+                               int64_t hi = std::numeric_limits<int32_t>::max()) {
+  const Json* v = field(j, key);
+  if (!v) return std::nullopt;
+  return as_int(*v, key, lo, hi);
+}
+
+std::optional<bool> opt_bool(const Json& j, const std::string& key) {
+  const Json* v = field(j, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) wrong_type(key, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::optional<std::string> opt_string(const Json& j, const std::string& key) {
+  const Json* v = field(j, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) wrong_type(key, "a string", *v);
+  return v->get<std::string>();
+}
+
+std::vector<int32_t> token_id_list(const Json& v, const std::string& key) {
+  if (!v.is_array()) wrong_type(key, "an array of token ids", v);
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (const Json& t : v) ids.push_back(static_cast<int32_t>(as_int(t, key, 0, std::numeric_limits<int32_t>::max())));
+  return ids;
+}
+
+// The field a validate_sampling_params message is about: its first word.
+std::string param_of(const std::string& message) {
+  const size_t end = message.find_first_of(" ");
+  return message.substr(0, end);
+}
+
+// Sampling fields both endpoints take. max_tokens is read by the caller.
+void read_sampling(const Json& j, SamplingParams& p) {
+  if (auto v = opt_number(j, "temperature")) p.temperature = *v;
+  if (auto v = opt_number(j, "top_p")) p.top_p = *v;
+  if (auto v = opt_int(j, "top_k")) p.top_k = static_cast<int32_t>(*v);
+  if (auto v = opt_number(j, "min_p")) p.min_p = *v;
+  if (const Json* v = field(j, "seed")) {
+    const int64_t s = as_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+    p.seed = static_cast<uint64_t>(s);
+  }
+  if (auto v = opt_number(j, "presence_penalty")) p.presence_penalty = *v;
+  if (auto v = opt_number(j, "frequency_penalty")) p.frequency_penalty = *v;
+  if (auto v = opt_number(j, "repetition_penalty")) p.repetition_penalty = *v;
+  if (auto v = opt_int(j, "min_tokens")) p.min_tokens = static_cast<int32_t>(*v);
+  if (auto v = opt_bool(j, "ignore_eos")) p.ignore_eos = *v;
+  if (auto v = opt_int(j, "n")) p.n = static_cast<int32_t>(*v);
+  if (const Json* v = field(j, "stop")) {
+    if (v->is_string()) {
+      p.stop = {v->get<std::string>()};
+    } else if (v->is_array()) {
+      for (const Json& s : *v) {
+        if (!s.is_string()) wrong_type("stop", "a string or an array of strings", *v);
+        p.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      wrong_type("stop", "a string or an array of strings", *v);
+    }
+  }
+  if (const Json* v = field(j, "stop_token_ids")) p.stop_token_ids = token_id_list(*v, "stop_token_ids");
+}
+
+void finish_sampling(SamplingParams& p) {
+  if (auto err = validate_sampling_params(p)) throw bad_request(*err, param_of(*err));
+  if (p.n > kMaxChoices)
+    throw bad_request("n must be at most " + std::to_string(kMaxChoices) + ", got " + std::to_string(p.n), "n");
+  if (p.logprobs && *p.logprobs > kMaxLogprobs)
+    throw bad_request("logprobs must be at most " + std::to_string(kMaxLogprobs), "logprobs");
+}
+
+void read_stream(const Json& j, bool& stream, bool& include_usage) {
+  stream = opt_bool(j, "stream").value_or(false);
+  if (const Json* so = field(j, "stream_options")) {
+    if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+    if (!stream) throw bad_request("stream_options can only be given when stream is true", "stream_options");
+    include_usage = opt_bool(*so, "include_usage").value_or(false);
+  }
+}
+
+std::string read_model(const Json& j) { return opt_string(j, "model").value_or(""); }
+
+// A message's content as one string: a string, null (""), or an array of text parts joined by "\n"
+// (as vLLM flattens them for templates that expect strings).
+std::string content_text(const Json& content, size_t index) {
+  const std::string key = "messages[" + std::to_string(index) + "].content";
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) wrong_type(key, "a string or an array of content parts", content);
+  std::string text;
+  bool first = true;
+  for (const Json& part : content) {
+    if (!part.is_object()) wrong_type(key, "an array of content parts", content);
+    const std::string type = opt_string(part, "type").value_or("text");
+    if (type != "text")
+      throw bad_request("content parts of type '" + type + "' are not supported (text only)", key);
+    if (!first) text += "\n";
+    first = false;
+    text += opt_string(part, "text").value_or("");
+  }
+  return text;
+}
+
+Json normalize_messages(const Json& j) {
+  const Json* msgs = field(j, "messages");
+  if (!msgs) throw bad_request("'messages' is required", "messages");
+  if (!msgs->is_array() || msgs->empty()) throw bad_request("'messages' must be a non-empty array", "messages");
+  Json out = Json::array();
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const Json& m = (*msgs)[i];
+    const std::string key = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) wrong_type(key, "an object", m);
+    Json msg = m;
+    const Json* role = field(m, "role");
+    if (!role || !role->is_string()) throw bad_request(key + ".role must be a string", key + ".role");
+    msg["content"] = content_text(m.contains("content") ? m["content"] : Json(nullptr), i);
+    if (const Json* calls = field(m, "tool_calls")) {
+      if (!calls->is_array()) wrong_type(key + ".tool_calls", "an array", *calls);
+      // Templates expect arguments as a mapping; OpenAI sends them as a JSON string (vLLM parses it).
+      for (Json& call : msg["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+        Json& fn = call["function"];
+        if (fn.contains("arguments") && fn["arguments"].is_string()) {
+          Json parsed = Json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+          if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
+        }
+      }
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+ChatPromptRequest read_chat_prompt(const Json& j) {
+  ChatPromptRequest r;
+  r.messages = normalize_messages(j);
+  if (const Json* tools = field(j, "tools")) {
+    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    for (const Json& t : *tools) {
+      if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
+          !t["function"].contains("name") || !t["function"]["name"].is_string())
+        throw bad_request("each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tools");
+    }
+    if (!tools->empty()) r.tools = *tools;
+  }
+  r.add_generation_prompt = opt_bool(j, "add_generation_prompt").value_or(true);
+  r.continue_final_message = opt_bool(j, "continue_final_message").value_or(false);
+  if (r.add_generation_prompt && r.continue_final_message)
+    throw bad_request("continue_final_message and add_generation_prompt cannot both be true",
+                      "continue_final_message");
+  if (const Json* kw = field(j, "chat_template_kwargs")) {
+    if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
+    r.chat_template_kwargs = *kw;
+  }
+  if (field(j, "chat_template"))
+    throw bad_request("a per-request chat_template is not supported; the model's own template is used",
+                      "chat_template");
+  return r;
+}
+
+}  // namespace
+
+Json parse_json_body(const std::string& body) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw bad_request("the request body is not valid JSON");
+  if (!j.is_object()) throw bad_request("the request body must be a JSON object");
+  return j;
+}
+
+CompletionRequest parse_completion_request(const Json& j) {
+  CompletionRequest r;
+  r.model = read_model(j);
+  const Json* prompt = field(j, "prompt");
+  if (!prompt) throw bad_request("'prompt' is required", "prompt");
+  auto bad_prompt = [] {
+    return bad_request("'prompt' must be a string, an array of strings, an array of token ids or an array of "
+                       "arrays of token ids", "prompt");
+  };
+  if (prompt->is_string()) {
+    r.prompts.push_back({prompt->get<std::string>(), {}});
+  } else if (prompt->is_array()) {
+    if (prompt->empty()) throw bad_request("'prompt' cannot be empty", "prompt");
+    const Json& first = prompt->front();
+    if (first.is_number()) {
+      r.prompts.push_back({std::nullopt, token_id_list(*prompt, "prompt")});
+    } else {
+      for (const Json& p : *prompt) {
+        if (p.is_string()) r.prompts.push_back({p.get<std::string>(), {}});
+        else if (p.is_array()) r.prompts.push_back({std::nullopt, token_id_list(p, "prompt")});
+        else throw bad_prompt();
+      }
+    }
+  } else {
+    throw bad_prompt();
+  }
+  read_sampling(j, r.params);
+  r.params.max_tokens = static_cast<int32_t>(opt_int(j, "max_tokens").value_or(16));  // OpenAI's default
+  if (auto v = opt_int(j, "logprobs", 0, kMaxLogprobs)) r.params.logprobs = static_cast<int32_t>(*v);
+  r.echo = opt_bool(j, "echo").value_or(false);
+  if (r.echo) throw bad_request("echo is not supported", "echo");
+  if (opt_string(j, "suffix")) throw bad_request("suffix is not supported", "suffix");
+  if (auto best_of = opt_int(j, "best_of"); best_of && *best_of != r.params.n)
+    throw bad_request("best_of other than n is not supported", "best_of");
+  read_stream(j, r.stream, r.include_usage);
+  finish_sampling(r.params);
+  if (static_cast<int64_t>(r.prompts.size()) * r.params.n > kMaxChoices)
+    throw bad_request("prompts x n must be at most " + std::to_string(kMaxChoices), "n");
+  return r;
+}
+
+ChatRequest parse_chat_request(const Json& j) {
+  ChatRequest r;
+  r.model = read_model(j);
+  r.prompt = read_chat_prompt(j);
+  read_sampling(j, r.params);
+  if (auto v = opt_int(j, "max_completion_tokens")) r.params.max_tokens = static_cast<int32_t>(*v);
+  else if (auto w = opt_int(j, "max_tokens")) r.params.max_tokens = static_cast<int32_t>(*w);
+  r.logprobs = opt_bool(j, "logprobs").value_or(false);
+  if (auto top = opt_int(j, "top_logprobs", 0, kMaxLogprobs)) {
+    if (!r.logprobs) throw bad_request("top_logprobs needs logprobs set to true", "top_logprobs");
+    r.params.logprobs = static_cast<int32_t>(*top);
+  } else if (r.logprobs) {
+    r.params.logprobs = 0;
+  }
+  std::string tool_choice = "auto";
+  if (const Json* tc = field(j, "tool_choice")) {
+    if (tc->is_string()) tool_choice = tc->get<std::string>();
+    else if (tc->is_object()) tool_choice = "named";
+    else wrong_type("tool_choice", "a string or an object", *tc);
+    if (tool_choice != "auto" && tool_choice != "none" && tool_choice != "required" && tool_choice != "named")
+      throw bad_request("tool_choice must be none, auto, required or a named function", "tool_choice");
+  }
+  r.parse_tool_calls = !r.prompt.tools.is_null() && tool_choice != "none";
+  read_stream(j, r.stream, r.include_usage);
+  finish_sampling(r.params);
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(const Json& j) {
+  TokenizeRequest r;
+  r.model = read_model(j);
+  if (field(j, "messages")) {
+    r.chat = read_chat_prompt(j);
+  } else {
+    r.prompt = opt_string(j, "prompt");
+    if (!r.prompt) throw bad_request("give 'prompt' (a string) or 'messages'", "prompt");
+  }
+  r.return_token_strs = opt_bool(j, "return_token_strs").value_or(false);
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(const Json& j) {
+  DetokenizeRequest r;
+  r.model = read_model(j);
+  const Json* tokens = field(j, "tokens");
+  if (!tokens) throw bad_request("'tokens' is required", "tokens");
+  r.tokens = token_id_list(*tokens, "tokens");
+  return r;
+}
+
+}  // namespace pagoda::server

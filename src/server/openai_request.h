@@ -1,0 +1,77 @@
+// Requests of the OpenAI-compatible API (and vLLM's extensions), parsed and validated. Every
+// problem becomes ApiError 400 naming the field; nothing here touches the engine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling_params.h"
+
+namespace pagoda::server {
+
+using Json = nlohmann::ordered_json;
+
+// The body as a JSON object (400 for anything else). Object key order is kept: the chat template
+// sees tools and arguments in the order the client wrote them, as Python dicts keep it.
+Json parse_json_body(const std::string& body);
+
+struct CompletionPrompt {
+  std::optional<std::string> text;  // a text prompt, tokenized by the server
+  std::vector<int32_t> token_ids;   // a prompt given as token ids
+};
+
+struct CompletionRequest {
+  std::string model;  // "" when not given
+  std::vector<CompletionPrompt> prompts;
+  SamplingParams params;  // params.n choices per prompt
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+};
+
+// The chat fields that decide the prompt (shared with /tokenize).
+struct ChatPromptRequest {
+  Json messages = Json::array();  // normalized: content is a string, tool arguments are objects
+  Json tools;                     // null or an array of tools
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  Json chat_template_kwargs = Json::object();
+};
+
+struct ChatRequest {
+  std::string model;
+  ChatPromptRequest prompt;
+  bool parse_tool_calls = false;  // tools given and tool_choice is not "none"
+  SamplingParams params;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;  // params.logprobs holds top_logprobs when set
+};
+
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;  // text form; otherwise `chat` holds messages
+  ChatPromptRequest chat;
+  bool return_token_strs = false;
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+CompletionRequest parse_completion_request(const Json& body);
+ChatRequest parse_chat_request(const Json& body);
+TokenizeRequest parse_tokenize_request(const Json& body);
+DetokenizeRequest parse_detokenize_request(const Json& body);
+
+// The largest top-n logprobs a request may ask for (vLLM's default max_logprobs).
+inline constexpr int32_t kMaxLogprobs = 20;
+// The most choices one request may fan out into.
+inline constexpr int32_t kMaxChoices = 256;
+
+}  // namespace pagoda::server

@@ -1,0 +1,11 @@
+#include "server/sse.h"
+
+namespace pagoda::server {
+
+std::string dump_json(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string sse_event(const nlohmann::ordered_json& data) { return "data: " + dump_json(data) + "\n\n"; }
+
+}  // namespace pagoda::server
