@@ -78,8 +78,10 @@ void run_serve(ServeArgs& a) {
   server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests});
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server});
   const int port = http.bind();
-  LOG_INFO("serving " << a.server.served_model_names.front() << " on http://" << a.server.host << ":" << port
-                      << " (" << a.server.http_threads << " HTTP threads)");
+  // Printed whatever the log level: scripts (and the tests) read the port from it with --port 0.
+  std::fprintf(stderr, "pagoda: serving %s on http://%s:%d (%d HTTP threads)\n",
+               a.server.served_model_names.front().c_str(), a.server.host.c_str(), port, a.server.http_threads);
+  std::fflush(stderr);
 
   std::atomic<bool> http_done{false};
   std::thread signal_thread([&] {

@@ -11,9 +11,10 @@ namespace pagoda::server {
 
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string message, std::string type, std::string param = {}, std::string code = {})
-      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)),
-        code(std::move(code)) {}
+  ApiError(int http_status, const std::string& message, std::string error_type, std::string error_param = {},
+           std::string error_code = {})
+      : std::runtime_error(message), status(http_status), type(std::move(error_type)),
+        param(std::move(error_param)), code(std::move(error_code)) {}
 
   int status;
   std::string type;

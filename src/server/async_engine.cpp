@@ -22,11 +22,6 @@ std::string GenerationChannel::error() const {
   return error_;
 }
 
-int32_t GenerationChannel::num_choices() const {
-  std::lock_guard lock(mu_);
-  return static_cast<int32_t>(engine_ids_.size());
-}
-
 void GenerationChannel::push(ChoiceOutput o) {
   {
     std::lock_guard lock(mu_);

@@ -46,7 +46,6 @@ class GenerationChannel {
   bool next(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout);
   // Set when the engine could not take the request (message for the client); the choices are done.
   std::string error() const;
-  int32_t num_choices() const;
 
  private:
   friend class AsyncEngine;

@@ -80,7 +80,7 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
   try {
     text = template_->render(context);
   } catch (const Error& e) {
-    throw bad_request(std::string("chat template error: ") + e.what(), "messages");
+    throw bad_request(e.what(), "messages");
   }
   if (r.continue_final_message) {
     // As Hugging Face: the prompt ends where the final message's text ends.

@@ -32,6 +32,8 @@ void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, Sa
     if (id < 0 || id >= vocab)
       throw bad_request("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                             std::to_string(vocab) + ")", param);
+  if (!params.stop.empty() && !ctx.engine.tokenizer())
+    throw bad_request("stop strings need a tokenizer, and this model has none; use stop_token_ids", "stop");
   const int64_t max_len = ctx.engine.max_model_len();
   const int64_t n = static_cast<int64_t>(prompt.size());
   const int64_t want = params.max_tokens ? *params.max_tokens : std::max<int64_t>(1, max_len - n);

@@ -37,6 +37,7 @@ struct Expr {
   ExprKind kind = ExprKind::Literal;
   int line = 0;
   int col = 0;
+  int depth = 1;  // of the subtree; the parser bounds it so evaluation cannot overflow the stack
   Value value;
   std::string name;  // Name, Getattr, Filter, Test; Binary: the operator
   std::vector<ExprPtr> args;

@@ -41,12 +41,6 @@ Value builtin_range(Evaluator&, CallArgs& a) {
   return Value::list_of(std::move(out));
 }
 
-Dict kwargs_dict(CallArgs& a) {
-  Dict d;
-  for (auto& [k, v] : a.kw) d.set(Value::string(k), std::move(v));
-  return d;
-}
-
 Value builtin_namespace(Evaluator&, CallArgs& a) {
   Dict d;
   for (const Value& p : a.pos) {
@@ -261,6 +255,7 @@ void Evaluator::exec_for(const Stmt& s, std::string& out) {
     frame_->parent = outer;
     assign(s, s.targets, s.unpack, items[static_cast<size_t>(k)]);
     Dict loop;
+    loop.entries.reserve(12);
     auto put = [&](const char* key, Value v) { loop.entries.emplace_back(Value::string(key), std::move(v)); };
     put("index0", Value::integer(k));
     put("index", Value::integer(k + 1));

@@ -18,7 +18,7 @@ namespace pagoda::jinja {
 
 struct Limits {
   size_t max_output_bytes = size_t{64} << 20;  // any one string, and the whole render
-  uint64_t max_steps = 50'000'000;             // statements + expressions evaluated
+  uint64_t max_steps = 5'000'000;              // statements + expressions evaluated
   int max_call_depth = 64;                     // nested macro calls
 };
 

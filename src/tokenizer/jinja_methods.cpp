@@ -250,7 +250,7 @@ bool all_cps(const std::string& s, Pred pred) {
   return !cps.empty() && std::all_of(cps.begin(), cps.end(), pred);
 }
 
-Value bind(const Value& obj, const std::string& name, std::function<Value(Evaluator&, const Value&, CallArgs&)> f) {
+Value bound(const Value& obj, const std::string& name, std::function<Value(Evaluator&, const Value&, CallArgs&)> f) {
   return Value::function(name, [obj, f = std::move(f)](Evaluator& ev, CallArgs& a) { return f(ev, obj, a); });
 }
 
@@ -263,7 +263,7 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
   using A = CallArgs;
   if (name == "startswith" || name == "endswith") {
     const bool suffix = name == "endswith";
-    return bind(obj, name, [suffix](Evaluator&, const Value& self, A& a) {
+    return bound(obj, name, [suffix](Evaluator&, const Value& self, A& a) {
       const Value* p = arg(a, 0, "prefix");
       if (p == nullptr) throw Error("startswith/endswith takes at least 1 argument");
       return Value::boolean(affix_match(self.s, *p, suffix));
@@ -271,7 +271,7 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
   }
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool left = name != "rstrip", right = name != "lstrip";
-    return bind(obj, name, [left, right](Evaluator&, const Value& self, A& a) {
+    return bound(obj, name, [left, right](Evaluator&, const Value& self, A& a) {
       const Value* c = arg(a, 0, "chars");
       if (c && !c->is_none() && !c->is_string()) throw Error("strip arg must be None or str");
       return Value::string(str_strip(self.s, c && c->is_string() ? &c->s : nullptr, left, right));
@@ -279,18 +279,18 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
   }
   if (name == "split" || name == "rsplit") {
     const bool right = name == "rsplit";
-    return bind(obj, name, [right](Evaluator&, const Value& self, A& a) { return str_split(self.s, a, right); });
+    return bound(obj, name, [right](Evaluator&, const Value& self, A& a) { return str_split(self.s, a, right); });
   }
   if (name == "replace")
-    return bind(obj, name, [](Evaluator& ev, const Value& self, A& a) { return str_replace(ev, self.s, a); });
-  if (name == "upper") return bind(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_upper(self.s)); });
-  if (name == "lower") return bind(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_lower(self.s)); });
-  if (name == "title") return bind(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_title(self.s)); });
+    return bound(obj, name, [](Evaluator& ev, const Value& self, A& a) { return str_replace(ev, self.s, a); });
+  if (name == "upper") return bound(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_upper(self.s)); });
+  if (name == "lower") return bound(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_lower(self.s)); });
+  if (name == "title") return bound(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_title(self.s)); });
   if (name == "capitalize")
-    return bind(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_capitalize(self.s)); });
+    return bound(obj, name, [](Evaluator&, const Value& self, A&) { return Value::string(str_capitalize(self.s)); });
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
     const bool rev = name[0] == 'r', raise = name.find("index") != std::string::npos;
-    return bind(obj, name, [rev, raise](Evaluator&, const Value& self, A& a) {
+    return bound(obj, name, [rev, raise](Evaluator&, const Value& self, A& a) {
       const std::string& sub = str_arg(a, 0, "sub", "find");
       const size_t k = rev ? self.s.rfind(sub) : self.s.find(sub);
       if (k == std::string::npos) {
@@ -301,7 +301,7 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
     });
   }
   if (name == "count") {
-    return bind(obj, name, [](Evaluator&, const Value& self, A& a) {
+    return bound(obj, name, [](Evaluator&, const Value& self, A& a) {
       const std::string& sub = str_arg(a, 0, "sub", "count");
       if (sub.empty()) return Value::integer(static_cast<int64_t>(code_point_count(self.s)) + 1);
       int64_t n = 0;
@@ -310,7 +310,7 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
     });
   }
   if (name == "join") {
-    return bind(obj, name, [](Evaluator& ev, const Value& self, A& a) {
+    return bound(obj, name, [](Evaluator& ev, const Value& self, A& a) {
       const Value* it = arg(a, 0, "iterable");
       if (it == nullptr) throw Error("join() takes exactly one argument");
       std::string out;
@@ -326,22 +326,22 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
     });
   }
   if (name == "format")
-    return bind(obj, name, [](Evaluator&, const Value& self, A& a) { return Value::string(str_format(self.s, a)); });
+    return bound(obj, name, [](Evaluator&, const Value& self, A& a) { return Value::string(str_format(self.s, a)); });
   if (name == "splitlines") {
-    return bind(obj, name, [](Evaluator&, const Value& self, A&) {
+    return bound(obj, name, [](Evaluator&, const Value& self, A&) {
       std::vector<Value> out;
       for (std::string& l : str_splitlines(self.s)) out.push_back(Value::string(std::move(l)));
       return Value::list_of(std::move(out));
     });
   }
   if (name == "isdigit" || name == "isnumeric" || name == "isdecimal") {
-    return bind(obj, name, [](Evaluator&, const Value& self, A&) {
+    return bound(obj, name, [](Evaluator&, const Value& self, A&) {
       return Value::boolean(all_cps(self.s, [](uint32_t c) { return utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_ND; }));
     });
   }
   if (name == "isalpha" || name == "isalnum") {
     const bool alnum = name == "isalnum";
-    return bind(obj, name, [alnum](Evaluator&, const Value& self, A&) {
+    return bound(obj, name, [alnum](Evaluator&, const Value& self, A&) {
       return Value::boolean(all_cps(self.s, [alnum](uint32_t c) {
         const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
         const bool alpha = cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
@@ -350,10 +350,10 @@ std::optional<Value> string_method(const Value& obj, const std::string& name) {
     });
   }
   if (name == "isspace")
-    return bind(obj, name, [](Evaluator&, const Value& self, A&) { return Value::boolean(all_cps(self.s, py_isspace)); });
+    return bound(obj, name, [](Evaluator&, const Value& self, A&) { return Value::boolean(all_cps(self.s, py_isspace)); });
   if (name == "islower" || name == "isupper") {
     const bool lower = name == "islower";
-    return bind(obj, name, [lower](Evaluator&, const Value& self, A&) {
+    return bound(obj, name, [lower](Evaluator&, const Value& self, A&) {
       bool any = false;
       for (const uint32_t c : code_points(self.s)) {
         if (lower ? is_upper_cp(c) : (is_lower_cp(c) || utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_LT))
@@ -370,7 +370,7 @@ std::optional<Value> dict_method(const Value& obj, const std::string& name) {
   using A = CallArgs;
   if (name == "items" || name == "keys" || name == "values") {
     const int which = name == "items" ? 0 : name == "keys" ? 1 : 2;
-    return bind(obj, name, [which](Evaluator&, const Value& self, A&) {
+    return bound(obj, name, [which](Evaluator&, const Value& self, A&) {
       std::vector<Value> out;
       for (const auto& [k, v] : self.dict->entries)
         out.push_back(which == 0 ? Value::list_of({k, v}, true) : which == 1 ? k : v);
@@ -378,7 +378,7 @@ std::optional<Value> dict_method(const Value& obj, const std::string& name) {
     });
   }
   if (name == "get") {
-    return bind(obj, name, [](Evaluator&, const Value& self, A& a) {
+    return bound(obj, name, [](Evaluator&, const Value& self, A& a) {
       const Value* k = arg(a, 0, "key");
       if (k == nullptr) throw Error("get expected at least 1 argument, got 0");
       if (const Value* v = self.dict->find(*k)) return *v;
@@ -386,7 +386,7 @@ std::optional<Value> dict_method(const Value& obj, const std::string& name) {
       return d ? *d : Value::none();
     });
   }
-  if (name == "copy") return bind(obj, name, [](Evaluator&, const Value& self, A&) { return Value::dict_of(*self.dict); });
+  if (name == "copy") return bound(obj, name, [](Evaluator&, const Value& self, A&) { return Value::dict_of(*self.dict); });
   if (name == "pop" || name == "popitem" || name == "update" || name == "clear" || name == "setdefault")
     return unsafe(obj, name);
   return std::nullopt;
@@ -396,7 +396,7 @@ std::optional<Value> list_method(const Value& obj, const std::string& name) {
   using A = CallArgs;
   if (name == "index" || name == "count") {
     const bool count = name == "count";
-    return bind(obj, name, [count](Evaluator&, const Value& self, A& a) {
+    return bound(obj, name, [count](Evaluator&, const Value& self, A& a) {
       const Value* x = arg(a, 0, "value");
       if (x == nullptr) throw Error(std::string(count ? "count" : "index") + "() takes exactly one argument");
       int64_t n = 0;
@@ -410,7 +410,7 @@ std::optional<Value> list_method(const Value& obj, const std::string& name) {
     });
   }
   if (name == "copy" && !obj.is_tuple)
-    return bind(obj, name, [](Evaluator&, const Value& self, A&) { return Value::list_of(*self.list); });
+    return bound(obj, name, [](Evaluator&, const Value& self, A&) { return Value::list_of(*self.list); });
   if (!obj.is_tuple && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
                         name == "remove" || name == "reverse" || name == "sort" || name == "clear"))
     return unsafe(obj, name);

@@ -10,7 +10,11 @@ namespace pagoda::jinja {
 namespace {
 
 std::string object_desc(const Value& v) {
-  return v.type == Type::None ? "'None'" : "'" + type_name(v) + " object'";
+  if (v.type == Type::None) return "'None'";
+  std::string out = "'";
+  out += type_name(v);
+  out += " object'";
+  return out;
 }
 
 Value missing_attr(const Value& obj, const std::string& name) {
@@ -21,10 +25,8 @@ Value missing_attr(const Value& obj, const std::string& name) {
   throw Error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
-int64_t checked(bool overflow, int64_t v) {
-  if (overflow) throw Error("integer overflow");
-  return v;
-}
+// The result of a __builtin_*_overflow call: r once the call has stored it.
+#define PAGODA_CHECKED(call, r) ((call) ? throw Error("integer overflow") : (r))
 
 Value repeat(Evaluator& ev, const Value& seq, int64_t count) {
   if (count <= 0) return seq.is_string() ? Value::string("") : Value::list_of({}, seq.is_tuple);
@@ -197,7 +199,7 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
   int64_t r = 0;
   if (op == "+") {
     if (floats) return Value::real(a.as_double() + b.as_double());
-    if (nums) return Value::integer(checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+    if (nums) return Value::integer(PAGODA_CHECKED(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
     if (a.is_string() && b.is_string()) {
       ev.check_size(a.s.size() + b.s.size());
       return Value::string(a.s + b.s);
@@ -212,12 +214,12 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
   }
   if (op == "-") {
     if (floats) return Value::real(a.as_double() - b.as_double());
-    if (nums) return Value::integer(checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+    if (nums) return Value::integer(PAGODA_CHECKED(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
     unsupported("-", a, b);
   }
   if (op == "*") {
     if (floats) return Value::real(a.as_double() * b.as_double());
-    if (nums) return Value::integer(checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+    if (nums) return Value::integer(PAGODA_CHECKED(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
     if ((a.is_string() || a.is_list()) && b.is_integral()) return repeat(ev, a, b.as_int());
     if ((b.is_string() || b.is_list()) && a.is_integral()) return repeat(ev, b, a.as_int());
     unsupported("*", a, b);
@@ -267,9 +269,9 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
     if (!floats && b.as_int() >= 0) {
       int64_t base = a.as_int(), e = b.as_int(), acc = 1;
       while (e > 0) {
-        if (e & 1) acc = checked(__builtin_mul_overflow(acc, base, &r), r);
+        if ((e & 1) && __builtin_mul_overflow(acc, base, &acc)) throw Error("integer overflow");
         e >>= 1;
-        if (e > 0) base = checked(__builtin_mul_overflow(base, base, &r), r);
+        if (e > 0 && __builtin_mul_overflow(base, base, &base)) throw Error("integer overflow");
       }
       return Value::integer(acc);
     }

@@ -9,6 +9,15 @@ root="$PWD/.deps/root"
 export PKG_CONFIG_PATH="$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/share/pkgconfig"
 export PKG_CONFIG_SYSROOT_DIR="$root"  # the .pc files say prefix=/usr
 export PATH="/usr/local/cuda/bin:$PATH"
+# cpp-httplib's .pc names openssl, zlib and brotli as private requirements; the GPU machine has their
+# runtime libraries but no .pc files: stand-ins let pkg-config resolve it (nothing is linked from them).
+stub="$PWD/.deps/stub-pc"
+mkdir -p "$stub"
+export PKG_CONFIG_PATH="$PKG_CONFIG_PATH:$stub"
+for m in openssl zlib libbrotlicommon libbrotlidec libbrotlienc; do
+  pkg-config --exists "$m" 2>/dev/null ||
+    printf 'Name: %s\nDescription: stand-in (tools/device/build.sh)\nVersion: 99\n' "$m" > "$stub/$m.pc"
+done
 build="${BUILD:-build-gpu}"
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)

@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pkgs=(nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2
-      libgtest-dev libgmock-dev libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev
-      libcpp-httplib-dev libcpp-httplib0.11 libbenchmark-dev libbenchmark1debian)
+      libgtest-dev libgmock-dev
+      libcpp-httplib-dev libcpp-httplib0.11 libbenchmark-dev libbenchmark1debian
+      libssl-dev libssl3 zlib1g-dev libbrotli-dev libbrotli1)  # httplib.h includes their headers
 mkdir -p .deps/debs .deps/root
 (cd .deps/debs && apt-get download "${pkgs[@]}" >/dev/null)
 for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
@@ -18,5 +19,6 @@ find .deps/root -type l | while read -r l; do
 done
 # Keep the carried tree small (the device tool carries at most 64 MiB): no static BLAS, LAPACK, docs.
 rm -rf .deps/root/usr/share/doc .deps/root/usr/share/man
-find .deps/root -name 'libopenblas*.a' -delete -o -name 'liblapack*' -delete
+# Static archives pagoda does not link (crypto, pcre2-16/32) only cost transfer time.
+find .deps/root \( -name 'libcrypto.a' -o -name 'libssl.a' -o -name 'libpcre2-16*' -o -name 'libpcre2-32*' \) -delete
 du -sh .deps

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run ON the GPU machine after tools/device/build.sh: the tiny fixtures' greedy tokens on the GPU
 # against transformers' fp32 reference (the CPU engine matches it exactly; see tests/model).
-# Prints, per fixture, how many of the 32-token continuations are identical.
+# Prints, per fixture, how many of the 32-token continuations are identical. PARITY_FLAGS adds engine
+# flags (e.g. PARITY_FLAGS=--enforce-eager to compare with CUDA graphs off).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build="${BUILD:-build-gpu}"
@@ -15,7 +16,7 @@ for c in ref["cases"]:
     print(json.dumps({"prompt_token_ids": c["prompt_ids"]}))
 PY
   "$build/pagoda" generate "$m" --device cuda --temperature 0 --ignore-eos --max-tokens 32 \
-    --max-model-len 512 --prompts /tmp/in.jsonl --output /tmp/out.jsonl 2>/tmp/err.log ||
+    --max-model-len 512 ${PARITY_FLAGS:-} --prompts /tmp/in.jsonl --output /tmp/out.jsonl 2>/tmp/err.log ||
     { echo "$name: pagoda failed: $(tail -2 /tmp/err.log)"; continue; }
   python3 - "$m" <<'PY'
 import json, sys

@@ -48,6 +48,8 @@ fi
 if has parity; then
   stamp parity
   tools/device/gpu_parity.sh 2>&1 | tee "$out/parity.txt"
+  echo "--- the same with --enforce-eager"
+  PARITY_FLAGS=--enforce-eager tools/device/gpu_parity.sh 2>&1 | tee "$out/parity_eager.txt"
 fi
 if has logits; then
   stamp logits

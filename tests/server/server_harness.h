@@ -1,0 +1,247 @@
+// Runs `pagoda serve` for the server tests: a model directory made at test time (the tiny Qwen3
+// fixture + a small byte-level BPE tokenizer.json + Qwen3's real chat template), the server on a
+// free loopback port, curl for raw HTTP.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/byte_level.h"
+
+extern char** environ;
+
+namespace pagoda::server::test {
+
+namespace fs = std::filesystem;
+
+inline std::string source_path(const std::string& rel) { return std::string(PAGODA_SOURCE_DIR) + "/" + rel; }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// Ids 0..255: the bytes; 256..499: two-letter merges ("aa", "ab", ...); 500..511: added tokens.
+// Every id of the fixture's 512-token vocabulary decodes, whatever the random weights sample.
+inline nlohmann::json tiny_tokenizer_json() {
+  nlohmann::json vocab = nlohmann::json::object();
+  int id = 0;
+  for (int b = 0; b < 256; ++b) vocab[std::string(byte_level::byte_to_utf8(static_cast<uint8_t>(b)))] = id++;
+  nlohmann::json merges = nlohmann::json::array();
+  for (char a = 'a'; a <= 'z' && id < 500; ++a)
+    for (char b = 'a'; b <= 'z' && id < 500; ++b) {
+      vocab[std::string{a, b}] = id++;
+      merges.push_back(nlohmann::json::array({std::string(1, a), std::string(1, b)}));
+    }
+  const std::vector<std::pair<std::string, bool>> added = {
+      {"<|endoftext|>", true}, {"<|im_start|>", true},     {"<|im_end|>", true},        {"<think>", false},
+      {"</think>", false},     {"<tool_call>", false},     {"</tool_call>", false},     {"<tool_response>", false},
+      {"</tool_response>", false}, {"<|pad_0|>", true},    {"<|pad_1|>", true},         {"<|pad_2|>", true}};
+  nlohmann::json added_tokens = nlohmann::json::array();
+  for (const auto& [content, special] : added) {
+    added_tokens.push_back({{"id", id++}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                            {"rstrip", false}, {"normalized", false}, {"special", special}});
+  }
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", added_tokens},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "ByteLevel"}}},
+          {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
+// A fresh model directory: the fixture's weights and config, the tokenizer above, Qwen3's template.
+inline std::string make_test_model_dir() {
+  const std::string qwen3_config = source_path("tests/data/qwen3-tokenizer/tokenizer_config.json");
+  if (!fs::exists(qwen3_config)) {
+    ADD_FAILURE() << qwen3_config << " is missing: run tools/fetch_test_data.sh";
+    return "";
+  }
+  std::string tmpl = (fs::temp_directory_path() / "pagoda-serve-XXXXXX").string();
+  const char* dir = mkdtemp(tmpl.data());
+  if (!dir) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return "";
+  }
+  const fs::path fixture = source_path("tests/fixtures/models/qwen3-tiny-tied");
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+    fs::create_symlink(fixture / f, fs::path(dir) / f);
+  write_file(std::string(dir) + "/tokenizer.json", tiny_tokenizer_json().dump());
+  const nlohmann::json real = nlohmann::json::parse(read_file(qwen3_config));
+  const nlohmann::json config = {{"chat_template", real["chat_template"]},
+                                 {"eos_token", "<|im_end|>"},
+                                 {"bos_token", nullptr},
+                                 {"pad_token", "<|endoftext|>"}};
+  write_file(std::string(dir) + "/tokenizer_config.json", config.dump());
+  return dir;
+}
+
+// make_test_model_dir() for one test, removed when the test ends.
+struct TestModelDir {
+  TestModelDir() : path(make_test_model_dir()) {}
+  ~TestModelDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+  TestModelDir(const TestModelDir&) = delete;
+  std::string path;
+};
+
+struct CommandResult {
+  int code = -1;
+  std::string out;
+};
+
+inline CommandResult run_command(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+class ServerProcess {
+ public:
+  ServerProcess() = default;
+  ServerProcess(const ServerProcess&) = delete;
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // Starts `pagoda serve MODEL_DIR --host 127.0.0.1 --port 0 ARGS...` and waits for /health.
+  bool start(const std::string& model_dir, const std::vector<std::string>& args) {
+    log_ = model_dir + "/serve-" + std::to_string(++instance_) + ".log";
+    std::vector<std::string> argv = {PAGODA_BINARY, "serve", model_dir, "--host", "127.0.0.1", "--port", "0",
+                                     "--threads", "2"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    const int rc = posix_spawn(&pid_, PAGODA_BINARY, &fa, nullptr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const std::regex listening(R"(on http://127\.0\.0\.1:(\d+))");
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::smatch m;
+      const std::string text = log();
+      if (port_ == 0 && std::regex_search(text, m, listening)) port_ = std::stoi(m[1]);
+      if (port_ != 0 && get("/health").status == 200) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // SIGTERM and wait; the exit status (-1 when it did not exit within `timeout`).
+  int stop(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+  int port() const { return port_; }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::string log() const { return read_file(log_); }
+
+  // One request through curl. `headers`: extra -H values.
+  HttpResult request(const std::string& method, const std::string& path, const std::string& body = "",
+                     const std::vector<std::string>& headers = {}) const {
+    const std::string body_file = log_ + ".body";
+    std::string cmd = "curl -s -m 60 -o - -w '\\n%{http_code}' -X " + method;
+    for (const auto& h : headers) cmd += " -H '" + h + "'";
+    if (!body.empty()) {
+      write_file(body_file, body);
+      cmd += " -H 'Content-Type: application/json' --data-binary @" + body_file;
+    }
+    cmd += " '" + url(path) + "'";
+    const CommandResult r = run_command(cmd);
+    HttpResult h;
+    const size_t nl = r.out.rfind('\n');
+    if (nl == std::string::npos) return h;
+    h.body = r.out.substr(0, nl);
+    h.status = std::atoi(r.out.c_str() + nl + 1);
+    return h;
+  }
+  HttpResult get(const std::string& path, const std::vector<std::string>& headers = {}) const {
+    return request("GET", path, "", headers);
+  }
+
+  // A metric's value from /metrics (the first series whose line starts with `series`), or -1.
+  double metric(const std::string& series, const std::vector<std::string>& headers = {}) const {
+    const std::string text = get("/metrics", headers).body;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(series, 0) != 0) continue;
+      const std::string rest = line.substr(series.size());
+      if (rest.empty() || (rest[0] != ' ' && rest[0] != '{')) continue;
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_;
+  static inline int instance_ = 0;
+};
+
+}  // namespace pagoda::server::test
