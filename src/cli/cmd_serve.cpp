@@ -1,6 +1,7 @@
 // `pagoda serve [MODEL_DIR]`: the OpenAI-compatible HTTP server, with vllm serve's flags
 // (DESIGN.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
 // the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0.
+#include <filesystem>
 #include <pthread.h>
 #include <signal.h>
 
@@ -59,7 +60,11 @@ void run_serve(ServeArgs& a) {
   a.server.tool_call_parser = parser_enabled(a.tool_call_parser, "--tool-call-parser");
   const std::string dir = resolve_model_dir(a.model_dir);
   a.server.model_dir = dir;
-  if (a.server.served_model_names.empty()) a.server.served_model_names = {a.model_dir.empty() ? dir : a.model_dir};
+  // As vllm serve: the model is named as it was given; the shipped default by its own folder name.
+  if (a.server.served_model_names.empty())
+    a.server.served_model_names = {a.model_dir.empty()
+                                       ? std::filesystem::canonical(dir).filename().string()
+                                       : a.model_dir};
 
   auto engine = std::make_unique<Engine>(dir, engine_config_from(a.engine));
   server::MetricsRegistry registry;

@@ -284,13 +284,16 @@ void Evaluator::exec_for(const Stmt& s, std::string& out) {
 
 Value Evaluator::make_macro(const Stmt& s) {
   const Stmt* def = &s;
-  const std::shared_ptr<Frame> closure = frame_;
+  // The macro lives in the frame it closes over, so it holds that frame weakly (no reference
+  // cycle); the evaluator keeps the frame alive for as long as the render lasts.
+  const std::weak_ptr<Frame> closure = frame_;
+  closures_.push_back(frame_);
   return Value::function(s.text, [def, closure](Evaluator& ev, CallArgs& a) {
     const std::string& name = def->text;
     if (a.pos.size() > def->params.size() && !def->uses_varargs)
       throw Error("macro '" + name + "' takes not more than " + std::to_string(def->params.size()) + " argument(s)");
     auto frame = std::make_shared<Frame>();
-    frame->parent = closure;
+    frame->parent = closure.lock();
     std::vector<bool> given(def->params.size(), false);
     for (size_t k = 0; k < a.pos.size() && k < def->params.size(); ++k) {
       frame->set(def->params[k].name, a.pos[k]);

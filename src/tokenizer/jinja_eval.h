@@ -74,6 +74,7 @@ class Evaluator {
   Dict builtins_;
   Limits limits_;
   std::shared_ptr<Frame> frame_;
+  std::vector<std::shared_ptr<Frame>> closures_;  // frames that macros close over
   uint64_t steps_ = 0;
   int call_depth_ = 0;
   int line_ = 0;
