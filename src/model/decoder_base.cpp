@@ -1,0 +1,65 @@
+#include "model/decoder_base.h"
+
+#include "core/error.h"
+
+namespace pagoda {
+
+DecoderBase::DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend)
+    : cfg_(cfg), be_(backend), ws_(backend, ckpt) {}
+
+DType DecoderBase::weight_dtype() const {
+  return be_.device() == Device::CPU ? DType::F32 : be_.activation_dtype();
+}
+
+void DecoderBase::load_embedding_and_head() {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  embed_ = ws_.load("model.embed_tokens.weight", weight_dtype(), {V, H});
+  final_norm_ = ws_.load("model.norm.weight", DType::F32, {H});
+  check(cfg_.tie_word_embeddings || ws_.has("lm_head.weight"),
+        "config says tie_word_embeddings=false but the checkpoint has no lm_head.weight");
+  lm_head_ = (!cfg_.tie_word_embeddings && ws_.has("lm_head.weight"))
+                 ? ws_.load("lm_head.weight", weight_dtype(), {V, H})
+                 : embed_;
+}
+
+Tensor DecoderBase::scratch(int64_t rows, int64_t cols) {
+  const DType a = be_.activation_dtype();
+  scratch_buffers_.push_back(be_.alloc(static_cast<size_t>(rows * cols) * dtype_size(a)));
+  return scratch_buffers_.back().tensor(a, {rows, cols});
+}
+
+void DecoderBase::begin_reserve(int32_t max_tokens, int32_t max_logits_rows) {
+  scratch_buffers_.clear();
+  const int64_t H = cfg_.hidden_size;
+  residual_ = scratch(max_tokens, H);
+  normed_ = scratch(max_tokens, H);
+  mixer_out_ = scratch(max_tokens, H);
+  last_rows_ = scratch(max_logits_rows, H);
+  max_tokens_ = max_tokens;
+  max_logits_rows_ = max_logits_rows;
+}
+
+size_t DecoderBase::scratch_bytes() const {
+  size_t total = 0;
+  for (const Buffer& b : scratch_buffers_) total += b.bytes();
+  return total;
+}
+
+DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
+  check(meta.num_tokens <= max_tokens_ && meta.num_logits_rows <= max_logits_rows_,
+        "internal: step larger than the reserved workspace");
+  const int64_t T = meta.num_tokens;
+  Stream s{residual_.rows(0, T), normed_.rows(0, T), mixer_out_.rows(0, T)};
+  be_.embedding(embed_, meta.token_ids, s.h);
+  return s;
+}
+
+void DecoderBase::finish_forward(const StepMeta& meta, Stream& s, bool zero_centered,
+                                 Tensor& logits) {
+  be_.add_rms_norm(s.h, s.y, final_norm_, s.x, static_cast<float>(cfg_.rms_norm_eps), zero_centered);
+  Tensor rows = last_rows_.rows(0, meta.num_logits_rows);
+  be_.gather_rows(s.x, meta.logits_rows, rows);
+  be_.linear(rows, lm_head_, logits);
+}
+
+}  // namespace pagoda

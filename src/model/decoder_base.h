@@ -1,0 +1,52 @@
+// What both model families share around their layers: the embedding, the residual stream and its
+// scratch buffers, the final norm and the lm_head (only for the rows that sample). A family adds
+// its layers and its forward loop.
+#pragma once
+
+#include <vector>
+
+#include "model/model.h"
+#include "model/weight_store.h"
+
+namespace pagoda {
+
+class DecoderBase : public Model {
+ public:
+  const ModelConfig& config() const override { return cfg_; }
+  size_t weight_bytes() const override { return ws_.bytes(); }
+
+ protected:
+  DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend);
+
+  // The CPU computes in fp32, so its weights are fp32; the GPU keeps the checkpoint's 16-bit type.
+  DType weight_dtype() const;
+  // Loads embed_tokens, model.norm and lm_head (tied to the embedding when the config says so).
+  void load_embedding_and_head();
+  // Frees the previous workspace and allocates the residual-stream buffers for a step of up to
+  // `max_tokens` tokens and `max_logits_rows` sampled rows.
+  void begin_reserve(int32_t max_tokens, int32_t max_logits_rows);
+  Tensor scratch(int64_t rows, int64_t cols);  // workspace in the activation dtype
+  size_t scratch_bytes() const;
+
+  // h, x, y: the residual stream, the normed input of a sub-layer, and a sub-layer's output,
+  // sized to this step. Checks the step fits the reserved workspace; embeds the tokens into h.
+  struct Stream {
+    Tensor h, x, y;
+  };
+  Stream begin_forward(const StepMeta& meta);
+  // Adds the last sub-layer's output y to the residual, applies the final norm, and writes the
+  // logits of meta.logits_rows.
+  void finish_forward(const StepMeta& meta, Stream& s, bool zero_centered, Tensor& logits);
+
+  ModelConfig cfg_;
+  Backend& be_;
+  WeightStore ws_;
+  Tensor embed_, final_norm_, lm_head_;
+
+ private:
+  std::vector<Buffer> scratch_buffers_;
+  Tensor residual_, normed_, mixer_out_, last_rows_;
+  int32_t max_tokens_ = 0, max_logits_rows_ = 0;
+};
+
+}  // namespace pagoda
