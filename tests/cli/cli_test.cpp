@@ -11,24 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/run_command.h"
+
 namespace {
 
-struct CommandResult {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using pagoda::testing::CommandResult;
 
 CommandResult pagoda(const std::string& args) {
-  const std::string cmd = std::string(PAGODA_BINARY) + " " + args + " 2>&1";
-  CommandResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return pagoda::testing::run_command(std::string(PAGODA_BINARY) + " " + args + " 2>&1");
 }
 
 std::string fixture(const std::string& name) {
@@ -103,7 +93,10 @@ TEST(CliGenerate, PrintsTheReferenceTokens) {
   const auto ref = reference("qwen3-tiny-tied");
   const auto& c = ref["cases"][2];
   std::string ids;
-  for (int id : c["prompt_ids"]) ids += " " + std::to_string(id);
+  for (int id : c["prompt_ids"]) {
+    ids += ' ';
+    ids += std::to_string(id);
+  }
   const CommandResult r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --temperature 0 --ignore-eos " +
                        "--max-tokens 32 --max-model-len 512 --prompt-token-ids" + ids);
   ASSERT_EQ(r.code, 0) << r.out;

@@ -14,52 +14,16 @@
 #include "io/model_config.h"
 #include "model/model.h"
 #include "reference_fixture.h"
+#include "single_sequence.h"
 
 namespace pagoda {
 namespace {
 
 using testing::fixture_model_dir;
 using testing::load_reference;
-
-// Drives one sequence through the runner with a block table in shuffled order and its own
-// recurrent-state slot.
-struct SingleSequence {
-  int32_t block_size;
-  std::vector<int32_t> blocks;
-  int32_t state_slot;
-  int32_t len = 0;
-
-  StepBatch step(const std::vector<int32_t>& new_tokens) {
-    StepBatch b;
-    b.block_size = block_size;
-    for (size_t i = 0; i < new_tokens.size(); ++i) {
-      const int32_t pos = len + static_cast<int32_t>(i);
-      b.token_ids.push_back(new_tokens[i]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(blocks[static_cast<size_t>(pos / block_size)] * block_size +
-                               pos % block_size);
-    }
-    b.has_initial_state = {static_cast<uint8_t>(len > 0)};
-    len += static_cast<int32_t>(new_tokens.size());
-    b.cu_seqlens_q = {0, static_cast<int32_t>(new_tokens.size())};
-    b.seq_lens = {len};
-    b.max_blocks_per_seq = (len + block_size - 1) / block_size;
-    b.block_tables.assign(blocks.begin(), blocks.begin() + b.max_blocks_per_seq);
-    b.state_slots = {state_slot};
-    b.logits_rows = {static_cast<int32_t>(new_tokens.size()) - 1};
-    return b;
-  }
-};
-
-int32_t argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
+using testing::SingleSequence;
+using testing::argmax;
+using testing::max_abs_diff;
 
 // Everything one fixture needs: the model on the CPU, its caches and a runner.
 struct Harness {

@@ -12,44 +12,15 @@
 #include "io/model_config.h"
 #include "model/model.h"
 #include "reference_fixture.h"
+#include "single_sequence.h"
 
 namespace pagoda {
 namespace {
 
 using testing::fixture_model_dir;
 using testing::load_reference;
-
-// Drives one sequence through the runner with a block table in shuffled order.
-struct SingleSequence {
-  int32_t block_size;
-  std::vector<int32_t> blocks;
-  int32_t len = 0;
-
-  StepBatch step(const std::vector<int32_t>& new_tokens) {
-    StepBatch b;
-    b.block_size = block_size;
-    for (size_t i = 0; i < new_tokens.size(); ++i) {
-      const int32_t pos = len + static_cast<int32_t>(i);
-      b.token_ids.push_back(new_tokens[i]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(blocks[static_cast<size_t>(pos / block_size)] * block_size +
-                               pos % block_size);
-    }
-    len += static_cast<int32_t>(new_tokens.size());
-    b.cu_seqlens_q = {0, static_cast<int32_t>(new_tokens.size())};
-    b.seq_lens = {len};
-    b.max_blocks_per_seq = (len + block_size - 1) / block_size;
-    b.block_tables.assign(blocks.begin(), blocks.begin() + b.max_blocks_per_seq);
-    b.state_slots = {-1};
-    b.has_initial_state = {static_cast<uint8_t>(len > static_cast<int32_t>(new_tokens.size()))};
-    b.logits_rows = {static_cast<int32_t>(new_tokens.size()) - 1};
-    return b;
-  }
-};
-
-int32_t argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
+using testing::SingleSequence;
+using testing::argmax;
 
 class Qwen3ReferenceTest : public ::testing::TestWithParam<std::string> {};
 

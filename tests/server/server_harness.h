@@ -24,6 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/run_command.h"
+
 #include "tokenizer/byte_level.h"
 
 extern char** environ;
@@ -31,6 +33,8 @@ extern char** environ;
 namespace pagoda::server::test {
 
 namespace fs = std::filesystem;
+using pagoda::testing::CommandResult;
+using pagoda::testing::run_command;
 
 inline std::string source_path(const std::string& rel) { return std::string(PAGODA_SOURCE_DIR) + "/" + rel; }
 
@@ -114,23 +118,6 @@ struct TestModelDir {
   TestModelDir(const TestModelDir&) = delete;
   std::string path;
 };
-
-struct CommandResult {
-  int code = -1;
-  std::string out;
-};
-
-inline CommandResult run_command(const std::string& cmd) {
-  CommandResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 struct HttpResult {
   int status = 0;
