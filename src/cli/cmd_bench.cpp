@@ -1,12 +1,17 @@
 // `pagoda bench offline`: PERF.md item 1 (llama-bench's pp512/tg128 and llama-batched-bench's
 // B x P x G points) through one engine; prints a table and, with --json, writes the numbers.
+// `pagoda bench kernels`: PERF.md item 3. `pagoda bench serve`: PERF.md item 2, a client for any
+// OpenAI-compatible server (src/bench/serve_bench.h).
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/kernel_bench.h"
 #include "bench/offline_bench.h"
+#include "bench/serve_bench.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "core/error.h"
@@ -70,10 +75,72 @@ void run_kernels(const KernelArgs& a) {
   }
 }
 
+
+// Flags as `vllm bench serve` names them, where it has one.
+void add_serve_bench(CLI::App* bench, int* exit_code) {
+  auto* sv = bench->add_subcommand("serve", "Benchmark an OpenAI-compatible server (pagoda's or another's): "
+                                            "throughput, TTFT, TPOT, ITL, end-to-end latency");
+  auto o = std::make_shared<bench::ServeBenchOptions>();
+  auto rate = std::make_shared<std::string>("inf");
+  sv->add_option("--base-url", o->base_url, "Server URL, e.g. http://127.0.0.1:8000 (default: http://HOST:PORT)");
+  sv->add_option("--host", o->host, "Server host when no --base-url")->capture_default_str();
+  sv->add_option("--port", o->port, "Server port when no --base-url")->capture_default_str();
+  sv->add_option("--endpoint", o->endpoint, "/v1/completions, or /v1/chat/completions (text prompts)")
+      ->capture_default_str();
+  sv->add_option("--model", o->model, "Model name sent (default: the first of GET /v1/models)");
+  sv->add_option("--api-key", o->api_key, "Sent as 'Authorization: Bearer KEY'");
+  sv->add_option("--dataset-name", o->dataset.name, "random | sharegpt-like | jsonl")
+      ->check(CLI::IsMember({"random", "sharegpt-like", "jsonl"}))
+      ->capture_default_str();
+  sv->add_option("--dataset-path", o->dataset.path,
+                 "jsonl: one object a line, \"prompt\" (text or token ids), optional \"output_len\"");
+  sv->add_option("--num-prompts", o->dataset.num_prompts, "Number of requests")->capture_default_str();
+  sv->add_option("--random-input-len", o->dataset.input_len, "random: prompt tokens")->capture_default_str();
+  sv->add_option("--random-output-len", o->dataset.output_len, "random: max_tokens (jsonl: the default)")
+      ->capture_default_str();
+  sv->add_option("--random-range-ratio", o->dataset.range_ratio,
+                 "random: lengths uniform in LEN x [1 - r, 1 + r]")
+      ->capture_default_str();
+  sv->add_option("--vocab-size", o->dataset.vocab_size,
+                 "Random prompt token ids are drawn from [min(1000, V/2), V)")
+      ->capture_default_str();
+  sv->add_option("--seed", o->dataset.seed, "Seed of the dataset and the arrival times")->capture_default_str();
+  sv->add_option("--request-rate", *rate, "Requests per second, Poisson arrivals (inf: all at once)")
+      ->capture_default_str();
+  sv->add_option("--max-concurrency", o->max_concurrency, "Most requests in flight (0: no limit)")
+      ->capture_default_str();
+  sv->add_flag("--ignore-eos,!--no-ignore-eos", o->ignore_eos,
+               "Send ignore_eos: true, so that every request generates max_tokens (default on)");
+  sv->add_option("--temperature", o->temperature, "Sampling temperature sent")->capture_default_str();
+  sv->add_option("--extra-body", o->extra_body, "A JSON object merged into every request body");
+  sv->add_option("--num-warmups", o->num_warmups, "Requests sent (one at a time) before measuring")
+      ->capture_default_str();
+  sv->add_option("--metric-percentiles", o->percentiles, "Percentiles reported besides mean and median")
+      ->delimiter(',');
+  sv->add_option("--result-file", o->result_file, "Write the results as JSON (vLLM's keys)");
+  sv->add_option("--plot", o->plot_file, "Draw the latency distributions to this SVG file");
+  sv->add_option("--label", o->label, "A name for this run, kept in the JSON");
+  sv->add_flag_function("--disable-tqdm,!--progress", [o](int64_t n) { o->progress = n <= 0; },
+               "No progress bar on stderr");
+  sv->callback([o, rate, exit_code] {
+    if (*rate == "inf" || *rate == "infinity") {
+      o->request_rate = std::numeric_limits<double>::infinity();
+    } else {
+      try {
+        o->request_rate = std::stod(*rate);
+      } catch (const std::exception&) {
+        throw Error("bench serve: --request-rate must be a number or inf (got '" + *rate + "')");
+      }
+    }
+    bench::serve_bench_main(*o);
+    *exit_code = 0;
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int* exit_code) {
-  auto* bench = app.add_subcommand("bench", "Measure speed (offline engine runs, kernels)");
+  auto* bench = app.add_subcommand("bench", "Measure speed (offline engine runs, kernels, an HTTP server)");
   bench->require_subcommand(1);
   auto* off = bench->add_subcommand("offline", "pp / tg and batched P x G points through one engine");
   auto args = std::make_shared<OfflineArgs>();
@@ -103,6 +170,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
     run_kernels(*kargs);
     *exit_code = 0;
   });
+
+  add_serve_bench(bench, exit_code);
 }
 
 }  // namespace pagoda::cli

@@ -168,7 +168,10 @@ void Engine::emit_text(Sequence& seq, RequestOutput& out) {
   auto it = text_.find(seq.id());
   if (it == text_.end()) return;
   TextState& ts = *it->second;
-  for (int32_t t : out.new_token_ids) ts.pending += ts.decoder.push(t);
+  // A model's vocabulary may be larger than its tokenizer's (padding rows): such ids have no text,
+  // and decode to nothing, as Hugging Face's decode drops them.
+  for (int32_t t : out.new_token_ids)
+    if (t < tokenizer_->vocab_size()) ts.pending += ts.decoder.push(t);
   const auto& stops = seq.params().stop;
   // A stop string ends the output just before it; nothing after it is sent.
   size_t cut = std::string::npos;

@@ -1,0 +1,223 @@
+#include "bench/serve_bench.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/serve_http.h"
+#include "bench/serve_plot.h"
+#include "core/error.h"
+
+namespace pagoda::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool is_chat(const std::string& endpoint) { return endpoint.find("chat/completions") != std::string::npos; }
+
+// "[#########.........]  120/200  12.3 s, 9.8 req/s" redrawn on stderr a few times a second.
+class ProgressBar {
+ public:
+  ProgressBar(int64_t total, bool on) : total_(total), on_(on), t0_(Clock::now()) {
+    if (on_) thread_ = std::thread([this] { loop(); });
+  }
+  ~ProgressBar() { finish(); }
+  void tick(bool failed) {
+    ++done_;
+    if (failed) ++failed_;
+  }
+  void finish() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    draw();
+    std::fputc('\n', stderr);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(isatty(2) ? 200 : 2000), [this] { return stop_; })) draw();
+  }
+  void draw() const {
+    const int64_t d = done_.load();
+    const double t = std::chrono::duration<double>(Clock::now() - t0_).count();
+    const int width = 30, fill = total_ > 0 ? static_cast<int>(width * d / total_) : width;
+    std::string bar(static_cast<size_t>(fill), '#');
+    bar.resize(width, '.');
+    std::fprintf(stderr, "%s[%s] %lld/%lld  %.1f s, %.2f req/s%s%s", isatty(2) ? "\r" : "", bar.c_str(),
+                 static_cast<long long>(d), static_cast<long long>(total_), t, t > 0 ? d / t : 0.0,
+                 failed_ ? (", " + std::to_string(failed_.load()) + " failed").c_str() : "",
+                 isatty(2) ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+  const int64_t total_;
+  const bool on_;
+  const Clock::time_point t0_;
+  std::atomic<int64_t> done_{0}, failed_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A counting limit on requests in flight (std::counting_semaphore needs a compile-time maximum).
+class Slots {
+ public:
+  explicit Slots(int64_t n) : free_(n) {}
+  void acquire() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return free_ > 0; });
+    --free_;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t free_;
+};
+
+std::string now_text() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+std::string request_body(const ServeBenchOptions& opt, const std::string& model, const BenchRequest& r) {
+  nlohmann::ordered_json j;
+  j["model"] = model;
+  if (is_chat(opt.endpoint)) {
+    check(r.prompt_ids.empty(), "bench serve: the chat endpoint needs text prompts (--dataset-name jsonl with "
+                                "text); use /v1/completions for token-id prompts");
+    j["messages"] = nlohmann::ordered_json::array({{{"role", "user"}, {"content", r.prompt_text}}});
+  } else if (!r.prompt_ids.empty()) {
+    j["prompt"] = r.prompt_ids;
+  } else {
+    j["prompt"] = r.prompt_text;
+  }
+  j["max_tokens"] = r.output_len;
+  j["temperature"] = opt.temperature;
+  j["stream"] = true;
+  j["stream_options"] = {{"include_usage", true}};
+  if (opt.ignore_eos) j["ignore_eos"] = true;
+  if (!opt.extra_body.empty()) {
+    const auto extra = nlohmann::ordered_json::parse(opt.extra_body, nullptr, false);
+    check(extra.is_object(), "bench serve: --extra-body must be a JSON object");
+    j.update(extra);
+  }
+  return j.dump();
+}
+
+ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
+  check(opt.request_rate > 0, "bench serve: --request-rate must be > 0 (inf: all at once)");
+  check(opt.max_concurrency >= 0, "bench serve: --max-concurrency must be >= 0");
+  const std::string base = opt.base_url.empty() ? "http://" + opt.host + ":" + std::to_string(opt.port) : opt.base_url;
+  const ServerUrl url = parse_base_url(base);
+  ServeBenchRun run;
+  run.model = opt.model;
+  if (run.model.empty()) {
+    const auto id = first_model_id(url, opt.api_key);
+    check(id.has_value(), "bench serve: no --model given and GET " + base + "/v1/models named none "
+                          "(is the server up?)");
+    run.model = *id;
+  }
+  const std::vector<BenchRequest> requests = make_dataset(opt.dataset);
+  std::vector<StreamCall> calls;
+  for (const auto& r : requests)
+    calls.push_back({opt.endpoint, request_body(opt, run.model, r), is_chat(opt.endpoint), opt.api_key});
+
+  for (int32_t w = 0; w < opt.num_warmups; ++w) {
+    RequestResult r;
+    stream_request(url, calls[static_cast<size_t>(w) % calls.size()], Clock::now(), r);
+    check(r.success, "bench serve: the warm-up request failed: " + r.error);
+  }
+
+  // Arrival times: all at once, or a Poisson process (exponential gaps) at --request-rate.
+  BenchRng arrivals(opt.dataset.seed ^ 0x5eed5eedULL);
+  std::vector<double> at(requests.size(), 0.0);
+  if (!std::isinf(opt.request_rate))
+    for (size_t i = 1; i < at.size(); ++i) at[i] = at[i - 1] + arrivals.exponential(opt.request_rate);
+
+  run.results.resize(requests.size());
+  Slots slots(opt.max_concurrency > 0 ? opt.max_concurrency : static_cast<int64_t>(requests.size()));
+  ProgressBar bar(static_cast<int64_t>(requests.size()), opt.progress);
+  std::vector<std::thread> threads;
+  threads.reserve(requests.size());
+  const Clock::time_point t0 = Clock::now();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at[i])));
+    slots.acquire();
+    threads.emplace_back([&, i] {
+      RequestResult& r = run.results[i];
+      r.prompt_len = requests[i].prompt_len;
+      stream_request(url, calls[i], t0, r);
+      slots.release();
+      bar.tick(!r.success);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double duration = std::chrono::duration<double>(Clock::now() - t0).count();
+  bar.finish();
+  run.summary = summarize(run.results, duration, opt.percentiles);
+  run.summary.max_concurrency = opt.max_concurrency;
+  run.summary.request_rate = opt.request_rate;
+  return run;
+}
+
+void serve_bench_main(const ServeBenchOptions& opt) {
+  const ServeBenchRun run = run_serve_bench(opt);
+  std::printf("%s", summary_table(run.summary).c_str());
+  std::fflush(stdout);
+  if (!opt.result_file.empty()) {
+    nlohmann::ordered_json j;
+    j["date"] = now_text();
+    j["backend"] = "openai";
+    j["label"] = opt.label;
+    j["model_id"] = run.model;
+    j["base_url"] = opt.base_url.empty() ? "http://" + opt.host + ":" + std::to_string(opt.port) : opt.base_url;
+    j["endpoint"] = opt.endpoint;
+    j["dataset_name"] = opt.dataset.name;
+    j["num_prompts"] = static_cast<int64_t>(run.results.size());
+    j["seed"] = opt.dataset.seed;
+    j["ignore_eos"] = opt.ignore_eos;
+    j.update(summary_json(run.summary, run.results));
+    std::ofstream out(opt.result_file);
+    check(static_cast<bool>(out), "bench serve: cannot write --result-file '" + opt.result_file + "'");
+    out << j.dump(2) << "\n";
+  }
+  if (!opt.plot_file.empty()) {
+    std::ofstream out(opt.plot_file);
+    check(static_cast<bool>(out), "bench serve: cannot write --plot '" + opt.plot_file + "'");
+    std::string title = "pagoda bench serve: " + run.model;
+    if (opt.max_concurrency > 0) title += ", concurrency " + std::to_string(opt.max_concurrency);
+    if (!opt.label.empty()) title += " (" + opt.label + ")";
+    out << latency_svg(run.results, title);
+  }
+}
+
+}  // namespace pagoda::bench

@@ -1,0 +1,51 @@
+// `pagoda bench serve`: PERF.md item 2. A client for any OpenAI-compatible server (pagoda's,
+// llama.cpp's, vLLM's): N streaming requests from a dataset (serve_dataset.h), sent at a Poisson
+// arrival rate and/or under a concurrency limit, each timed (serve_http.h), summed up as vLLM's
+// `bench serve` sums them (serve_stats.h); flags as vLLM's where one exists.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "bench/serve_dataset.h"
+#include "bench/serve_stats.h"
+
+namespace pagoda::bench {
+
+struct ServeBenchOptions {
+  std::string base_url;  // empty: http://HOST:PORT
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string endpoint = "/v1/completions";  // or /v1/chat/completions (text prompts only)
+  std::string model;                         // empty: the first of GET /v1/models
+  std::string api_key;
+  DatasetOptions dataset;
+  double request_rate = std::numeric_limits<double>::infinity();  // requests/s, Poisson arrivals
+  int32_t max_concurrency = 0;                                    // 0: no limit
+  bool ignore_eos = true;
+  double temperature = 0;
+  std::string extra_body;  // JSON object merged into every request
+  int32_t num_warmups = 0;
+  std::vector<double> percentiles{99};
+  std::string result_file, plot_file, label;
+  bool progress = true;
+};
+
+struct ServeBenchRun {
+  BenchSummary summary;
+  std::vector<RequestResult> results;
+  std::string model;
+};
+
+// Sends the requests and measures them; prints nothing but the progress bar (stderr).
+ServeBenchRun run_serve_bench(const ServeBenchOptions& opt);
+
+// The whole command: run, print the table, write --result-file / --plot.
+void serve_bench_main(const ServeBenchOptions& opt);
+
+// The JSON body of one request.
+std::string request_body(const ServeBenchOptions& opt, const std::string& model, const BenchRequest& r);
+
+}  // namespace pagoda::bench

@@ -1,0 +1,121 @@
+#include "bench/serve_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numbers>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace pagoda::bench {
+
+uint64_t BenchRng::next() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double BenchRng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+int64_t BenchRng::uniform_int(int64_t lo, int64_t hi) {
+  if (hi <= lo) return lo;
+  const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+  return lo + static_cast<int64_t>(next() % span);
+}
+
+double BenchRng::normal() {
+  const double u1 = 1.0 - uniform();  // (0, 1]
+  const double u2 = uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+double BenchRng::exponential(double rate) { return -std::log(1.0 - uniform()) / rate; }
+
+namespace {
+
+std::vector<int32_t> random_ids(BenchRng& rng, int32_t n, int32_t vocab_size) {
+  const int32_t lo = std::min(1000, vocab_size / 2);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& t : ids) t = static_cast<int32_t>(rng.uniform_int(lo, vocab_size - 1));
+  return ids;
+}
+
+int32_t ranged(BenchRng& rng, int32_t len, double ratio) {
+  const auto lo = static_cast<int64_t>(std::floor(len * (1.0 - ratio)));
+  const auto hi = static_cast<int64_t>(std::ceil(len * (1.0 + ratio)));
+  return static_cast<int32_t>(std::max<int64_t>(1, rng.uniform_int(std::max<int64_t>(1, lo), hi)));
+}
+
+int32_t lognormal_len(BenchRng& rng, double median, double sigma, int32_t lo, int32_t hi) {
+  const double v = median * std::exp(sigma * rng.normal());
+  return static_cast<int32_t>(std::clamp<double>(std::round(v), lo, std::max(lo, hi)));
+}
+
+std::vector<BenchRequest> read_jsonl(const DatasetOptions& opt) {
+  std::ifstream in(opt.path);
+  check(static_cast<bool>(in), "bench serve: cannot read --dataset-path '" + opt.path + "'");
+  std::vector<BenchRequest> out;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line) && static_cast<int32_t>(out.size()) < opt.num_prompts;) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    const std::string where = opt.path + ":" + std::to_string(line_no);
+    check(j.is_object(), "bench serve: " + where + " is not a JSON object");
+    const nlohmann::json* p = j.contains("prompt") ? &j["prompt"] : j.contains("text") ? &j["text"] : nullptr;
+    check(p != nullptr, "bench serve: " + where + " has no \"prompt\" (or \"text\")");
+    BenchRequest r;
+    if (p->is_string()) {
+      r.prompt_text = p->get<std::string>();
+    } else {
+      check(p->is_array() && !p->empty(), "bench serve: " + where + ": \"prompt\" must be text or token ids");
+      for (const auto& t : *p) {
+        check(t.is_number_integer(), "bench serve: " + where + ": token ids must be integers");
+        r.prompt_ids.push_back(t.get<int32_t>());
+      }
+      r.prompt_len = static_cast<int32_t>(r.prompt_ids.size());
+    }
+    r.output_len = opt.output_len;
+    for (const char* key : {"output_len", "max_tokens"})
+      if (j.contains(key) && j[key].is_number_integer()) r.output_len = j[key].get<int32_t>();
+    out.push_back(std::move(r));
+  }
+  check(!out.empty(), "bench serve: no prompts in '" + opt.path + "'");
+  return out;
+}
+
+}  // namespace
+
+std::vector<BenchRequest> make_dataset(const DatasetOptions& opt) {
+  check(opt.num_prompts > 0, "bench serve: --num-prompts must be > 0");
+  check(opt.vocab_size > 1, "bench serve: --vocab-size must be > 1");
+  if (opt.name == "jsonl") {
+    check(!opt.path.empty(), "bench serve: --dataset-name jsonl needs --dataset-path");
+    return read_jsonl(opt);
+  }
+  BenchRng rng(opt.seed);
+  std::vector<BenchRequest> out(static_cast<size_t>(opt.num_prompts));
+  if (opt.name == "random") {
+    check(opt.input_len > 0 && opt.output_len > 0, "bench serve: --random-input-len/--random-output-len must be > 0");
+    check(opt.range_ratio >= 0 && opt.range_ratio < 1, "bench serve: --random-range-ratio must be in [0, 1)");
+    for (auto& r : out) {
+      r.prompt_len = ranged(rng, opt.input_len, opt.range_ratio);
+      r.output_len = ranged(rng, opt.output_len, opt.range_ratio);
+    }
+  } else if (opt.name == "sharegpt-like") {
+    const SharegptLikeShape s;
+    for (auto& r : out) {
+      r.prompt_len = lognormal_len(rng, s.input_median, s.input_sigma, 4, 1024);
+      r.output_len = lognormal_len(rng, s.output_median, s.output_sigma, 4, 2048 - r.prompt_len);
+    }
+  } else {
+    throw Error("bench serve: --dataset-name must be random, sharegpt-like or jsonl (got '" + opt.name + "')");
+  }
+  for (auto& r : out) r.prompt_ids = random_ids(rng, r.prompt_len, opt.vocab_size);
+  return out;
+}
+
+}  // namespace pagoda::bench

@@ -1,0 +1,54 @@
+// `pagoda bench serve`'s requests: random token-id prompts of fixed (or ranged) lengths, lengths
+// drawn from a ShareGPT-like distribution, or prompts read from a JSONL file. Seeded, and the same
+// on every platform (the generator's arithmetic is our own, not the standard library's
+// distributions, whose results differ between implementations).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pagoda::bench {
+
+struct BenchRequest {
+  std::vector<int32_t> prompt_ids;  // token-id prompt (random, sharegpt-like, or a JSONL id list)
+  std::string prompt_text;          // text prompt (JSONL); used when prompt_ids is empty
+  int32_t prompt_len = 0;           // tokens, when known (0 for text: the server's usage tells)
+  int32_t output_len = 0;           // max_tokens
+};
+
+struct DatasetOptions {
+  std::string name = "random";  // random | sharegpt-like | jsonl
+  int32_t num_prompts = 1000;
+  int32_t input_len = 1024, output_len = 128;  // random: the lengths; jsonl: output_len default
+  double range_ratio = 0.0;                    // random: lengths uniform in len·[1-r, 1+r]
+  int32_t vocab_size = 10000;                  // token ids drawn from [min(1000, V/2), V)
+  std::string path;                            // jsonl
+  uint64_t seed = 0;
+};
+
+// Draws from a seeded splitmix64 stream: uniform integers and doubles, and normals (Box-Muller).
+class BenchRng {
+ public:
+  explicit BenchRng(uint64_t seed) : state_(seed) {}
+  uint64_t next();
+  double uniform();                          // [0, 1)
+  int64_t uniform_int(int64_t lo, int64_t hi);  // [lo, hi]
+  double normal();                           // mean 0, sd 1
+  double exponential(double rate);           // mean 1/rate
+
+ private:
+  uint64_t state_;
+};
+
+// ShareGPT-like lengths: log-normal input (median 120 tokens) and output (median 140) lengths,
+// kept in [4, 1024] for the input and [4, 2048 - input] for the output, as vLLM filters ShareGPT.
+// An approximation of the conversations' shape, not data from them.
+struct SharegptLikeShape {
+  double input_median = 120, input_sigma = 1.1;
+  double output_median = 140, output_sigma = 0.9;
+};
+
+std::vector<BenchRequest> make_dataset(const DatasetOptions& opt);
+
+}  // namespace pagoda::bench

@@ -1,0 +1,67 @@
+// `pagoda bench serve`'s numbers: what each request measured, and the summary vLLM's
+// `bench serve` reports (the same keys in the JSON, the same rows in the table).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pagoda::bench {
+
+// One request as the client saw it; times in seconds.
+struct RequestResult {
+  bool success = false;
+  std::string error;
+  int32_t prompt_len = 0;      // the server's usage.prompt_tokens when given, else the dataset's
+  int32_t output_tokens = 0;   // usage.completion_tokens when given, else content chunks counted
+  double start = 0;            // since the benchmark began
+  double ttft = 0;             // to the first chunk carrying text
+  double latency = 0;          // end to end: until the stream ended
+  std::vector<double> itl;     // gaps between text chunks
+  // (latency - ttft) / (output_tokens - 1); 0 for one-token outputs.
+  double tpot() const { return output_tokens > 1 ? (latency - ttft) / (output_tokens - 1) : 0; }
+};
+
+// numpy.percentile's default ("linear"): p in [0, 100]. 0 for an empty set.
+double percentile(std::vector<double> values, double p);
+
+struct Distribution {
+  double mean = 0, median = 0, std = 0;
+  std::vector<std::pair<double, double>> percentiles;  // (p, value), milliseconds
+};
+// Of `seconds`, in milliseconds: mean, median, population standard deviation, and each of `ps`.
+Distribution distribution_ms(const std::vector<double>& seconds, const std::vector<double>& ps);
+
+struct BenchSummary {
+  int64_t completed = 0, failed = 0;
+  double duration = 0;  // seconds, first request sent to last one finished
+  int64_t total_input_tokens = 0, total_output_tokens = 0;
+  int32_t max_concurrency = 0;          // the limit asked for (0: none)
+  double request_rate = 0;              // asked for (infinity: all at once)
+  int32_t peak_concurrency = 0;         // most requests in flight at one time, seen
+  double max_output_tokens_per_s = 0;   // the busiest whole second
+  double request_throughput() const { return duration > 0 ? completed / duration : 0; }
+  double input_throughput() const { return duration > 0 ? total_input_tokens / duration : 0; }
+  double output_throughput() const { return duration > 0 ? total_output_tokens / duration : 0; }
+  double total_token_throughput() const {
+    return duration > 0 ? (total_input_tokens + total_output_tokens) / duration : 0;
+  }
+  Distribution ttft, tpot, itl, e2el;
+  std::vector<std::string> errors;  // the first few distinct ones
+};
+
+// Successful requests only count towards tokens and latencies (as vLLM counts them).
+BenchSummary summarize(const std::vector<RequestResult>& results, double duration,
+                       const std::vector<double>& percentiles);
+
+// The table vLLM prints ("============ Serving Benchmark Result ============", ...).
+std::string summary_table(const BenchSummary& s, const std::string& title = "Serving Benchmark Result");
+
+// vLLM's --result-file keys (completed, failed, duration, request_throughput, output_throughput,
+// total_token_throughput, {mean,median,std,pNN}_{ttft,tpot,itl,e2el}_ms, input_lens, output_lens,
+// ttfts, itls, errors, ...), plus peak_concurrency.
+nlohmann::ordered_json summary_json(const BenchSummary& s, const std::vector<RequestResult>& results);
+
+}  // namespace pagoda::bench

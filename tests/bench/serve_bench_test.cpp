@@ -1,0 +1,263 @@
+// `pagoda bench serve`: the statistics against hand-computed values, the dataset generator, the SSE
+// reader, and the whole client against `pagoda serve` on the tiny model, its report checked against
+// what the server's /metrics says it served.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "../server/server_harness.h"
+#include "bench/serve_bench.h"
+#include "bench/serve_dataset.h"
+#include "bench/serve_http.h"
+#include "bench/serve_stats.h"
+#include "core/error.h"
+
+namespace pagoda::bench {
+namespace {
+
+TEST(ServeBenchStats, PercentilesAsNumpy) {
+  // numpy.percentile([1, 2, 3, 4, 10], p): 50 -> 3, 99 -> 4 + 0.96 * 6, 25 -> 2, 0 -> 1, 100 -> 10.
+  const std::vector<double> v{10, 3, 1, 4, 2};
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 3);
+  EXPECT_NEAR(percentile(v, 99), 9.76, 1e-12);
+  EXPECT_DOUBLE_EQ(percentile(v, 25), 2);
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1);
+  EXPECT_DOUBLE_EQ(percentile(v, 100), 10);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2.5);
+  EXPECT_NEAR(percentile({1, 2, 3, 4}, 90), 3.7, 1e-12);
+  EXPECT_DOUBLE_EQ(percentile({7}, 99), 7);
+  EXPECT_DOUBLE_EQ(percentile({}, 50), 0);
+}
+
+TEST(ServeBenchStats, DistributionInMilliseconds) {
+  const Distribution d = distribution_ms({0.001, 0.002, 0.003, 0.006}, {99, 90});
+  EXPECT_NEAR(d.mean, 3.0, 1e-9);
+  EXPECT_NEAR(d.median, 2.5, 1e-9);
+  EXPECT_NEAR(d.std, std::sqrt((4 + 1 + 0 + 9) / 4.0), 1e-9);  // population sd, as numpy.std
+  ASSERT_EQ(d.percentiles.size(), 2u);
+  EXPECT_NEAR(d.percentiles[0].second, 3 + 0.97 * 3, 1e-9);
+  EXPECT_NEAR(d.percentiles[1].second, 3 + 0.7 * 3, 1e-9);
+}
+
+TEST(ServeBenchStats, Summary) {
+  std::vector<RequestResult> rs(4);
+  // Three successes: [0, 1], [0.5, 2.5], [3, 4]; one failure [0.6, 0.7].
+  rs[0] = {true, "", 10, 5, 0.0, 0.2, 1.0, {0.2, 0.2, 0.2, 0.2}};
+  rs[1] = {true, "", 20, 3, 0.5, 0.5, 2.0, {0.75, 0.75}};
+  rs[2] = {true, "", 30, 1, 3.0, 1.0, 1.0, {}};
+  rs[3] = {false, "HTTP 500: boom", 40, 0, 0.6, 0.1, 0.1, {}};
+  const BenchSummary s = summarize(rs, 4.0, {99});
+  EXPECT_EQ(s.completed, 3);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_EQ(s.total_input_tokens, 60);
+  EXPECT_EQ(s.total_output_tokens, 9);
+  EXPECT_DOUBLE_EQ(s.request_throughput(), 0.75);
+  EXPECT_DOUBLE_EQ(s.output_throughput(), 9 / 4.0);
+  EXPECT_DOUBLE_EQ(s.total_token_throughput(), 69 / 4.0);
+  EXPECT_EQ(s.peak_concurrency, 3);  // at t = 0.65: requests 0, 1 and 3 (failed ones were in flight too)
+  // TTFT over successes: 200, 500, 1000 ms.
+  EXPECT_NEAR(s.ttft.mean, 1700 / 3.0, 1e-9);
+  EXPECT_NEAR(s.ttft.median, 500, 1e-9);
+  // TPOT: (1.0 - 0.2) / 4 = 200 ms and (2.0 - 0.5) / 2 = 750 ms (one-token outputs have none).
+  EXPECT_NEAR(s.tpot.mean, 475, 1e-9);
+  EXPECT_NEAR(s.tpot.median, 475, 1e-9);
+  // ITL: four 200s and two 750s.
+  EXPECT_NEAR(s.itl.mean, (4 * 200 + 2 * 750) / 6.0, 1e-9);
+  EXPECT_NEAR(s.itl.median, 200, 1e-9);
+  EXPECT_NEAR(s.e2el.mean, 4000 / 3.0, 1e-9);
+  ASSERT_EQ(s.errors.size(), 1u);
+  const auto j = summary_json(s, rs);
+  for (const char* k : {"completed", "failed", "duration", "request_throughput", "output_throughput",
+                        "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                        "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
+                        "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["completed"], 3);
+  EXPECT_EQ(j["input_lens"].size(), 4u);
+  EXPECT_NE(summary_table(s).find("Successful requests:                     3"), std::string::npos)
+      << summary_table(s);
+}
+
+TEST(ServeBenchDataset, RandomIsSeededAndWithinBounds) {
+  DatasetOptions o;
+  o.num_prompts = 200;
+  o.input_len = 100;
+  o.output_len = 50;
+  o.range_ratio = 0.2;
+  o.vocab_size = 5000;
+  o.seed = 7;
+  const auto a = make_dataset(o), b = make_dataset(o);
+  o.seed = 8;
+  const auto c = make_dataset(o);
+  ASSERT_EQ(a.size(), 200u);
+  std::set<int32_t> lens;
+  bool differs = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].prompt_ids, b[i].prompt_ids);
+    EXPECT_EQ(a[i].output_len, b[i].output_len);
+    differs = differs || a[i].prompt_ids != c[i].prompt_ids;
+    EXPECT_GE(a[i].prompt_len, 80);
+    EXPECT_LE(a[i].prompt_len, 120);
+    EXPECT_GE(a[i].output_len, 40);
+    EXPECT_LE(a[i].output_len, 60);
+    EXPECT_EQ(a[i].prompt_ids.size(), static_cast<size_t>(a[i].prompt_len));
+    for (int32_t t : a[i].prompt_ids) {
+      ASSERT_GE(t, 1000);
+      ASSERT_LT(t, 5000);
+    }
+    lens.insert(a[i].prompt_len);
+  }
+  EXPECT_TRUE(differs);
+  EXPECT_GT(lens.size(), 10u);  // the range is used
+  o.range_ratio = 0;
+  for (const auto& r : make_dataset(o)) {
+    EXPECT_EQ(r.prompt_len, 100);
+    EXPECT_EQ(r.output_len, 50);
+  }
+  o.vocab_size = 512;  // a tiny vocabulary: ids from [256, 512)
+  for (const auto& r : make_dataset(o))
+    for (int32_t t : r.prompt_ids) ASSERT_TRUE(t >= 256 && t < 512) << t;
+}
+
+TEST(ServeBenchDataset, SharegptLikeLengths) {
+  DatasetOptions o;
+  o.name = "sharegpt-like";
+  o.num_prompts = 2000;
+  o.seed = 3;
+  const auto a = make_dataset(o);
+  std::vector<double> in, out;
+  for (const auto& r : a) {
+    ASSERT_GE(r.prompt_len, 4);
+    ASSERT_LE(r.prompt_len, 1024);
+    ASSERT_GE(r.output_len, 4);
+    ASSERT_LE(r.prompt_len + r.output_len, 2048);
+    in.push_back(r.prompt_len);
+    out.push_back(r.output_len);
+  }
+  EXPECT_NEAR(percentile(in, 50), 120, 20);
+  EXPECT_NEAR(percentile(out, 50), 140, 20);
+  EXPECT_EQ(make_dataset(o)[17].prompt_ids, a[17].prompt_ids);
+}
+
+TEST(ServeBenchDataset, Jsonl) {
+  const std::string path = (std::filesystem::temp_directory_path() / "pagoda-serve-bench.jsonl").string();
+  server::test::write_file(path, "{\"prompt\": \"hello there\"}\n\n{\"prompt\": [1, 2, 3], \"output_len\": 9}\n"
+                                 "{\"text\": \"third\", \"max_tokens\": 4}\n{\"prompt\": \"never read\"}\n");
+  DatasetOptions o;
+  o.name = "jsonl";
+  o.path = path;
+  o.num_prompts = 3;
+  o.output_len = 17;
+  const auto a = make_dataset(o);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].prompt_text, "hello there");
+  EXPECT_EQ(a[0].output_len, 17);
+  EXPECT_EQ(a[1].prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(a[1].prompt_len, 3);
+  EXPECT_EQ(a[1].output_len, 9);
+  EXPECT_EQ(a[2].prompt_text, "third");
+  EXPECT_EQ(a[2].output_len, 4);
+  server::test::write_file(path, "not json\n");
+  EXPECT_THROW(make_dataset(o), pagoda::Error);
+  std::filesystem::remove(path);
+}
+
+TEST(ServeBenchHttp, SseReaderSplitsAnyChunking) {
+  const std::string stream = "data: {\"a\":1}\n\n: ping\n\ndata:{\"b\":2}\r\n\r\ndata: [DONE]\n\n";
+  for (size_t step : {1, 3, 7, 1000}) {
+    SseReader r;
+    std::vector<std::string> got;
+    for (size_t i = 0; i < stream.size(); i += step)
+      r.feed(std::string_view(stream).substr(i, step), [&](std::string_view d) { got.emplace_back(d); });
+    EXPECT_EQ(got, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}", "[DONE]"})) << step;
+  }
+  const ServerUrl u = parse_base_url("http://127.0.0.1:8000/api/");
+  EXPECT_EQ(u.scheme_host_port, "http://127.0.0.1:8000");
+  EXPECT_EQ(u.path_prefix, "/api");
+}
+
+TEST(ServeBenchHttp, RequestBody) {
+  ServeBenchOptions o;
+  BenchRequest r;
+  r.prompt_ids = {5, 6};
+  r.output_len = 12;
+  auto j = nlohmann::json::parse(request_body(o, "m", r));
+  EXPECT_EQ(j["prompt"], nlohmann::json::array({5, 6}));
+  EXPECT_EQ(j["max_tokens"], 12);
+  EXPECT_EQ(j["stream"], true);
+  EXPECT_EQ(j["stream_options"]["include_usage"], true);
+  EXPECT_EQ(j["ignore_eos"], true);
+  o.extra_body = R"({"top_k": 5})";
+  o.endpoint = "/v1/chat/completions";
+  EXPECT_THROW(request_body(o, "m", r), pagoda::Error);  // token ids cannot be a chat message
+  r.prompt_ids.clear();
+  r.prompt_text = "hi";
+  j = nlohmann::json::parse(request_body(o, "m", r));
+  EXPECT_EQ(j["messages"][0]["content"], "hi");
+  EXPECT_EQ(j["top_k"], 5);
+}
+
+// The sum of every series of `name` in a Prometheus text (labels or none).
+double metric_sum(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  double sum = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name, 0) != 0) continue;
+    const std::string rest = line.substr(name.size());
+    if (rest.empty() || (rest[0] != ' ' && rest[0] != '{')) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+TEST(ServeBench, AgainstPagodaServeMatchesItsMetrics) {
+  using server::test::ServerProcess;
+  const server::test::TestModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {"--served-model-name", "tiny", "--max-model-len", "256"})) << s.log();
+  const std::string before = s.get("/metrics").body;
+  const std::string result = model_dir.path + "/result.json", plot = model_dir.path + "/latency.svg";
+  const std::string cmd = std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" +
+                          std::to_string(s.port()) +
+                          " --num-prompts 40 --max-concurrency 8 --random-input-len 16 --random-output-len 8"
+                          " --vocab-size 512 --seed 1 --disable-tqdm --result-file " + result + " --plot " + plot +
+                          " 2>&1";
+  const auto r = server::test::run_command(cmd);
+  ASSERT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_NE(r.out.find("Serving Benchmark Result"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(server::test::read_file(result), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << server::test::read_file(result);
+  for (const char* k : {"completed", "failed", "duration", "request_throughput", "output_throughput",
+                        "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                        "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
+                        "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["model_id"], "tiny");  // from GET /v1/models
+  EXPECT_EQ(j["completed"], 40);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_EQ(j["total_output_tokens"], 40 * 8);
+  EXPECT_EQ(j["total_input_tokens"], 40 * 16);
+  EXPECT_LE(j["peak_concurrency"].get<int>(), 8);
+  EXPECT_GE(j["peak_concurrency"].get<int>(), 1);
+  EXPECT_GT(j["mean_ttft_ms"].get<double>(), 0);
+  EXPECT_GT(j["mean_tpot_ms"].get<double>(), 0);
+  EXPECT_GT(j["duration"].get<double>(), 0);
+
+  // The server served exactly what the report counts.
+  const std::string after = s.get("/metrics").body;
+  auto delta = [&](const std::string& name) { return metric_sum(after, name) - metric_sum(before, name); };
+  EXPECT_EQ(delta("pagoda:request_success_total"), j["completed"].get<double>());
+  EXPECT_EQ(delta("pagoda:generation_tokens_total"), j["total_output_tokens"].get<double>());
+  EXPECT_EQ(delta("pagoda:prompt_tokens_total"), j["total_input_tokens"].get<double>());
+
+  const std::string svg = server::test::read_file(plot);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("Time to first token"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+}  // namespace
+}  // namespace pagoda::bench
