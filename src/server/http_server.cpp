@@ -1,5 +1,9 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 #include "core/error.h"
@@ -96,16 +100,42 @@ HttpServer::HttpServer(ServerContext ctx) : impl_(std::make_unique<Impl>(std::mo
 
 HttpServer::~HttpServer() = default;
 
+namespace {
+
+// Debian's cpp-httplib is a compiled library that listens with a backlog of 5
+// (CPPHTTPLIB_LISTEN_BACKLOG, fixed when the library was built): a burst of new connections
+// overflows it and the kernel makes the overflow retry a second later. listen() again on the
+// same socket only raises the backlog, so find our listening socket and do that.
+void raise_listen_backlog(int port) {
+  for (int fd = 3; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int p = -1;
+    if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    if (p == port) ::listen(fd, SOMAXCONN);
+  }
+}
+
+}  // namespace
+
 int HttpServer::bind() {
   const ServerOptions& o = impl_->ctx.options;
-  if (o.port == 0) {
-    const int port = impl_->svr.bind_to_any_port(o.host);
+  int port = o.port;
+  if (port == 0) {
+    port = impl_->svr.bind_to_any_port(o.host);
     check(port > 0, "cannot bind " + o.host + " to a free port");
-    return port;
+  } else {
+    check(impl_->svr.bind_to_port(o.host, o.port),
+          "cannot listen on " + o.host + ":" + std::to_string(o.port) +
+              " (in use, or not an address of this host)");
   }
-  check(impl_->svr.bind_to_port(o.host, o.port),
-        "cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this host)");
-  return o.port;
+  raise_listen_backlog(port);
+  return port;
 }
 
 void HttpServer::run() { impl_->svr.listen_after_bind(); }
