@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -87,6 +88,54 @@ TEST(CliInfo, NonsensePathIsAClearError) {
   const CommandResult r = pagoda("info /no/such/model");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("/no/such/model"), std::string::npos) << r.out;
+}
+
+// A copy of a fixture whose files the test then damages.
+std::string damaged_copy(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("pagoda_damaged_" + name);
+  fs::remove_all(dir);
+  fs::copy(fixture(name), dir, fs::copy_options::recursive);
+  return dir.string();
+}
+
+TEST(CliInfo, TruncatedSafetensorsIsAClearErrorWithExitCode1) {
+  const std::string dir = damaged_copy("qwen3-tiny-tied");
+  const auto file = std::filesystem::path(dir) / "model.safetensors";
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+  const CommandResult r = pagoda("info " + dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+}
+
+TEST(CliInfo, HugeHeaderLengthIsAClearErrorWithExitCode1) {
+  const std::string dir = damaged_copy("qwen3-tiny-tied");
+  std::fstream f(std::filesystem::path(dir) / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  const unsigned char huge[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+  f.write(reinterpret_cast<const char*>(huge), 8);
+  f.close();
+  const CommandResult r = pagoda("info " + dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("header"), std::string::npos) << r.out;
+}
+
+TEST(CliTokenize, MalformedTokenizerJsonIsAClearErrorWithExitCode1) {
+  const std::string dir = damaged_copy("qwen3-tiny-tied");
+  std::ofstream(std::filesystem::path(dir) / "tokenizer.json") << "{\"model\": {\"type\": \"BPE\", \"vocab\": ";
+  const CommandResult r = pagoda("tokenize " + dir + " hello");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("tokenizer.json"), std::string::npos) << r.out;
+}
+
+TEST(CliTokenize, RealQwen3TokenizerRoundTrip) {
+  const std::string dir = std::string(PAGODA_SOURCE_DIR) + "/tests/data/qwen3-tokenizer";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/tokenizer.json")) << "run tools/fetch_test_data.sh";
+  CommandResult r = pagoda("tokenize " + dir + " 'Hello world'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "9707 1879\n");  // HF tokenizers: "Hello" 9707, "Ġworld" 1879
+  r = pagoda("tokenize " + dir + " --decode 9707 1879");
+  EXPECT_EQ(r.out, "Hello world\n");
 }
 
 TEST(CliGenerate, PrintsTheReferenceTokens) {
