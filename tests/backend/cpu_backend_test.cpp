@@ -1,12 +1,14 @@
 // CpuBackend memory, make_backend, upload_convert, and the thread pool the ops run on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -177,6 +179,61 @@ TEST(CpuThreadPool, ManyShortJobs) {
   std::atomic<int64_t> total{0};
   for (int r = 0; r < 300; ++r) pool.parallel_for(4, [&](int64_t b, int64_t e) { total += e - b; });
   EXPECT_EQ(total.load(), 1200);
+}
+
+TEST(CpuThreadPool, SmallWorkRunsInlineLargeWorkIsSplit) {
+  ThreadPool pool(4);
+  const auto least = static_cast<int64_t>(ThreadPool::kMaxInlineCost);  // always split from here
+  EXPECT_EQ(pool.ranges_for(1000, 1.0, 16), 1);
+  EXPECT_EQ(pool.ranges_for(static_cast<int64_t>(ThreadPool::kMinParallelCost) - 1, 1.0, 16), 1);
+  EXPECT_EQ(pool.ranges_for(least, 1.0, 1000),
+            static_cast<int64_t>(ThreadPool::kMaxInlineCost / ThreadPool::kMinChunkCost));
+  EXPECT_EQ(pool.ranges_for(100 * least, 1.0, 16), 16);
+  EXPECT_EQ(pool.ranges_for(10, 0.0, 16), 16);  // unknown cost: split
+  const std::thread::id caller = std::this_thread::get_id();
+  int calls = 0;  // inline: one call, on this thread
+  pool.parallel_for(
+      1000,
+      [&](int64_t b, int64_t e) {
+        ++calls;
+        EXPECT_EQ(b, 0);
+        EXPECT_EQ(e, 1000);
+        EXPECT_EQ(std::this_thread::get_id(), caller);
+      },
+      1, 1.0);
+  EXPECT_EQ(calls, 1);
+  std::atomic<int> ranges{0};
+  std::atomic<int64_t> covered{0};
+  pool.parallel_for(
+      1000,
+      [&](int64_t b, int64_t e) {
+        ++ranges;
+        covered += e - b;
+      },
+      1, static_cast<double>(least));
+  EXPECT_EQ(ranges.load(), 16);
+  EXPECT_EQ(covered.load(), 1000);
+  ranges = 0;
+  pool.parallel_for_static(
+      1000, [&](int64_t, int64_t) { ++ranges; }, 1, static_cast<double>(least) / 10.0);
+  EXPECT_EQ(ranges.load(), 4);
+}
+
+TEST(CpuThreadPool, JobsOfMixedLengthsBackToBack) {
+  // Workers join some jobs late or not at all; every job must still be complete on return.
+  ThreadPool pool(3);
+  for (int r = 0; r < 500; ++r) {
+    const int64_t n = 1 + (r * 37) % 97;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      volatile double sink = 0.0;
+      for (int64_t i = b; i < e; ++i) {
+        for (int k = 0; k < (r % 5) * 200; ++k) sink = sink + 1.0;
+        hits[static_cast<size_t>(i)]++;
+      }
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << r;
+  }
 }
 
 }  // namespace

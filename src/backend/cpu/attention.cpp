@@ -158,6 +158,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
   // Token row -> (sequence, context position); validate what the kernel will read.
   std::vector<int32_t> seq_of(static_cast<size_t>(T), -1);
   std::vector<int64_t> pos_of(static_cast<size_t>(T), 0);
+  double keys = 0.0;  // (query token, key) pairs to score, for the work estimate
   require(cu[0] >= 0 && cu[S] <= T, op, "cu_seqlens_q out of range");
   for (int64_t s = 0; s < S; ++s) {
     const int64_t q_len = cu[s + 1] - cu[s], ctx = seq_lens[s];
@@ -173,11 +174,18 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       seq_of[static_cast<size_t>(cu[s] + i)] = static_cast<int32_t>(s);
       pos_of[static_cast<size_t>(cu[s] + i)] = ctx - q_len + i;
     }
+    const int64_t window = params.sliding_window > 0 ? params.sliding_window : ctx;
+    for (int64_t i = 0; i < q_len; ++i)
+      keys += static_cast<double>(std::min(window, ctx - q_len + i + 1));
   }
 
-  // Split the GQA group when there are too few (token, kv head) items to keep every thread busy.
-  const int64_t want = 2 * static_cast<int64_t>(pool.num_threads());
-  const int64_t splits = std::clamp<int64_t>((want + T * a.Hkv - 1) / (T * a.Hkv), 1, a.G);
+  // Work: a dot product, a softmax term and an accumulation per (query head, key).
+  const double work = keys * static_cast<double>(a.Hq * (a.D + a.Dv + 16));
+  // Split the GQA group when there are too few (token, kv head) items to keep every thread busy
+  // (and the work is worth more than one thread at all).
+  const int64_t want = pool.ranges_for(1, work, 2 * static_cast<int64_t>(pool.num_threads()));
+  const int64_t splits =
+      want <= 1 ? 1 : std::clamp<int64_t>((want + T * a.Hkv - 1) / (T * a.Hkv), 1, a.G);
   const int64_t group = (a.G + splits - 1) / splits;
   const int64_t items = T * a.Hkv * splits;
   pool.parallel_for(items, [&](int64_t begin, int64_t end) {
@@ -191,7 +199,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       attend(a, q, k_cache, v_cache, tables + s * a.max_blocks, t, pos_of[static_cast<size_t>(t)],
              kvh, g0, nG, params, out, scratch);
     }
-  });
+  }, 1, work / static_cast<double>(items));
 }
 
 }  // namespace pagoda::cpu

@@ -45,7 +45,7 @@ void reshape_and_cache(ThreadPool& pool, const Tensor& k, const Tensor& v,
   pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
     write_rows(k, slots, k_cache, t0, t1);
     write_rows(v, slots, v_cache, t0, t1);
-  });
+  }, 1, static_cast<double>(2 * (k.row_numel() + v.row_numel())));
 }
 
 }  // namespace pagoda::cpu

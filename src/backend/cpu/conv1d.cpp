@@ -41,7 +41,13 @@ void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, Tens
 
   const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
   auto* state_base = conv_state.ptr<float>();
-  pool.parallel_for(static_cast<int64_t>(seqs.size()) * blocks, [&](int64_t begin, int64_t end) {
+  const int64_t tasks = static_cast<int64_t>(seqs.size()) * blocks;
+  // Average work of one (sequence, channel block) task: taps, the SiLU, the state update.
+  const double cost = tasks > 0 ? static_cast<double>(T + static_cast<int64_t>(seqs.size())) *
+                                      static_cast<double>(C * (2 * K + 12)) /
+                                      static_cast<double>(tasks)
+                                : 0.0;
+  pool.parallel_for(tasks, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const StateSequence& sq = seqs[static_cast<size_t>(task / blocks)];
       const int64_t c0 = (task % blocks) * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
@@ -67,7 +73,7 @@ void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, Tens
         for (int64_t c = c0; c < c1; ++c)
           for (int64_t j = 0; j < H; ++j) st[c * H + j] = input(sq.len - H + j, c);
     }
-  });
+  }, 1, cost);
 }
 
 }  // namespace pagoda::cpu

@@ -248,16 +248,28 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& q, const Tensor& k, const 
   for (size_t i : order)
     for (int64_t h = 0; h < d.Hv; ++h)
       (seqs[i].len > 1 ? long_tasks : short_tasks).push_back(static_cast<int64_t>(i) * d.Hv + h);
+  // Work of one (sequence, head) task per token: the recurrent step is ~4 passes over the dk x dv
+  // state; the chunked form adds the intra-chunk products (about kChunk x (dk + dv) per token).
+  int64_t long_tokens = 0;
+  for (const StateSequence& sq : seqs)
+    if (sq.len > 1) long_tokens += sq.len;
+  const double step_cost = static_cast<double>(4 * d.dk * d.dv + 8 * (d.dk + d.dv));
+  const double chunk_cost = static_cast<double>(6 * d.dk * d.dv + kChunk * 2 * (d.dk + d.dv));
   for (const std::vector<int64_t>* tasks : {&long_tasks, &short_tasks}) {
     if (tasks->empty()) continue;
-    pool.parallel_for(static_cast<int64_t>(tasks->size()), [&](int64_t begin, int64_t end) {
+    const auto n_tasks = static_cast<int64_t>(tasks->size());
+    const double cost =
+        tasks == &short_tasks
+            ? step_cost
+            : chunk_cost * static_cast<double>(long_tokens * d.Hv) / static_cast<double>(n_tasks);
+    pool.parallel_for(n_tasks, [&](int64_t begin, int64_t end) {
       thread_local Scratch scratch;
       scratch.size_for(d);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t task = (*tasks)[static_cast<size_t>(i)];
         run_sequence_head(in, seqs[static_cast<size_t>(task / d.Hv)], task % d.Hv, scratch);
       }
-    });
+    }, 1, cost);
   }
 }
 

@@ -42,7 +42,7 @@ void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out) {
       auto* o = static_cast<float*>(out.row(t));
       for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     }
-  });
+  }, 1, static_cast<double>(12 * I));
 }
 
 void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out) {
@@ -60,7 +60,7 @@ void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor&
       auto* oi = static_cast<float*>(out.row(t));
       for (int64_t i = 0; i < n; ++i) oi[i] = ai[i] / (1.0f + std::exp(-gi[i]));
     }
-  });
+  }, 1, static_cast<double>(12 * n));
 }
 
 void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& out) {
@@ -79,7 +79,7 @@ void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& 
     scratch.resize(static_cast<size_t>(width));
     for (int64_t i = begin; i < end; ++i)
       copy_row(x.row(index_at(rows, i)), x.dtype, out.row(i), out.dtype, width, scratch.data());
-  });
+  }, 1, static_cast<double>(2 * width));
 }
 
 void argmax_rows(ThreadPool& pool, const Tensor& logits, Tensor& out) {
@@ -97,7 +97,7 @@ void argmax_rows(ThreadPool& pool, const Tensor& logits, Tensor& out) {
         if (r[j] > r[best] || (std::isnan(r[best]) && !std::isnan(r[j]))) best = j;
       o[i] = static_cast<int32_t>(best);
     }
-  });
+  }, 1, static_cast<double>(2 * width));
 }
 
 void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst) {
@@ -120,7 +120,7 @@ void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst) {
                  static_cast<char*>(dst.data) + static_cast<size_t>(e0) * ds, dst.dtype, m,
                  scratch.data());
       }
-    });
+    }, 1, static_cast<double>(2 * kPiece));
     return;
   }
   require(src.size(0) == dst.size(0), op, "strided tensors must agree on dim 0");
@@ -130,7 +130,7 @@ void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst) {
     scratch.resize(static_cast<size_t>(width));
     for (int64_t r = begin; r < end; ++r)
       copy_row(src.row(r), src.dtype, dst.row(r), dst.dtype, width, scratch.data());
-  });
+  }, 1, static_cast<double>(2 * width));
 }
 
 }  // namespace pagoda::cpu

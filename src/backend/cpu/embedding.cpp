@@ -34,7 +34,7 @@ void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor&
         store_row(as_f32(src, table.dtype, scratch.data(), H), out.dtype, out.row(t), H);
       }
     }
-  });
+  }, 1, static_cast<double>(2 * H));
 }
 
 }  // namespace pagoda::cpu

@@ -45,7 +45,7 @@ void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Te
         oi[i] = xi[i] * inv * wf[static_cast<size_t>(i)] * (zv / (1.0f + std::exp(-zv)));
       }
     }
-  });
+  }, 1, static_cast<double>(16 * dv));
 }
 
 }  // namespace cpu

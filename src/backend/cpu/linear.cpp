@@ -40,7 +40,7 @@ void linear_converted(ThreadPool& pool, const float* x, int64_t ldx, const Tenso
           kern.gemm(x, ldx, scratch.data(), K, out + n0, ldo, T, nn, K);
         }
       },
-      block);
+      block, static_cast<double>((T + 1) * K));
 }
 
 }  // namespace
@@ -75,7 +75,7 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out) {
                       static_cast<int>(ldx), wp + n0 * K, static_cast<int>(K), 0.0f, op_out + n0,
                       static_cast<int>(ldo));
         },
-        16);
+        16, static_cast<double>(T * K));
     return;
   }
 #endif
@@ -85,7 +85,7 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out) {
       [&](int64_t n0, int64_t n1) {
         kern.gemm(xp, ldx, wp + n0 * K, K, op_out + n0, ldo, T, n1 - n0, K);
       },
-      T == 1 ? 8 : 48);
+      T == 1 ? 8 : 48, static_cast<double>(T * K));
 }
 
 }  // namespace pagoda::cpu

@@ -69,7 +69,7 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out, f
       const float inv = 1.0f / std::sqrt(sum_squares(xi, H) / static_cast<float>(H) + eps);
       for (int64_t i = 0; i < H; ++i) oi[i] = xi[i] * inv * wf[static_cast<size_t>(i)];
     }
-  });
+  }, 1, static_cast<double>(4 * H));
 }
 
 void add_rms_norm(ThreadPool& pool, Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out,
@@ -92,7 +92,7 @@ void add_rms_norm(ThreadPool& pool, Tensor& residual, const Tensor& x, const Ten
       const float inv = 1.0f / std::sqrt(sum_squares(ri, H) / static_cast<float>(H) + eps);
       for (int64_t i = 0; i < H; ++i) oi[i] = ri[i] * inv * wf[static_cast<size_t>(i)];
     }
-  });
+  }, 1, static_cast<double>(6 * H));
 }
 
 }  // namespace pagoda::cpu

@@ -83,7 +83,7 @@ void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor
         rotate(kr + h * D, cos_v.data(), sin_v.data(), half);
       }
     }
-  });
+  }, 1, static_cast<double>((Hq + Hk) * D * 6 + half * 40));
   reshape_and_cache(pool, k, v, meta.slot_mapping, k_cache, v_cache);
 }
 
