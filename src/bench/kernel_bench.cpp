@@ -14,6 +14,10 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
+#ifdef PAGODA_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace pagoda {
 namespace {
 
@@ -161,6 +165,34 @@ struct LinearShape {
   int64_t n, k;
 };
 
+// The CUDA backend's linear path switch for x with at most `t` rows: the skinny-GEMM kernel
+// (gemv.cu) where it is measured faster, or cuBLASLt. Returns the previous setting; -1 where the
+// backend has no such switch.
+int set_gemv_tokens(Backend& be, int t) {
+#ifdef PAGODA_HAS_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&be)) {
+    const int prev = cuda->gemv_max_tokens();
+    cuda->set_gemv_max_tokens(t);
+    return prev;
+  }
+#endif
+  (void)be;
+  (void)t;
+  return -1;
+}
+
+// Whether the backend's linear(x, w, out) takes the skinny-GEMM kernel.
+bool uses_gemv(Backend& be, const Tensor& x, const Tensor& w, const Tensor& out) {
+#ifdef PAGODA_HAS_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&be)) return cuda->uses_gemv(x, w, out);
+#endif
+  (void)be;
+  (void)x;
+  (void)w;
+  (void)out;
+  return false;
+}
+
 void bench_linear(Ctx& c, const char* model, std::vector<LinearShape> mats, std::vector<int64_t> ts) {
   for (int64_t t : ts) {
     for (const LinearShape& s : mats) {
@@ -175,10 +207,20 @@ void bench_linear(Ctx& c, const char* model, std::vector<LinearShape> mats, std:
       std::vector<Tensor> w;
       for (int i = 0; i < copies; ++i) w.push_back(ar.random(c.act, {s.n, s.k}));
       Tensor x = ar.random(c.act, {t, s.k}), y = ar.random(out_t, {t, s.n});
-      const double us = time_us(c.be, [&](int i) { c.be.linear(x, w[static_cast<size_t>(i % copies)], y); }, c.opt.quick);
       const double bytes = wbytes + static_cast<double>(t * s.k) * dtype_size(c.act) +
                            static_cast<double>(t * s.n) * dtype_size(out_t);
-      c.add("linear", shape, us, bytes, 2.0 * static_cast<double>(t) * s.n * s.k);
+      const auto run = [&] {
+        return time_us(c.be, [&](int i) { c.be.linear(x, w[static_cast<size_t>(i % copies)], y); }, c.opt.quick);
+      };
+      // Where the backend takes the skinny-GEMM kernel, cuBLASLt beside it.
+      if (uses_gemv(c.be, x, w[0], y)) {
+        c.add("linear gemv", shape, run(), bytes, 2.0 * static_cast<double>(t) * s.n * s.k);
+        const int saved = set_gemv_tokens(c.be, 0);
+        c.add("linear cublaslt", shape, run(), bytes, 2.0 * static_cast<double>(t) * s.n * s.k);
+        set_gemv_tokens(c.be, saved);
+      } else {
+        c.add("linear", shape, run(), bytes, 2.0 * static_cast<double>(t) * s.n * s.k);
+      }
     }
   }
 }
@@ -345,7 +387,8 @@ KernelBenchResult run_kernel_bench(Backend& be, const KernelBenchOptions& opt) {
   Ctx c{be, opt, res, be.activation_dtype()};
   bench_ceilings(c);
   const bool quick = opt.quick || be.device() == Device::CPU;
-  const std::vector<int64_t> ts = quick ? std::vector<int64_t>{1, 128, 2048} : std::vector<int64_t>{1, 16, 64, 128, 512, 2048, 8192};
+  const std::vector<int64_t> ts = quick ? std::vector<int64_t>{1, 128, 2048}
+                                       : std::vector<int64_t>{1, 2, 4, 8, 16, 64, 128, 512, 2048, 8192};
   // Qwen3-0.6B: H 1024, 16/8 heads of 128, I 3072, vocab 151936.
   bench_linear(c, "0.6B", {{"qkv", 4096, 1024}, {"o", 1024, 2048}, {"gate_up", 6144, 1024}, {"down", 1024, 3072},
                            {"lm_head", 151936, 1024}}, ts);

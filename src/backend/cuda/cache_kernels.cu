@@ -20,8 +20,10 @@ __global__ void reshape_and_cache_kernel(const T* k, int64_t ks, const T* v, int
   }
 }
 
-// One block per token; each warp takes whole heads (q heads first, then k heads). The normalised
-// head lives in shared memory so that RoPE can pair element i with i + rotary_dim/2.
+// Grid (token, group of heads): each warp of a block takes one head (q heads first, then k heads),
+// so that a decode step's few tokens still spread over many SMs. The block first computes the
+// token's RoPE cos/sin table (one powf and sincosf per frequency, shared by every head), then each
+// warp normalises its head in shared memory so that RoPE can pair element i with i + rotary_dim/2.
 template <typename T, typename TC>
 __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, const T* v, int64_t vs,
                                           const void* qw, const void* kw, int wdt, float eps, float w_off,
@@ -32,10 +34,23 @@ __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, co
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   float* buf = head_buf + warp * d;
+  const int half = rotary_dim / 2;
+  float* cos_tab = head_buf + nwarps * d;
+  float* sin_tab = cos_tab + half;
   const float pos = static_cast<float>(positions[t]);
   const int64_t slot = slots[t];
-  const int half = rotary_dim / 2;
-  for (int h = warp; h < hq + hkv; h += nwarps) {
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    // inv_freq = 1 / theta^(2j/rotary_dim), angle = pos * inv_freq, both in fp32 (as HF computes them);
+    // cos and sin rounded to T (HF's bf16 path).
+    const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+    float sn, cs;
+    sincosf(pos * inv_freq, &sn, &cs);
+    cos_tab[j] = round_to<T>(cs);
+    sin_tab[j] = round_to<T>(sn);
+  }
+  __syncthreads();
+  const int h = static_cast<int>(blockIdx.y) * nwarps + warp;
+  if (h < hq + hkv) {
     const bool is_q = h < hq;
     T* x = is_q ? q + t * qs + static_cast<int64_t>(h) * d : k + t * ks + static_cast<int64_t>(h - hq) * d;
     const void* w = is_q ? qw : kw;
@@ -59,23 +74,16 @@ __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, co
       float y = buf[i];
       if (i < rotary_dim) {
         const int j = i < half ? i : i - half;
-        // inv_freq = 1 / theta^(2j/rotary_dim), angle = pos * inv_freq, both in fp32 (as HF computes them).
-        const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
-        float sn, cs;
-        sincosf(pos * inv_freq, &sn, &cs);
-        cs = round_to<T>(cs);
-        sn = round_to<T>(sn);
         const float rot = i < half ? -buf[i + half] : buf[i - half];
-        y = round_to<T>(buf[i] * cs) + round_to<T>(rot * sn);
+        y = round_to<T>(buf[i] * cos_tab[j]) + round_to<T>(rot * sin_tab[j]);
       }
       const T yt = from_f32<T>(y);
       x[i] = yt;
       if (!is_q && slot >= 0)
         k_cache[(slot * hkv + (h - hq)) * d + i] = from_f32<TC>(to_f32(yt));
     }
-    __syncwarp();  // buf is reused by this warp's next head
   }
-  if (slot < 0) return;
+  if (slot < 0 || blockIdx.y != 0) return;
   const int64_t row = static_cast<int64_t>(hkv) * d;
   for (int64_t i = threadIdx.x; i < row; i += blockDim.x)
     v_cache[slot * row + i] = from_f32<TC>(to_f32(v[t * vs + i]));
@@ -134,10 +142,12 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
           op, "meta.positions and meta.slot_mapping must be I32 with at least T entries");
   if (t == 0) return;
   const int threads = kCacheThreads;
-  const size_t smem = static_cast<size_t>(threads / 32) * static_cast<size_t>(d) * sizeof(float);
+  const int warps = threads / 32;
+  const size_t smem = (static_cast<size_t>(warps) * static_cast<size_t>(d) + static_cast<size_t>(rope.rotary_dim)) * sizeof(float);
   require(smem <= 48 * 1024, op, "head_dim too large");
+  const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>((hq + hkv + warps - 1) / warps));
   PAGODA_DISPATCH_FLOAT(q.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
-    qk_norm_rope_cache_kernel<T, TC><<<static_cast<unsigned>(t), threads, smem, stream>>>(
+    qk_norm_rope_cache_kernel<T, TC><<<grid, threads, smem, stream>>>(
         q.ptr<T>(), stride_rows(q), k.ptr<T>(), stride_rows(k), v.ptr<T>(), stride_rows(v), q_norm_w.data,
         k_norm_w.data, static_cast<int>(q_norm_w.dtype), eps, zero_centered ? 1.0f : 0.0f, static_cast<int>(hq),
         static_cast<int>(hkv), static_cast<int>(d), rope.rotary_dim, rope.theta, meta.positions.ptr<int32_t>(),

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -31,6 +32,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   device_name_ = prop.name;
   num_sms_ = prop.multiProcessorCount;
   max_smem_optin_ = prop.sharedMemPerBlockOptin;
+  gemv_max_tokens_ = cuda::kGemvMaxTokens;
+  if (const char* env = std::getenv("PAGODA_GEMV"); env && *env) set_gemv_max_tokens(std::atoi(env));
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PAGODA_CUDA_CHECK(cudaMalloc(&gemm_workspace_, kGemmWorkspaceBytes));
   PAGODA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&split_workspace_), kSplitWorkspaceBytes));
@@ -185,9 +188,19 @@ void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& 
   cuda::launch_rms_norm(x, &residual, w, out, eps, zero_centered, stream_);
 }
 
+void CudaBackend::set_gemv_max_tokens(int t) { gemv_max_tokens_ = std::clamp(t, 0, cuda::kGemvMaxTokens); }
+
+bool CudaBackend::uses_gemv(const Tensor& x, const Tensor& w, const Tensor& out) const {
+  return gemv_max_tokens_ > 0 && cuda::gemv_fits(x, w, out, gemv_max_tokens_) &&
+         cuda::gemv_preferred(x.shape[0], w.shape[0]);
+}
+
 void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   activate();
-  gemm_->linear(x, w, out, stream_);
+  if (uses_gemv(x, w, out))
+    cuda::launch_gemv(x, w, out, num_sms_, stream_);
+  else
+    gemm_->linear(x, w, out, stream_);
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {

@@ -73,6 +73,15 @@ class CudaBackend final : public Backend {
   void replay(int64_t graph) override;
   void destroy_graph(int64_t graph) override;
 
+  // linear() runs the skinny-GEMM kernel (gemv.cu) instead of cuBLASLt for x with at most this many
+  // rows (0: never). From the environment variable PAGODA_GEMV at construction (default 8, the
+  // kernel's limit); settable for benchmarks that compare the two paths.
+  int gemv_max_tokens() const { return gemv_max_tokens_; }
+  void set_gemv_max_tokens(int t);
+  // Whether linear(x, w, out) would run the skinny-GEMM kernel (the operands suit it, T is within
+  // gemv_max_tokens() and the shape is one where it was measured faster than cuBLASLt).
+  bool uses_gemv(const Tensor& x, const Tensor& w, const Tensor& out) const;
+
   // The stream every op is enqueued on (for CUDA graph capture and events).
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
@@ -84,6 +93,7 @@ class CudaBackend final : public Backend {
   std::string device_name_;
   int num_sms_ = 0;
   size_t max_smem_optin_ = 0;
+  int gemv_max_tokens_ = 0;
   cudaStream_t stream_ = nullptr;
   void* gemm_workspace_ = nullptr;
   float* split_workspace_ = nullptr;

@@ -27,6 +27,18 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
                                    const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
                                    Tensor& v_cache, cudaStream_t stream);
 
+// Skinny bf16 GEMM for decode (gemv.cu): out[T, N] = x[T, K] · w[N, K]^T for 1 ≤ T ≤ kGemvMaxTokens.
+// gemv_fits says whether the operands suit it (bf16 x and w, out BF16 or F32, K a multiple of 8,
+// x and w 16-byte aligned with strides a multiple of 8 elements, T ≤ max_tokens); launch_gemv
+// throws where they do not.
+constexpr int kGemvMaxTokens = 8;
+bool gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out, int max_tokens);
+// Where the kernel beats cuBLASLt (H200, 2026-11-21, `pagoda bench kernels`): every shape at T = 1;
+// at 2 ≤ T ≤ 8 only the narrow matrices (T·N ≤ 8192: Qwen3-0.6B's o_proj and down_proj up to T = 8),
+// since its cost grows with T while cuBLASLt's stays flat at these sizes.
+bool gemv_preferred(int64_t t, int64_t n);
+void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream);
+
 // What paged attention needs from its backend: the device's shape and a scratch area for split-KV
 // partial results (fp32), allocated once by the backend.
 struct AttentionContext {

@@ -1,0 +1,197 @@
+// Skinny bf16 GEMM for decode: out[T, N] = x[T, K] · w[N, K]^T for T ≤ kGemvMaxTokens, fp32
+// accumulation, out BF16 or F32. Memory-bound: every weight byte is read once with 16-byte
+// streaming loads. A block of 128 threads owns R consecutive output rows; its threads split K
+// (thread i reads the 8-element vectors i, i + 128, ... of each of its rows), so that even the
+// narrow matrices (N = 1024) put every weight byte of the matrix in flight at once. x is read
+// through L1 (every block reads all of it). Partial sums are reduced across each warp by a
+// transposing butterfly (R·T values in R·T − 1 + log shuffles instead of 5 each) and across the
+// four warps through shared memory.
+#include <algorithm>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ uint4 load_stream(const bf16* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+constexpr int log2_of(int v) { return v <= 1 ? 0 : 1 + log2_of(v / 2); }
+constexpr int pow2_at_least(int v) { return v <= 1 ? 1 : 2 * pow2_at_least((v + 1) / 2); }
+
+// a[V] (V a power of two ≤ 32) per lane → every lane gets the warp total of value lane >> (5 − log2 V).
+// Each step halves the values a lane keeps: the half it keeps plus its partner's copy of that half.
+template <int V>
+__device__ __forceinline__ float warp_transpose_sum(float (&a)[V], int lane) {
+#pragma unroll
+  for (int step = 0; step < log2_of(V); ++step) {
+    const int s = V >> (step + 1), off = 16 >> step;
+    const bool upper = (lane & off) != 0;
+#pragma unroll
+    for (int i = 0; i < s; ++i) {
+      const float send = upper ? a[i] : a[i + s];
+      const float keep = upper ? a[i + s] : a[i];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+    }
+  }
+  float v = a[0];
+#pragma unroll
+  for (int off = 16 / V; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+template <typename OutT>
+__device__ __forceinline__ void store_out(OutT* p, float v);
+template <>
+__device__ __forceinline__ void store_out<float>(float* p, float v) { *p = v; }
+template <>
+__device__ __forceinline__ void store_out<bf16>(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// T tokens, R rows per block, U vectors per thread and row loaded before they are used.
+template <int T, int R, int U, typename OutT>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__ x, int64_t ldx,
+                                                        const bf16* __restrict__ w, int64_t ldw,
+                                                        OutT* __restrict__ out, int64_t ldo, int n, int kv) {
+  constexpr int TP = pow2_at_least(T), V = R * TP;
+  static_assert(V <= 32, "R * T must fit one warp's transposing reduction");
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int row0 = static_cast<int>(blockIdx.x) * R;
+  const bf16* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) wr[r] = w + static_cast<int64_t>(min(row0 + r, n - 1)) * ldw;
+
+  float acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = 0.0f;
+
+  for (int v0 = tid; v0 < kv; v0 += U * kThreads) {
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * kThreads;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = v < kv ? load_stream(wr[r] + static_cast<int64_t>(v) * 8) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * kThreads;
+      if (v >= kv) break;
+      float wf[R][8];
+#pragma unroll
+      for (int r = 0; r < R; ++r) unpack8(wv[u][r], wf[r]);
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        float xf[8];
+        unpack8(__ldg(reinterpret_cast<const uint4*>(x + t * ldx + static_cast<int64_t>(v) * 8)), xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r * TP + t] = fmaf(wf[r][e], xf[e], acc[r * TP + t]);
+      }
+    }
+  }
+
+  __shared__ float partial[kWarps][V];
+  const float s = warp_transpose_sum<V>(acc, lane);
+  constexpr int group = 32 / V;  // lanes holding one value's total
+  if ((lane & (group - 1)) == 0) partial[warp][lane / group] = s;
+  __syncthreads();
+  if (tid < V) {
+    const int r = tid / TP, t = tid % TP, row = row0 + r;
+    if (t < T && row < n) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kWarps; ++i) sum += partial[i][tid];
+      store_out(out + t * ldo + row, sum);
+    }
+  }
+}
+
+template <int T, typename OutT>
+void launch_t(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, OutT* out, int64_t ldo, int n, int kv,
+              int num_sms, cudaStream_t stream) {
+  constexpr int U = T <= 2 ? 4 : 2;
+  // Eight rows per block for the very wide lm_head at T = 1: four made ~38k tiny blocks there, 9%
+  // slower than cuBLASLt on an H200 (2026-11-21).
+  if constexpr (T == 1) {
+    if (n >= 16384) {
+      gemv_kernel<T, 8, 2, OutT><<<(n + 7) / 8, kThreads, 0, stream>>>(x, ldx, w, ldw, out, ldo, n, kv);
+      return;
+    }
+  }
+  // Four rows per block where that still leaves several blocks per SM; two otherwise (the narrow
+  // N = 1024 matrices), so that the rows spread evenly over the SMs; two for T > 4, where four rows
+  // of 5–7 tokens put the accumulators on the stack.
+  if constexpr (T <= 4) {
+    if (n >= 4 * 8 * num_sms) {
+      gemv_kernel<T, 4, U, OutT><<<(n + 3) / 4, kThreads, 0, stream>>>(x, ldx, w, ldw, out, ldo, n, kv);
+      return;
+    }
+  }
+  gemv_kernel<T, 2, U, OutT><<<(n + 1) / 2, kThreads, 0, stream>>>(x, ldx, w, ldw, out, ldo, n, kv);
+}
+
+template <typename OutT>
+void launch_out(int t, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, OutT* out, int64_t ldo, int n,
+                int kv, int num_sms, cudaStream_t stream) {
+  switch (t) {
+    case 1: launch_t<1>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 2: launch_t<2>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 3: launch_t<3>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 4: launch_t<4>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 5: launch_t<5>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 6: launch_t<6>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 7: launch_t<7>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    default: launch_t<8>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+  }
+}
+
+}  // namespace
+
+bool gemv_preferred(int64_t t, int64_t n) { return t == 1 || t * n <= 8192; }
+
+bool gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out, int max_tokens) {
+  if (x.ndim != 2 || w.ndim != 2 || out.ndim != 2) return false;
+  const int64_t t = x.shape[0], k = x.shape[1], n = w.shape[0];
+  if (t < 1 || t > std::min(max_tokens, kGemvMaxTokens) || k < 8 || k % 8 != 0 || n < 1) return false;
+  if (w.shape[1] != k || out.shape[0] != t || out.shape[1] != n) return false;
+  if (x.dtype != DType::BF16 || w.dtype != DType::BF16) return false;
+  if (out.dtype != DType::BF16 && out.dtype != DType::F32) return false;
+  if (n > (int64_t{1} << 30) || k / 8 > (int64_t{1} << 30)) return false;
+  const int64_t ldx = stride_rows(x), ldw = stride_rows(w);
+  return ldx % 8 == 0 && ldw % 8 == 0 && aligned16(x.data) && aligned16(w.data);
+}
+
+void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream) {
+  require(gemv_fits(x, w, out, kGemvMaxTokens), "linear (gemv)",
+          "unsupported operands x " + shape_str(x) + ", w " + shape_str(w) + ", out " + shape_str(out));
+  const int t = static_cast<int>(x.shape[0]), n = static_cast<int>(w.shape[0]), kv = static_cast<int>(x.shape[1] / 8);
+  const auto* xp = static_cast<const bf16*>(x.data);
+  const auto* wp = static_cast<const bf16*>(w.data);
+  const int64_t ldx = stride_rows(x), ldw = stride_rows(w), ldo = stride_rows(out);
+  if (out.dtype == DType::F32)
+    launch_out(t, xp, ldx, wp, ldw, static_cast<float*>(out.data), ldo, n, kv, num_sms, stream);
+  else
+    launch_out(t, xp, ldx, wp, ldw, static_cast<bf16*>(out.data), ldo, n, kv, num_sms, stream);
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::cuda
