@@ -184,6 +184,7 @@ void run_single(Engine& engine, const GenerateArgs& args) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("\n");
+  std::fflush(stdout);  // the answer first, then the statistics on stderr
   std::fprintf(stderr,
                "[pagoda] %zu prompt tokens, %zu generated (finish: %s); first token %.0f ms, "
                "%.1f tok/s after it\n",

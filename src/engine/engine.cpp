@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/error.h"
@@ -116,11 +117,9 @@ void Engine::plan_and_allocate() {
     in.utilization = config_.gpu_memory_utilization;
   }
   plan_ = plan_memory(in);
-  for (std::string line; const char c : plan_.describe() + "\n") {
-    if (c != '\n') { line += c; continue; }
+  std::istringstream plan_lines(plan_.describe());
+  for (std::string line; std::getline(plan_lines, line);)
     if (!line.empty()) LOG_INFO(line);
-    line.clear();
-  }
 
   KvCacheShape shape;
   shape.num_layers = static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));
