@@ -192,13 +192,14 @@ void run_single(Engine& engine, const GenerateArgs& args) {
                generated > 1 ? (generated - 1) / std::max(secs - ttft, 1e-9) : 0.0);
 }
 
-void run_generate(const GenerateArgs& args) {
+void run_generate(GenerateArgs args, const CLI::App* cmd) {
   const int sources = !args.prompt.empty() + !args.prompt_token_ids.empty() + !args.prompts_file.empty();
   check(sources == 1, "give exactly one of --prompt, --prompt-token-ids or --prompts IN.jsonl");
   check(args.prompts_file.empty() == args.output_file.empty(),
         "--prompts and --output go together (read IN.jsonl, write OUT.jsonl)");
   if (auto err = validate_sampling_params(args.sampling)) throw Error(*err);
   Engine engine(resolve_model_dir(args.model_dir), engine_config_from(args.engine));
+  args.sampling = sampling_with_model_defaults(cmd, args.sampling, engine.model_config());
   if (!args.prompts_file.empty()) run_batch(engine, args);
   else run_single(engine, args);
 }
@@ -220,8 +221,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                   "JSONL output: token_ids, text, finish_reason per completion");
   add_engine_flags(cmd, args->engine);
   add_sampling_flags(cmd, args->sampling);
-  cmd->callback([args, exit_code] {
-    run_generate(*args);
+  cmd->callback([args, exit_code, cmd] {
+    run_generate(*args, cmd);
     *exit_code = 0;
   });
 }

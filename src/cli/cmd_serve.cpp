@@ -1,12 +1,12 @@
 // `pagoda serve [MODEL_DIR]`: the OpenAI-compatible HTTP server, with vllm serve's flags
 // (DESIGN.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
 // the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0.
-#include <filesystem>
 #include <pthread.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +16,7 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/generation_defaults.h"
 #include "server/async_engine.h"
 #include "server/chat_prompt.h"
 #include "server/engine_metrics.h"
@@ -80,8 +81,9 @@ void run_serve(ServeArgs& a) {
   std::unique_ptr<server::ChatPrompt> chat = server::ChatPrompt::load(dir);
   if (!chat) LOG_WARN(dir << " has no chat template: /v1/chat/completions will answer 400");
 
+  const SamplingParams defaults = with_generation_defaults({}, engine->model_config());
   server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests});
-  server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server});
+  server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   const int port = http.bind();
   // Printed whatever the log level: scripts (and the tests) read the port from it with --port 0.
   std::fprintf(stderr, "pagoda: serving %s on http://%s:%d (%d HTTP threads)\n",

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "engine/generation_defaults.h"
 
 namespace pagoda::cli {
 
@@ -63,6 +64,17 @@ void add_sampling_flags(CLI::App* cmd, SamplingParams& p) {
   cmd->add_option("--stop", p.stop, "Stop string (repeatable)");
   cmd->add_option("--stop-token-ids", p.stop_token_ids, "Token ids that stop generation");
   cmd->add_flag("--ignore-eos", p.ignore_eos, "Keep generating past end-of-sequence tokens");
+}
+
+SamplingParams sampling_with_model_defaults(const CLI::App* cmd, SamplingParams flags,
+                                            const ModelConfig& config) {
+  const SamplingParams model = with_generation_defaults(flags, config);
+  if (cmd->count("--temperature") == 0) flags.temperature = model.temperature;
+  if (cmd->count("--top-p") == 0) flags.top_p = model.top_p;
+  if (cmd->count("--top-k") == 0) flags.top_k = model.top_k;
+  if (cmd->count("--min-p") == 0) flags.min_p = model.min_p;
+  if (cmd->count("--repetition-penalty") == 0) flags.repetition_penalty = model.repetition_penalty;
+  return flags;
 }
 
 int64_t parse_byte_size(const std::string& text, const std::string& flag) {

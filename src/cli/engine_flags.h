@@ -23,6 +23,11 @@ EngineConfig engine_config_from(const EngineFlags& flags);
 // defaults for every request of the command.
 void add_sampling_flags(CLI::App* cmd, SamplingParams& params);
 
+// The sampling values of `flags` with, for each of --temperature, --top-p, --top-k, --min-p and
+// --repetition-penalty not given on the command line, the checkpoint's recommendation.
+SamplingParams sampling_with_model_defaults(const CLI::App* cmd, SamplingParams flags,
+                                            const ModelConfig& config);
+
 // "4GiB" / "512MB" / "1073741824" -> bytes. Throws pagoda::Error naming the flag.
 int64_t parse_byte_size(const std::string& text, const std::string& flag);
 

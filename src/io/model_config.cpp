@@ -339,6 +339,25 @@ void read_special_tokens(const FieldReader& r, const json* gen, ModelConfig* c) 
   if (bos != nullptr) c->bos_token_id = FieldReader::to_int(*bos, bos_where, 0, c->vocab_size - 1);
 }
 
+// Sampling defaults of generation_config.json; a value of the wrong type or range is an error that
+// names it. As vLLM, do_sample is not read: only the values themselves become defaults.
+void read_generation_defaults(const json& gen, ModelConfig* c) {
+  auto number = [&](const char* key, double lo, double hi) -> std::optional<double> {
+    auto it = gen.find(key);
+    if (it == gen.end() || it->is_null()) return std::nullopt;
+    check(it->is_number() && it->get<double>() >= lo && it->get<double>() <= hi,
+          std::string("generation_config.json: ") + key + " must be a number in [" +
+              std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return it->get<double>();
+  };
+  ModelConfig::GenerationDefaults& d = c->generation_defaults;
+  d.temperature = number("temperature", 0, 100);
+  d.top_p = number("top_p", 0, 1);
+  d.min_p = number("min_p", 0, 1);
+  d.repetition_penalty = number("repetition_penalty", 1e-6, 100);
+  if (auto k = number("top_k", -1, 1e9)) d.top_k = static_cast<int64_t>(*k);
+}
+
 void validate(const FieldReader& r, ModelConfig* c) {
   check(c->num_heads % c->num_kv_heads == 0,
         "config.json: " + r.prefix() + "num_attention_heads (" + std::to_string(c->num_heads) +
@@ -418,6 +437,7 @@ ModelConfig parse_model_config(const std::string& config_json,
   read_dtype(r, &c);
   check_unsupported_features(r);
   read_special_tokens(r, gen ? &*gen : nullptr, &c);
+  if (gen) read_generation_defaults(*gen, &c);
   validate(r, &c);
   return c;
 }

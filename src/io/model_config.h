@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,12 @@ struct ModelConfig {
   int64_t linear_conv_kernel_dim = 0;  // 4
 
   std::vector<int64_t> eos_token_ids;  // generation_config.json, then config.json; deduplicated
+  // Sampling defaults the checkpoint recommends (generation_config.json), used for requests that
+  // do not set them, as vLLM does with --generation-config auto.
+  struct GenerationDefaults {
+    std::optional<double> temperature, top_p, min_p, repetition_penalty;
+    std::optional<int64_t> top_k;
+  } generation_defaults;
   int64_t bos_token_id = -1;
 
   int64_t num_layers_of(LayerKind kind) const;

@@ -55,7 +55,7 @@ struct ChatStream {
 }  // namespace
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ChatRequest r = parse_chat_request(parse_json_body(req.body));
+  ChatRequest r = parse_chat_request(parse_json_body(req.body), ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
   const std::string prompt_text = ctx.chat->render(r.prompt);

@@ -25,7 +25,7 @@ struct StreamState {
 }  // namespace
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const CompletionRequest r = parse_completion_request(parse_json_body(req.body));
+  const CompletionRequest r = parse_completion_request(parse_json_body(req.body), ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   std::vector<ChoiceSpec> choices;
   int64_t prompt_tokens = 0;

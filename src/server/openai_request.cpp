@@ -228,8 +228,9 @@ Json parse_json_body(const std::string& body) {
   return j;
 }
 
-CompletionRequest parse_completion_request(const Json& j) {
+CompletionRequest parse_completion_request(const Json& j, const SamplingParams& defaults) {
   CompletionRequest r;
+  r.params = defaults;
   r.model = read_model(j);
   const Json* prompt = field(j, "prompt");
   if (!prompt) throw bad_request("'prompt' is required", "prompt");
@@ -269,8 +270,9 @@ CompletionRequest parse_completion_request(const Json& j) {
   return r;
 }
 
-ChatRequest parse_chat_request(const Json& j) {
+ChatRequest parse_chat_request(const Json& j, const SamplingParams& defaults) {
   ChatRequest r;
+  r.params = defaults;
   r.model = read_model(j);
   r.prompt = read_chat_prompt(j);
   read_sampling(j, r.params);

@@ -64,8 +64,10 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
-CompletionRequest parse_completion_request(const Json& body);
-ChatRequest parse_chat_request(const Json& body);
+// `defaults`: the sampling values a request gets for the fields it does not set (the model's
+// generation_config.json over the built-in defaults).
+CompletionRequest parse_completion_request(const Json& body, const SamplingParams& defaults = {});
+ChatRequest parse_chat_request(const Json& body, const SamplingParams& defaults = {});
 TokenizeRequest parse_tokenize_request(const Json& body);
 DetokenizeRequest parse_detokenize_request(const Json& body);
 

@@ -26,6 +26,7 @@ struct ServerContext {
   MetricsRegistry& metrics;
   const ChatPrompt* chat = nullptr;  // null: the model has no chat template
   ServerOptions options;
+  SamplingParams sampling_defaults;  // for fields a request leaves out (generation_config.json)
 
   const std::string& model_name() const { return options.served_model_names.front(); }
 };

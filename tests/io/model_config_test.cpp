@@ -1,5 +1,8 @@
 #include "io/model_config.h"
 
+#include "core/error.h"
+#include "engine/generation_defaults.h"
+
 #include <gtest/gtest.h>
 
 #include "io_test_util.h"
@@ -383,6 +386,30 @@ TEST(ModelConfig, LoadsFromDirectory) {
 TEST(ModelConfig, Names) {
   EXPECT_STREQ(model_arch_name(ModelArch::Qwen3_5), "Qwen3.5");
   EXPECT_STREQ(layer_kind_name(LayerKind::LinearAttention), "linear_attention");
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+TEST(ModelConfig, GenerationConfigSamplingDefaults) {
+  const ModelConfig c = parse_model_config(
+      kQwen3_0_6B, R"({"eos_token_id": 151645, "temperature": 0.6, "top_k": 20, "top_p": 0.95})");
+  EXPECT_EQ(c.generation_defaults.temperature, 0.6);
+  EXPECT_EQ(c.generation_defaults.top_k, 20);
+  EXPECT_EQ(c.generation_defaults.top_p, 0.95);
+  EXPECT_FALSE(c.generation_defaults.min_p.has_value());
+  EXPECT_FALSE(c.generation_defaults.repetition_penalty.has_value());
+  // A request that sets nothing gets the checkpoint's values; the rest keep the built-in defaults.
+  const SamplingParams p = with_generation_defaults({}, c);
+  EXPECT_EQ(p.temperature, 0.6);
+  EXPECT_EQ(p.top_k, 20);
+  EXPECT_EQ(p.top_p, 0.95);
+  EXPECT_EQ(p.min_p, SamplingParams{}.min_p);
+  EXPECT_THROW(parse_model_config(kQwen3_0_6B, R"({"top_p": 3})"), Error);
+  EXPECT_THROW(parse_model_config(kQwen3_0_6B, R"({"temperature": "hot"})"), Error);
 }
 
 }  // namespace

@@ -115,8 +115,8 @@ TEST_P(DefaultModelTest, HeldOutPerplexityMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shipped, DefaultModelTest, ::testing::Values("qwen3_5-kjv", "qwen3-kjv"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

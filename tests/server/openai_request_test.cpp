@@ -133,3 +133,22 @@ TEST(Metrics, PrometheusText) {
 
 }  // namespace
 }  // namespace pagoda::server
+
+namespace pagoda::server {
+namespace {
+
+TEST(OpenAiRequest, UnsetSamplingFieldsTakeTheModelDefaults) {
+  SamplingParams defaults;
+  defaults.temperature = 0.7;
+  defaults.top_k = 40;
+  const CompletionRequest a = parse_completion_request(Json::parse(R"({"prompt": "x"})"), defaults);
+  EXPECT_EQ(a.params.temperature, 0.7);
+  EXPECT_EQ(a.params.top_k, 40);
+  const ChatRequest b = parse_chat_request(
+      Json::parse(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 0})"), defaults);
+  EXPECT_EQ(b.params.temperature, 0.0);  // what the request sets wins
+  EXPECT_EQ(b.params.top_k, 40);
+}
+
+}  // namespace
+}  // namespace pagoda::server
