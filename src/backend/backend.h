@@ -87,6 +87,11 @@ class Backend {
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
+  // gate_up [T, 2I], w_down [N, I]; the same numbers as silu_mul into act, then linear(act, w_down).
+  // act [T, I] (activation dtype) is scratch: a backend that fuses the activation into the
+  // projection leaves it unwritten, any other writes silu_mul's result there.
+  virtual void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) = 0;
   // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (weights [D]), RoPE at meta.positions on
   // both, then k and v [T, Hkv, D] written to the paged caches at meta.slot_mapping.
   // q is updated in place; the caches are [num_blocks, block_size, Hkv, D].

@@ -70,8 +70,7 @@ void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch
   Tensor gu = s.gate_up.rows(0, T);
   be.linear(x, w.gate_up, gu);
   Tensor act = s.mlp_act.rows(0, T);
-  be.silu_mul(gu, act);
-  be.linear(act, w.down, out);
+  be.linear_silu_mul(gu, w.down, act, out);
 }
 
 }  // namespace pagoda

@@ -82,6 +82,39 @@ TEST(CpuLinear, SingleThreadAgreesWithThreaded) {
   for (int64_t i = 0; i < T * N; ++i) ASSERT_NEAR(a.get(i), b.get(i), 1e-4f) << i;
 }
 
+// linear_silu_mul is silu_mul into the scratch, then linear: bit-identical to the two ops, and the
+// formula silu(g) * u · w.
+TEST(CpuLinear, LinearSiluMulIsSiluMulThenLinear) {
+  auto be = make_backend("cpu", 3);
+  std::mt19937 rng(21);
+  for (int64_t T : {1, 5}) {
+    const int64_t I = 67, N = 29, ld = 2 * I + 6;
+    SCOPED_TRACE("T=" + std::to_string(T));
+    Blob gu(DType::F32, T * ld), w(DType::BF16, N * I), act(DType::F32, T * I), act2(DType::F32, T * I),
+        out(DType::F32, T * N), out2(DType::F32, T * N);
+    const auto gv = cpu_test::random_vector(rng, T * ld, -4, 4), wv = cpu_test::random_vector(rng, N * I);
+    for (int64_t i = 0; i < T * ld; ++i) gu.set(i, gv[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < N * I; ++i) w.set(i, wv[static_cast<size_t>(i)]);
+    const Tensor gut = gu.strided({T, 2 * I}, ld), wt = w.tensor({N, I});
+    Tensor at = act.tensor({T, I}), at2 = act2.tensor({T, I}), ot = out.tensor({T, N}), ot2 = out2.tensor({T, N});
+    be->linear_silu_mul(gut, wt, at, ot);
+    be->silu_mul(gut, at2);
+    be->linear(at2, wt, ot2);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_EQ(out.get(t * N + n), out2.get(t * N + n)) << "t " << t << " n " << n;
+        double want = 0.0, mag = 0.0;
+        for (int64_t k = 0; k < I; ++k) {
+          const double g = gu.get(t * ld + k), u = gu.get(t * ld + I + k);
+          const double p = g / (1.0 + std::exp(-g)) * u * w.get(n * I + k);
+          want += p;
+          mag += std::abs(p);
+        }
+        ASSERT_NEAR(out.get(t * N + n), want, 1e-5 * (1.0 + mag)) << "t " << t << " n " << n;
+      }
+  }
+}
+
 TEST(CpuLinear, RejectsMismatchedShapes) {
   auto be = make_backend("cpu", 1);
   Blob x(DType::F32, 8), w(DType::F32, 12), out(DType::F32, 8);

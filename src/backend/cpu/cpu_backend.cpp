@@ -72,6 +72,10 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
 void CpuBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cpu::silu_mul(pool_, gate_up, out);
 }
+void CpuBackend::linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act,
+                                 Tensor& out) {
+  cpu::linear_silu_mul(pool_, gate_up, w_down, act, out);
+}
 void CpuBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v,
                                         const Tensor& q_norm_w, const Tensor& k_norm_w, float eps,
                                         bool zero_centered, const RopeParams& rope,

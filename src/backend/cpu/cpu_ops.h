@@ -20,6 +20,9 @@ void rms_norm_vector(float* x, const float* w, int64_t n, float eps);
 
 // linear.cpp
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out);
+// out = linear(silu_mul(gate_up), w): silu_mul into act [T, I], then linear (unfused on the CPU).
+void linear_silu_mul(ThreadPool& pool, const Tensor& gate_up, const Tensor& w, Tensor& act,
+                     Tensor& out);
 
 // elementwise.cpp
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);

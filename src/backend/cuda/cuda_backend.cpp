@@ -208,6 +208,17 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cuda::launch_silu_mul(gate_up, out, stream_);
 }
 
+void CudaBackend::linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) {
+  activate();
+  if (gemv_max_tokens_ > 0 && cuda::gemv_silu_mul_fits(gate_up, w_down, out, gemv_max_tokens_) &&
+      cuda::gemv_preferred(gate_up.shape[0], w_down.shape[0])) {
+    cuda::launch_gemv_silu_mul(gate_up, w_down, out, num_sms_, stream_);
+    return;
+  }
+  cuda::launch_silu_mul(gate_up, act, stream_);
+  linear(act, w_down, out);
+}
+
 void CudaBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
                                          const Tensor& k_norm_w, float eps, bool zero_centered,
                                          const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
@@ -246,7 +257,8 @@ void CudaBackend::sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out)
 
 void CudaBackend::argmax_rows(const Tensor& logits, Tensor& out) {
   activate();
-  cuda::launch_argmax_rows(logits, out, stream_);
+  // The split-KV scratch is free here: ops run one after another on the one stream.
+  cuda::launch_argmax_rows(logits, out, num_sms_, split_workspace_, kSplitWorkspaceBytes, stream_);
 }
 
 // ---- graphs -------------------------------------------------------------------------------------

@@ -48,6 +48,9 @@ class CudaBackend final : public Backend {
                     bool zero_centered) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  // The skinny-GEMM kernel with the activation fused into its loads where linear() would pick that
+  // kernel for the down projection; silu_mul into act then linear() otherwise.
+  void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;
   void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
                               const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
                               const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) override;

@@ -65,9 +65,23 @@ __device__ __forceinline__ void store_out<float>(float* p, float v) { *p = v; }
 template <>
 __device__ __forceinline__ void store_out<bf16>(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
 
-// T tokens, R rows per block, U vectors per thread and row loaded before they are used.
-template <int T, int R, int U, typename OutT>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__ x, int64_t ldx,
+// x for the fused SwiGLU: x points at the gate half of gate_up, the up half `up` elements further.
+// Each element is silu(g) rounded to bf16, times u, rounded to bf16: silu_mul_kernel's rounding, so
+// the result is bit-identical to silu_mul followed by the plain kernel.
+__device__ __forceinline__ void silu_mul8(float (&g)[8], const uint4& up) {
+  float u[8];
+  unpack8(up, u);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float s = round_to<bf16>(g[e] / (1.0f + __expf(-g[e])));
+    g[e] = round_to<bf16>(s * u[e]);
+  }
+}
+
+// T tokens, R rows per block, U vectors per thread and row loaded before they are used. Act: x is
+// a gate_up row pair (see silu_mul8), `up` elements apart; otherwise `up` is unused.
+template <int T, int R, int U, bool Act, typename OutT>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__ x, int64_t ldx, int64_t up,
                                                         const bf16* __restrict__ w, int64_t ldw,
                                                         OutT* __restrict__ out, int64_t ldo, int n, int kv) {
   constexpr int TP = pow2_at_least(T), V = R * TP;
@@ -100,7 +114,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__
 #pragma unroll
       for (int t = 0; t < T; ++t) {
         float xf[8];
-        unpack8(__ldg(reinterpret_cast<const uint4*>(x + t * ldx + static_cast<int64_t>(v) * 8)), xf);
+        const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 8;
+        unpack8(__ldg(reinterpret_cast<const uint4*>(xp)), xf);
+        if constexpr (Act) silu_mul8(xf, __ldg(reinterpret_cast<const uint4*>(xp + up)));
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -125,15 +141,15 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__
   }
 }
 
-template <int T, typename OutT>
-void launch_t(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, OutT* out, int64_t ldo, int n, int kv,
+template <int T, bool Act, typename OutT>
+void launch_t(const bf16* x, int64_t ldx, int64_t up, const bf16* w, int64_t ldw, OutT* out, int64_t ldo, int n, int kv,
               int num_sms, cudaStream_t stream) {
   constexpr int U = T <= 2 ? 4 : 2;
   // Eight rows per block for the very wide lm_head at T = 1: four made ~38k tiny blocks there, 9%
   // slower than cuBLASLt on an H200 (2026-11-21).
   if constexpr (T == 1) {
     if (n >= 16384) {
-      gemv_kernel<T, 8, 2, OutT><<<(n + 7) / 8, kThreads, 0, stream>>>(x, ldx, w, ldw, out, ldo, n, kv);
+      gemv_kernel<T, 8, 2, Act, OutT><<<(n + 7) / 8, kThreads, 0, stream>>>(x, ldx, up, w, ldw, out, ldo, n, kv);
       return;
     }
   }
@@ -142,25 +158,25 @@ void launch_t(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, OutT* out,
   // of 5–7 tokens put the accumulators on the stack.
   if constexpr (T <= 4) {
     if (n >= 4 * 8 * num_sms) {
-      gemv_kernel<T, 4, U, OutT><<<(n + 3) / 4, kThreads, 0, stream>>>(x, ldx, w, ldw, out, ldo, n, kv);
+      gemv_kernel<T, 4, U, Act, OutT><<<(n + 3) / 4, kThreads, 0, stream>>>(x, ldx, up, w, ldw, out, ldo, n, kv);
       return;
     }
   }
-  gemv_kernel<T, 2, U, OutT><<<(n + 1) / 2, kThreads, 0, stream>>>(x, ldx, w, ldw, out, ldo, n, kv);
+  gemv_kernel<T, 2, U, Act, OutT><<<(n + 1) / 2, kThreads, 0, stream>>>(x, ldx, up, w, ldw, out, ldo, n, kv);
 }
 
-template <typename OutT>
-void launch_out(int t, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, OutT* out, int64_t ldo, int n,
+template <bool Act, typename OutT>
+void launch_out(int t, const bf16* x, int64_t ldx, int64_t up, const bf16* w, int64_t ldw, OutT* out, int64_t ldo, int n,
                 int kv, int num_sms, cudaStream_t stream) {
   switch (t) {
-    case 1: launch_t<1>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
-    case 2: launch_t<2>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
-    case 3: launch_t<3>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
-    case 4: launch_t<4>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
-    case 5: launch_t<5>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
-    case 6: launch_t<6>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
-    case 7: launch_t<7>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
-    default: launch_t<8>(x, ldx, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 1: launch_t<1, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 2: launch_t<2, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 3: launch_t<3, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 4: launch_t<4, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 5: launch_t<5, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 6: launch_t<6, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    case 7: launch_t<7, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
+    default: launch_t<8, Act>(x, ldx, up, w, ldw, out, ldo, n, kv, num_sms, stream); break;
   }
 }
 
@@ -180,18 +196,39 @@ bool gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out, int max_toke
   return ldx % 8 == 0 && ldw % 8 == 0 && aligned16(x.data) && aligned16(w.data);
 }
 
-void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream) {
-  require(gemv_fits(x, w, out, kGemvMaxTokens), "linear (gemv)",
-          "unsupported operands x " + shape_str(x) + ", w " + shape_str(w) + ", out " + shape_str(out));
+namespace {
+
+template <bool Act>
+void launch_any(const Tensor& x, int64_t up, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream) {
   const int t = static_cast<int>(x.shape[0]), n = static_cast<int>(w.shape[0]), kv = static_cast<int>(x.shape[1] / 8);
   const auto* xp = static_cast<const bf16*>(x.data);
   const auto* wp = static_cast<const bf16*>(w.data);
   const int64_t ldx = stride_rows(x), ldw = stride_rows(w), ldo = stride_rows(out);
   if (out.dtype == DType::F32)
-    launch_out(t, xp, ldx, wp, ldw, static_cast<float*>(out.data), ldo, n, kv, num_sms, stream);
+    launch_out<Act>(t, xp, ldx, up, wp, ldw, static_cast<float*>(out.data), ldo, n, kv, num_sms, stream);
   else
-    launch_out(t, xp, ldx, wp, ldw, static_cast<bf16*>(out.data), ldo, n, kv, num_sms, stream);
+    launch_out<Act>(t, xp, ldx, up, wp, ldw, static_cast<bf16*>(out.data), ldo, n, kv, num_sms, stream);
   PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream) {
+  require(gemv_fits(x, w, out, kGemvMaxTokens), "linear (gemv)",
+          "unsupported operands x " + shape_str(x) + ", w " + shape_str(w) + ", out " + shape_str(out));
+  launch_any<false>(x, 0, w, out, num_sms, stream);
+}
+
+bool gemv_silu_mul_fits(const Tensor& gate_up, const Tensor& w, const Tensor& out, int max_tokens) {
+  if (gate_up.ndim != 2 || gate_up.shape[1] % 2 != 0) return false;
+  return gemv_fits(gate_up.cols(0, gate_up.shape[1] / 2), w, out, max_tokens);
+}
+
+void launch_gemv_silu_mul(const Tensor& gate_up, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream) {
+  require(gemv_silu_mul_fits(gate_up, w, out, kGemvMaxTokens), "linear_silu_mul (gemv)",
+          "unsupported operands gate_up " + shape_str(gate_up) + ", w " + shape_str(w) + ", out " + shape_str(out));
+  const int64_t inter = gate_up.shape[1] / 2;
+  launch_any<true>(gate_up.cols(0, inter), inter, w, out, num_sms, stream);
 }
 
 }  // namespace pagoda::cuda

@@ -18,7 +18,10 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
 void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream);
 
 // out[i] = argmax of logits row i (F32 [R, V], lowest index on ties, NaN never wins) → I32 [R].
-void launch_argmax_rows(const Tensor& logits, Tensor& out, cudaStream_t stream);
+// Few rows of a large vocab are split over several blocks per row, whose partial results go to
+// `workspace` (8 bytes per block); without room there it runs one block per row.
+void launch_argmax_rows(const Tensor& logits, Tensor& out, int num_sms, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream);
 
 void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                               Tensor& k_cache, Tensor& v_cache, cudaStream_t stream);
@@ -38,6 +41,12 @@ bool gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out, int max_toke
 // since its cost grows with T while cuBLASLt's stays flat at these sizes.
 bool gemv_preferred(int64_t t, int64_t n);
 void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream);
+// The same kernel with the SwiGLU of the MLP fused into its loads of x: out = (silu(gate) * up) · w^T
+// for gate_up [T, 2I] (gate = columns [0, I), up = [I, 2I)), each product rounded to bf16 as
+// launch_silu_mul rounds it, so that the result is bit-identical to silu_mul then launch_gemv.
+// Fits where launch_gemv fits the gate half as x.
+bool gemv_silu_mul_fits(const Tensor& gate_up, const Tensor& w, const Tensor& out, int max_tokens);
+void launch_gemv_silu_mul(const Tensor& gate_up, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream);
 
 // What paged attention needs from its backend: the device's shape and a scratch area for split-KV
 // partial results (fp32), allocated once by the backend.

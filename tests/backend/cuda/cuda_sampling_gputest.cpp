@@ -49,6 +49,51 @@ TEST(CudaSampling, ArgmaxRowsMatchesCpu) {
   }
 }
 
+// One to three rows of a large vocabulary: each row is split over many blocks and reduced in a
+// second pass. Ties across blocks, maxima at block edges, NaN and all -inf / all-NaN rows.
+TEST(CudaSampling, ArgmaxFewRowsOfLargeVocab) {
+  Backends be;
+  std::mt19937 rng(22);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t vocab : {151936, 152003, 5000}) {
+    for (int64_t rows : {1, 2, 3}) {
+      for (int64_t pad : {0, 3}) {
+        SCOPED_TRACE("vocab " + std::to_string(vocab) + " rows " + std::to_string(rows) + " pad " + std::to_string(pad));
+        const int64_t ld = vocab + pad;
+        auto host = random_vec(rng, size_t(rows * ld), -10.0f, 10.0f, DType::F32);
+        std::vector<int32_t> want(size_t(rows), -1);
+        // row 0: a tie of the maximum in two far-apart blocks, NaN before either.
+        host[0] = std::nanf("");
+        host[size_t(2048)] = 70.0f;
+        host[size_t(vocab - 1)] = 70.0f;
+        want[0] = 2048;
+        if (rows > 1) {  // row 1: the maximum at a block's last element, a NaN after it
+          host[size_t(ld + 2047)] = 80.0f;
+          host[size_t(ld + 2049)] = std::nanf("");
+          want[1] = 2047;
+        }
+        if (rows > 2) {  // row 2: all -inf but one NaN: 0 (nothing beats -inf)
+          for (int64_t j = 0; j < vocab; ++j) host[size_t(2 * ld + j)] = -inf;
+          host[size_t(2 * ld + 9)] = std::nanf("");
+          want[2] = 0;
+        }
+        const auto g = argmax_on(*be.gpu, host, rows, vocab, ld);
+        const auto c = argmax_on(*be.cpu, host, rows, vocab, ld);
+        EXPECT_EQ(g, c);
+        EXPECT_EQ(g, want);
+        // The same row sliced off a misaligned start (scalar loads).
+        auto d = upload(*be.gpu, host, DType::F32, {rows * ld});
+        Tensor logits(static_cast<float*>(d.t.data) + 1, DType::F32, be.gpu->device(), {1, vocab - 1});
+        auto out = upload_i32(*be.gpu, std::vector<int32_t>(1, -7), {1});
+        be.gpu->argmax_rows(logits, out.t);
+        int32_t got1 = -7;
+        be.gpu->copy_to_host(&got1, out.t.data, 4);
+        EXPECT_EQ(got1, 2047);
+      }
+    }
+  }
+}
+
 TEST(CudaSampling, GraphReplaySeesNewInputs) {
   Backends be;
   Backend& g = *be.gpu;
