@@ -90,10 +90,12 @@ TEST(CliInfo, NonsensePathIsAClearError) {
   EXPECT_NE(r.out.find("/no/such/model"), std::string::npos) << r.out;
 }
 
-// A copy of a fixture whose files the test then damages.
+// A copy of a fixture whose files the test then damages; one folder per test, since ctest runs
+// tests in parallel.
 std::string damaged_copy(const std::string& name) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / ("pagoda_damaged_" + name);
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const fs::path dir = fs::path(::testing::TempDir()) / ("pagoda_damaged_" + test + "_" + name);
   fs::remove_all(dir);
   fs::copy(fixture(name), dir, fs::copy_options::recursive);
   return dir.string();
