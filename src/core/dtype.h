@@ -11,8 +11,29 @@ namespace pagoda {
 
 enum class DType : uint8_t { F32, F16, BF16, I32, I64 };
 
-size_t dtype_size(DType t);
-const char* dtype_name(DType t);  // safetensors spelling: "F32", "BF16", ...
+// Inline (not in dtype.cpp) so the CUDA library, linked after pagoda_lib, can use them too.
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+  }
+  return 0;
+}
+
+// safetensors spelling: "F32", "BF16", ...
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+  }
+  return "?";
+}
 // Parses a safetensors dtype string; returns false for types pagoda does not load.
 bool parse_safetensors_dtype(std::string_view s, DType* out);
 

@@ -16,18 +16,6 @@ Tensor::Tensor(void* ptr, DType t, Device dev, std::initializer_list<int64_t> di
   for (int64_t d : dims) shape[i++] = d;
 }
 
-int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; ++i) n *= shape[static_cast<size_t>(i)];
-  return n;
-}
-
-int64_t Tensor::row_numel() const {
-  int64_t n = 1;
-  for (int i = 1; i < ndim; ++i) n *= shape[static_cast<size_t>(i)];
-  return n;
-}
-
 Tensor Tensor::reshape(std::initializer_list<int64_t> dims) const {
   Tensor t(data, dtype, device, dims);
   if (is_contiguous()) {

@@ -30,8 +30,12 @@ struct Tensor {
   Tensor(void* ptr, DType t, Device dev, std::initializer_list<int64_t> dims);
 
   int64_t size(int d) const { return shape[static_cast<size_t>(d < 0 ? d + ndim : d)]; }
-  int64_t numel() const;
-  int64_t row_numel() const;      // product of dims 1..ndim-1 (the contiguous part)
+  int64_t numel() const { return ndim == 0 ? 1 : shape[0] * row_numel(); }
+  int64_t row_numel() const {  // product of dims 1..ndim-1 (the contiguous part)
+    int64_t n = 1;
+    for (int i = 1; i < ndim; ++i) n *= shape[static_cast<size_t>(i)];
+    return n;
+  }
   int64_t stride0() const { return row_stride ? row_stride : row_numel(); }
   bool is_contiguous() const { return row_stride == 0 || row_stride == row_numel(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }

@@ -95,7 +95,7 @@ void check_caches(const char* op, const Tensor& kc, const Tensor& vc, int64_t hk
               shape_str(kc));
   require(vc.ndim == 4 && vc.shape == kc.shape && vc.dtype == kc.dtype && vc.device == Device::CUDA, op,
           "v_cache " + shape_str(vc) + " must match k_cache " + shape_str(kc));
-  require(contiguous(kc) && contiguous(vc), op, "caches must be contiguous");
+  require(kc.is_contiguous() && vc.is_contiguous(), op, "caches must be contiguous");
 }
 
 }  // namespace
@@ -108,12 +108,12 @@ void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& sl
   require(k.dtype == v.dtype, op, "k and v must have one dtype");
   const int64_t t = k.shape[0], hkv = k.shape[1], d = k.shape[2];
   check_caches(op, k_cache, v_cache, hkv, d);
-  require(slot_mapping.dtype == DType::I32 && num_elems(slot_mapping) >= t, op,
+  require(slot_mapping.dtype == DType::I32 && slot_mapping.numel() >= t, op,
           "slot_mapping must be I32 with at least T entries, got " + shape_str(slot_mapping));
   if (t == 0) return;
   PAGODA_DISPATCH_FLOAT(k.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
     reshape_and_cache_kernel<T, TC><<<static_cast<unsigned>(t), kCacheThreads, 0, stream>>>(
-        k.ptr<T>(), stride_rows(k), v.ptr<T>(), stride_rows(v), slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(),
+        k.ptr<T>(), k.stride0(), v.ptr<T>(), v.stride0(), slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(),
         v_cache.ptr<TC>(), hkv * d);
   }));
   PAGODA_CUDA_CHECK_LAUNCH();
@@ -129,7 +129,7 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
   require(k.shape[0] == t && k.shape[2] == d && v.shape == k.shape, op,
           "k " + shape_str(k) + " and v " + shape_str(v) + " do not match q " + shape_str(q));
   require(q.dtype == k.dtype && q.dtype == v.dtype, op, "q, k and v must have one dtype");
-  require(num_elems(q_norm_w) == d && num_elems(k_norm_w) == d && q_norm_w.dtype == k_norm_w.dtype, op,
+  require(q_norm_w.numel() == d && k_norm_w.numel() == d && q_norm_w.dtype == k_norm_w.dtype, op,
           "q/k norm weights must be [" + std::to_string(d) + "] of one dtype");
   require(q_norm_w.dtype == DType::F32 || q_norm_w.dtype == DType::BF16 || q_norm_w.dtype == DType::F16, op,
           "norm weight dtype must be F32, BF16 or F16");
@@ -138,7 +138,7 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
   require(rope.rotary_dim == 0 || rope.theta > 0.0f, op, "rope theta must be positive");
   check_caches(op, k_cache, v_cache, hkv, d);
   require(meta.positions.dtype == DType::I32 && meta.slot_mapping.dtype == DType::I32 &&
-              num_elems(meta.positions) >= t && num_elems(meta.slot_mapping) >= t,
+              meta.positions.numel() >= t && meta.slot_mapping.numel() >= t,
           op, "meta.positions and meta.slot_mapping must be I32 with at least T entries");
   if (t == 0) return;
   const int threads = kCacheThreads;
@@ -148,7 +148,7 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>((hq + hkv + warps - 1) / warps));
   PAGODA_DISPATCH_FLOAT(q.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
     qk_norm_rope_cache_kernel<T, TC><<<grid, threads, smem, stream>>>(
-        q.ptr<T>(), stride_rows(q), k.ptr<T>(), stride_rows(k), v.ptr<T>(), stride_rows(v), q_norm_w.data,
+        q.ptr<T>(), q.stride0(), k.ptr<T>(), k.stride0(), v.ptr<T>(), v.stride0(), q_norm_w.data,
         k_norm_w.data, static_cast<int>(q_norm_w.dtype), eps, zero_centered ? 1.0f : 0.0f, static_cast<int>(hq),
         static_cast<int>(hkv), static_cast<int>(d), rope.rotary_dim, rope.theta, meta.positions.ptr<int32_t>(),
         meta.slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(), v_cache.ptr<TC>());

@@ -146,20 +146,20 @@ bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DTyp
 
 void CudaBackend::upload_convert(const Tensor& host_src, Tensor& dst) {
   const char* op = "upload_convert";
-  const int64_t n = cuda::num_elems(host_src);
-  require(n == cuda::num_elems(dst), op, "element counts differ: " + cuda::shape_str(host_src) + " → " + cuda::shape_str(dst));
-  require(cuda::contiguous(host_src) && cuda::contiguous(dst), op, "tensors must be contiguous");
+  const int64_t n = host_src.numel();
+  require(n == dst.numel(), op, "element counts differ: " + cuda::shape_str(host_src) + " → " + cuda::shape_str(dst));
+  require(host_src.is_contiguous() && dst.is_contiguous(), op, "tensors must be contiguous");
   if (n == 0) return;
   if (host_src.dtype == dst.dtype) {
-    copy_to_device(dst.data, host_src.data, static_cast<size_t>(n) * cuda::elem_size(dst.dtype));
+    copy_to_device(dst.data, host_src.data, static_cast<size_t>(n) * dtype_size(dst.dtype));
     return;
   }
   require(is_float(host_src.dtype) && is_float(dst.dtype), op,
-          std::string("cannot convert ") + cuda::dtype_str(host_src.dtype) + " to " + cuda::dtype_str(dst.dtype));
+          std::string("cannot convert ") + dtype_name(host_src.dtype) + " to " + dtype_name(dst.dtype));
   activate();
   // Convert on the host in chunks; each chunk's async copy from pageable memory returns once staged.
   constexpr size_t kChunk = size_t{1} << 22;  // elements
-  const size_t out_es = cuda::elem_size(dst.dtype);
+  const size_t out_es = dtype_size(dst.dtype);
   std::vector<unsigned char> staging(std::min<size_t>(kChunk, static_cast<size_t>(n)) * out_es);
   for (size_t begin = 0; begin < static_cast<size_t>(n); begin += kChunk) {
     const size_t count = std::min<size_t>(kChunk, static_cast<size_t>(n) - begin);

@@ -1,5 +1,5 @@
-// Host-side helpers of the CUDA backend: error checks and Tensor geometry that do not depend on
-// pagoda_lib's out-of-line code (pagoda_cuda is linked after pagoda_lib). C++17-clean: included by
+// Host-side helpers of the CUDA backend: error checks and Tensor geometry. Only inline code of
+// core/ may be used here (pagoda_cuda is linked after pagoda_lib). C++17-clean: included by
 // .cu files. Internal to src/backend/cuda.
 #pragma once
 
@@ -29,46 +29,10 @@ namespace pagoda::cuda {
 // After a kernel launch: reports launch errors (bad configuration, missing image); no host sync.
 #define PAGODA_CUDA_CHECK_LAUNCH() PAGODA_CUDA_CHECK(cudaGetLastError())
 
-inline size_t elem_size(DType t) {
-  switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-  }
-  return 0;
-}
-
-inline const char* dtype_str(DType t) {
-  switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-  }
-  return "?";
-}
-
-inline int64_t row_elems(const Tensor& t) {
-  int64_t n = 1;
-  for (int i = 1; i < t.ndim; ++i) n *= t.shape[static_cast<size_t>(i)];
-  return n;
-}
-inline int64_t num_elems(const Tensor& t) {
-  int64_t n = 1;
-  for (int i = 0; i < t.ndim; ++i) n *= t.shape[static_cast<size_t>(i)];
-  return n;
-}
 inline int64_t num_rows(const Tensor& t) { return t.ndim == 0 ? 1 : t.shape[0]; }
-// Elements between consecutive rows of dim 0.
-inline int64_t stride_rows(const Tensor& t) { return t.row_stride ? t.row_stride : row_elems(t); }
-
-inline bool contiguous(const Tensor& t) { return t.row_stride == 0 || t.row_stride == row_elems(t); }
 
 inline std::string shape_str(const Tensor& t) {
-  std::string s = std::string(dtype_str(t.dtype)) + "[";
+  std::string s = std::string(dtype_name(t.dtype)) + "[";
   for (int i = 0; i < t.ndim; ++i) {
     if (i) s += ", ";
     s += std::to_string(t.shape[static_cast<size_t>(i)]);

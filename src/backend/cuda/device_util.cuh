@@ -81,5 +81,5 @@ __device__ __forceinline__ float block_sum(float v) {
     }                                                                                              \
     default:                                                                                       \
       throw ::pagoda::Error(std::string("cuda ") + op + ": unsupported dtype " +                   \
-                            ::pagoda::cuda::dtype_str(dtype));                                     \
+                            ::pagoda::dtype_name(dtype));                                     \
   }

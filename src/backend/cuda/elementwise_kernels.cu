@@ -53,7 +53,7 @@ int threads_for(int64_t work_items) {
 
 void check_2d_rows(const char* op, const Tensor& t, int64_t rows, int64_t cols, const char* name) {
   require(t.device == Device::CUDA, op, std::string(name) + " must be on cuda, got " + shape_str(t));
-  require(num_rows(t) == rows && row_elems(t) == cols, op,
+  require(num_rows(t) == rows && t.row_numel() == cols, op,
           std::string(name) + " has shape " + shape_str(t) + ", expected " + std::to_string(rows) +
               " rows of " + std::to_string(cols));
 }
@@ -76,9 +76,9 @@ __global__ void gather_rows_kernel(const char* src, int64_t src_stride_bytes, in
 void gather_bytes(const Tensor& x, const Tensor& idx, Tensor& out, cudaStream_t stream) {
   const int64_t n = num_rows(out);
   if (n == 0) return;
-  const size_t es = elem_size(x.dtype);
-  const int64_t row_bytes = row_elems(x) * static_cast<int64_t>(es);
-  const int64_t ss = stride_rows(x) * static_cast<int64_t>(es), ds = stride_rows(out) * static_cast<int64_t>(es);
+  const size_t es = dtype_size(x.dtype);
+  const int64_t row_bytes = x.row_numel() * static_cast<int64_t>(es);
+  const int64_t ss = x.stride0() * static_cast<int64_t>(es), ds = out.stride0() * static_cast<int64_t>(es);
   auto run = [&](auto unit) {
     using U = decltype(unit);
     const int64_t units = row_bytes / static_cast<int64_t>(sizeof(U));
@@ -200,7 +200,7 @@ void launch_embedding(const Tensor& table, const Tensor& ids, Tensor& out, cudaS
   const char* op = "embedding";
   require(table.ndim == 2, op, "table must be 2-D, got " + shape_str(table));
   require(ids.dtype == DType::I32 && ids.device == Device::CUDA, op, "ids must be I32 on cuda, got " + shape_str(ids));
-  const int64_t n = num_elems(ids);
+  const int64_t n = ids.numel();
   check_2d_rows(op, out, n, table.shape[1], "out");
   if (n == 0) return;
   if (table.dtype == out.dtype) {
@@ -212,8 +212,8 @@ void launch_embedding(const Tensor& table, const Tensor& ids, Tensor& out, cudaS
     const int threads = threads_for(hidden);
     const int bpr = static_cast<int>((hidden + threads - 1) / threads);
     embedding_convert_kernel<Tin, Tout><<<static_cast<unsigned>(n * bpr), threads, 0, stream>>>(
-        table.ptr<Tin>(), stride_rows(table), table.shape[0], ids.ptr<int32_t>(), out.ptr<Tout>(),
-        stride_rows(out), hidden, bpr);
+        table.ptr<Tin>(), table.stride0(), table.shape[0], ids.ptr<int32_t>(), out.ptr<Tout>(),
+        out.stride0(), hidden, bpr);
   }));
   PAGODA_CUDA_CHECK_LAUNCH();
 }
@@ -222,7 +222,7 @@ void launch_gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, cudaSt
   const char* op = "gather_rows";
   require(rows.dtype == DType::I32 && rows.device == Device::CUDA, op, "rows must be I32 on cuda, got " + shape_str(rows));
   require(out.dtype == x.dtype, op, "out " + shape_str(out) + " and x " + shape_str(x) + " differ in dtype");
-  check_2d_rows(op, out, num_elems(rows), row_elems(x), "out");
+  check_2d_rows(op, out, rows.numel(), x.row_numel(), "out");
   gather_bytes(x, rows, out, stream);
 }
 
@@ -230,8 +230,8 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
                      bool zero_centered, cudaStream_t stream) {
   const char* op = residual ? "add_rms_norm" : "rms_norm";
   const int64_t rows = num_rows(x), hidden = x.ndim ? x.shape[static_cast<size_t>(x.ndim - 1)] : 0;
-  require(hidden > 0 && row_elems(x) == hidden, op, "x must be [rows, hidden], got " + shape_str(x));
-  require(num_elems(w) == hidden && w.device == Device::CUDA, op,
+  require(hidden > 0 && x.row_numel() == hidden, op, "x must be [rows, hidden], got " + shape_str(x));
+  require(w.numel() == hidden && w.device == Device::CUDA, op,
           "weight " + shape_str(w) + " does not match hidden " + std::to_string(hidden));
   require(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16, op,
           "weight dtype must be F32, BF16 or F16");
@@ -247,16 +247,16 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
   PAGODA_DISPATCH_FLOAT(x.dtype, T, op, {
     constexpr int V16 = 16 / sizeof(T);
     T* res = residual ? residual->ptr<T>() : nullptr;
-    const int64_t rs = residual ? stride_rows(*residual) : 0;
-    bool vec = vec16_ok(sizeof(T), hidden, {{x.data, stride_rows(x)}, {out.data, stride_rows(out)}});
+    const int64_t rs = residual ? residual->stride0() : 0;
+    bool vec = vec16_ok(sizeof(T), hidden, {{x.data, x.stride0()}, {out.data, out.stride0()}});
     if (residual) vec = vec && vec16_ok(sizeof(T), hidden, {{residual->data, rs}});
     auto go = [&](auto add_tag, auto v_tag) {
       constexpr bool kAdd = decltype(add_tag)::value;
       constexpr int V = decltype(v_tag)::value;
       const int threads = threads_for(hidden / V);
       rms_norm_kernel<T, kAdd, V><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-          x.ptr<T>(), stride_rows(x), res, rs, w.data, static_cast<int>(w.dtype), out.ptr<T>(),
-          stride_rows(out), static_cast<int>(hidden), eps, w_off);
+          x.ptr<T>(), x.stride0(), res, rs, w.data, static_cast<int>(w.dtype), out.ptr<T>(),
+          out.stride0(), static_cast<int>(hidden), eps, w_off);
     };
     if (residual) {
       if (vec) go(std::true_type{}, std::integral_constant<int, V16>{});
@@ -271,7 +271,7 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
 
 void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
   const char* op = "silu_mul";
-  const int64_t rows = num_rows(gate_up), two_i = row_elems(gate_up);
+  const int64_t rows = num_rows(gate_up), two_i = gate_up.row_numel();
   require(gate_up.ndim == 2 && two_i % 2 == 0, op, "gate_up must be [T, 2I], got " + shape_str(gate_up));
   const int64_t inter = two_i / 2;
   check_2d_rows(op, out, rows, inter, "out");
@@ -279,14 +279,14 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
   if (rows == 0 || inter == 0) return;
   PAGODA_DISPATCH_FLOAT(gate_up.dtype, T, op, {
     constexpr int V16 = 16 / sizeof(T);
-    const bool vec = vec16_ok(sizeof(T), inter, {{gate_up.data, stride_rows(gate_up)}, {out.data, stride_rows(out)}});
+    const bool vec = vec16_ok(sizeof(T), inter, {{gate_up.data, gate_up.stride0()}, {out.data, out.stride0()}});
     auto go = [&](auto v_tag) {
       constexpr int V = decltype(v_tag)::value;
       const int64_t items = inter / V;
       const int threads = threads_for(items);
       const int bpr = static_cast<int>((items + threads - 1) / threads);
       silu_mul_kernel<T, V><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(
-          gate_up.ptr<T>(), stride_rows(gate_up), out.ptr<T>(), stride_rows(out), inter, bpr);
+          gate_up.ptr<T>(), gate_up.stride0(), out.ptr<T>(), out.stride0(), inter, bpr);
     };
     if (vec) go(std::integral_constant<int, V16>{});
     else go(std::integral_constant<int, 1>{});
@@ -296,7 +296,7 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
 
 void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream) {
   const char* op = "sigmoid_gate";
-  const int64_t rows = num_rows(a), cols = row_elems(a);
+  const int64_t rows = num_rows(a), cols = a.row_numel();
   check_2d_rows(op, gate, rows, cols, "gate");
   check_2d_rows(op, out, rows, cols, "out");
   require(a.dtype == gate.dtype && a.dtype == out.dtype, op, "a, gate and out must have one dtype");
@@ -304,14 +304,14 @@ void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaS
   PAGODA_DISPATCH_FLOAT(a.dtype, T, op, {
     constexpr int V16 = 16 / sizeof(T);
     const bool vec = vec16_ok(sizeof(T), cols,
-                              {{a.data, stride_rows(a)}, {gate.data, stride_rows(gate)}, {out.data, stride_rows(out)}});
+                              {{a.data, a.stride0()}, {gate.data, gate.stride0()}, {out.data, out.stride0()}});
     auto go = [&](auto v_tag) {
       constexpr int V = decltype(v_tag)::value;
       const int64_t items = cols / V;
       const int threads = threads_for(items);
       const int bpr = static_cast<int>((items + threads - 1) / threads);
       sigmoid_gate_kernel<T, V><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(
-          a.ptr<T>(), stride_rows(a), gate.ptr<T>(), stride_rows(gate), out.ptr<T>(), stride_rows(out), cols, bpr);
+          a.ptr<T>(), a.stride0(), gate.ptr<T>(), gate.stride0(), out.ptr<T>(), out.stride0(), cols, bpr);
     };
     if (vec) go(std::integral_constant<int, V16>{});
     else go(std::integral_constant<int, 1>{});

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kNormThreads)
 }
 
 void check_i32(const char* op, const Tensor& t, int64_t min_elems, const char* name) {
-  require(t.dtype == DType::I32 && t.device == Device::CUDA && num_elems(t) >= min_elems && contiguous(t), op,
+  require(t.dtype == DType::I32 && t.device == Device::CUDA && t.numel() >= min_elems && t.is_contiguous(), op,
           std::string("meta.") + name + " must be contiguous I32 on cuda with at least " +
               std::to_string(min_elems) + " entries, got " + shape_str(t));
 }
@@ -178,14 +178,14 @@ void launch_causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_st
               out.dtype == x.dtype,
           op, "out " + shape_str(out) + " must match x " + shape_str(x));
   require(conv_state.ndim == 3 && conv_state.shape[1] == channels && conv_state.device == Device::CUDA &&
-              contiguous(conv_state) && is_float_dtype(conv_state.dtype),
+              conv_state.is_contiguous() && is_float_dtype(conv_state.dtype),
           op, "conv_state must be a contiguous float [slots, " + std::to_string(channels) + ", K-1] on cuda, got " +
                   shape_str(conv_state));
   const int64_t k = conv_state.shape[2] + 1;
   require(k >= 1 && k <= kConvMaxK, op,
           "conv kernel size " + std::to_string(k) + " is not supported (CUDA limit: K <= " +
               std::to_string(kConvMaxK) + ")");
-  require(w.ndim >= 2 && w.shape[0] == channels && num_elems(w) == channels * k && contiguous(w) &&
+  require(w.ndim >= 2 && w.shape[0] == channels && w.numel() == channels * k && w.is_contiguous() &&
               w.device == Device::CUDA && is_float_dtype(w.dtype),
           op, "w must be a contiguous float [" + std::to_string(channels) + ", " + std::to_string(k) +
                   "] on cuda (K from conv_state), got " + shape_str(w));
@@ -208,8 +208,8 @@ void launch_causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_st
       const dim3 grid(static_cast<unsigned>((channels + kConvThreads - 1) / kConvThreads), static_cast<unsigned>(nseq),
                       static_cast<unsigned>(segments));
       causal_conv1d_silu_kernel<T, TS, 1, MK><<<grid, kConvThreads, 0, stream>>>(
-          x.ptr<T>(), stride_rows(x), w.data, static_cast<int>(w.dtype), conv_state.ptr<TS>(), conv_state.shape[0],
-          out.ptr<T>(), stride_rows(out), meta.cu_seqlens_q.ptr<int32_t>(), meta.state_slots.ptr<int32_t>(),
+          x.ptr<T>(), x.stride0(), w.data, static_cast<int>(w.dtype), conv_state.ptr<TS>(), conv_state.shape[0],
+          out.ptr<T>(), out.stride0(), meta.cu_seqlens_q.ptr<int32_t>(), meta.state_slots.ptr<int32_t>(),
           meta.has_initial_state.ptr<int32_t>(), static_cast<int>(channels), static_cast<int>(k));
     };
     if (k <= 4) go(std::integral_constant<int, 4>{});
@@ -229,7 +229,7 @@ void launch_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, fl
   };
   require(same(z), op, "z " + shape_str(z) + " must match x " + shape_str(x));
   require(same(out), op, "out " + shape_str(out) + " must match x " + shape_str(x));
-  require(num_elems(w) == dv && contiguous(w) && w.device == Device::CUDA && is_float_dtype(w.dtype), op,
+  require(w.numel() == dv && w.is_contiguous() && w.device == Device::CUDA && is_float_dtype(w.dtype), op,
           "weight must be a float [" + std::to_string(dv) + "] on cuda, got " + shape_str(w));
   if (t == 0 || heads == 0 || dv == 0) return;
   require(dv < (int64_t{1} << 30) && t * heads < (int64_t{1} << 40), op, "x too large");
@@ -242,15 +242,15 @@ void launch_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, fl
     const int64_t vb = static_cast<int64_t>(V * sizeof(T));
     const auto ok = [&](const Tensor& o) {
       return reinterpret_cast<uintptr_t>(o.data) % static_cast<uintptr_t>(vb) == 0 &&
-             (stride_rows(o) * static_cast<int64_t>(sizeof(T))) % vb == 0;
+             (o.stride0() * static_cast<int64_t>(sizeof(T))) % vb == 0;
     };
     const bool vec = dv % V == 0 && ok(x) && ok(z) && ok(out);
     const int round_product = (w.dtype == x.dtype && x.dtype != DType::F32) ? 1 : 0;
     auto go = [&](auto v_tag) {
       constexpr int VV = decltype(v_tag)::value;
       gated_rms_norm_kernel<T, VV><<<static_cast<unsigned>(blocks), kNormThreads, 0, stream>>>(
-          x.ptr<T>(), stride_rows(x), z.ptr<T>(), stride_rows(z), w.data, static_cast<int>(w.dtype), round_product,
-          out.ptr<T>(), stride_rows(out), static_cast<int>(heads), static_cast<int>(dv), eps, total);
+          x.ptr<T>(), x.stride0(), z.ptr<T>(), z.stride0(), w.data, static_cast<int>(w.dtype), round_product,
+          out.ptr<T>(), out.stride0(), static_cast<int>(heads), static_cast<int>(dv), eps, total);
     };
     if (vec) go(std::integral_constant<int, V>{});
     else go(std::integral_constant<int, 1>{});

@@ -542,7 +542,7 @@ void launch_chunk(const GdnArgs& a, dim3 grid, size_t max_smem_optin, cudaStream
 }
 
 void check_i32(const char* op, const Tensor& t, int64_t min_elems, const char* name) {
-  require(t.dtype == DType::I32 && t.device == Device::CUDA && num_elems(t) >= min_elems && contiguous(t), op,
+  require(t.dtype == DType::I32 && t.device == Device::CUDA && t.numel() >= min_elems && t.is_contiguous(), op,
           std::string("meta.") + name + " must be contiguous I32 on cuda with at least " +
               std::to_string(min_elems) + " entries, got " + shape_str(t));
 }
@@ -572,17 +572,17 @@ void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, 
           "q, k, v, b, a and out must have one dtype");
   for (const Tensor* x : std::initializer_list<const Tensor*>{&q, &k, &v, &b, &a, &out, &A_log, &dt_bias, &state})
     require(x->device == Device::CUDA, op, "every tensor must be on cuda, got " + shape_str(*x));
-  require(num_rows(b) == t && row_elems(b) == hv && num_rows(a) == t && row_elems(a) == hv, op,
+  require(num_rows(b) == t && b.row_numel() == hv && num_rows(a) == t && a.row_numel() == hv, op,
           "b and a must be [T, Hv] = [" + std::to_string(t) + ", " + std::to_string(hv) + "], got " + shape_str(b) +
               " and " + shape_str(a));
   require(out.ndim == 3 && out.shape[0] == t && out.shape[1] == hv && out.shape[2] == dv, op,
           "out must be [T, Hv, dv], got " + shape_str(out));
-  require(num_elems(A_log) == hv && num_elems(dt_bias) == hv && contiguous(A_log) && contiguous(dt_bias) &&
+  require(A_log.numel() == hv && dt_bias.numel() == hv && A_log.is_contiguous() && dt_bias.is_contiguous() &&
               is_float_dtype(A_log.dtype) && is_float_dtype(dt_bias.dtype),
           op, "A_log and dt_bias must be float [" + std::to_string(hv) + "], got " + shape_str(A_log) + " and " +
                   shape_str(dt_bias));
   require(state.ndim == 4 && state.dtype == DType::F32 && state.shape[1] == hv && state.shape[2] == dk &&
-              state.shape[3] == dv && contiguous(state) && aligned16(state.data),
+              state.shape[3] == dv && state.is_contiguous() && aligned16(state.data),
           op, "state must be a contiguous, 16-byte aligned F32 [slots, " + std::to_string(hv) + ", " +
                   std::to_string(dk) + ", " + std::to_string(dv) + "], got " + shape_str(state));
   const int nseq = meta.num_seqs;
@@ -597,8 +597,8 @@ void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, 
 
   GdnArgs p{};
   p.q = q.data, p.k = k.data, p.v = v.data, p.b = b.data, p.a = a.data;
-  p.q_stride = stride_rows(q), p.k_stride = stride_rows(k), p.v_stride = stride_rows(v);
-  p.b_stride = stride_rows(b), p.a_stride = stride_rows(a), p.out_stride = stride_rows(out);
+  p.q_stride = q.stride0(), p.k_stride = k.stride0(), p.v_stride = v.stride0();
+  p.b_stride = b.stride0(), p.a_stride = a.stride0(), p.out_stride = out.stride0();
   p.a_log = A_log.data, p.dt_bias = dt_bias.data;
   p.a_log_dtype = static_cast<int>(A_log.dtype), p.dt_bias_dtype = static_cast<int>(dt_bias.dtype);
   p.state = state.ptr<float>();
@@ -633,7 +633,7 @@ void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, 
     case DType::BF16: run(bf16{}); break;
     case DType::F32: run(float{}); break;
     default:
-      throw Error(std::string("cuda gated_delta_rule: unsupported activation dtype ") + dtype_str(act) +
+      throw Error(std::string("cuda gated_delta_rule: unsupported activation dtype ") + dtype_name(act) +
                   " (BF16 or F32)");
   }
 }

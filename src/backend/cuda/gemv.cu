@@ -192,7 +192,7 @@ bool gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out, int max_toke
   if (x.dtype != DType::BF16 || w.dtype != DType::BF16) return false;
   if (out.dtype != DType::BF16 && out.dtype != DType::F32) return false;
   if (n > (int64_t{1} << 30) || k / 8 > (int64_t{1} << 30)) return false;
-  const int64_t ldx = stride_rows(x), ldw = stride_rows(w);
+  const int64_t ldx = x.stride0(), ldw = w.stride0();
   return ldx % 8 == 0 && ldw % 8 == 0 && aligned16(x.data) && aligned16(w.data);
 }
 
@@ -203,7 +203,7 @@ void launch_any(const Tensor& x, int64_t up, const Tensor& w, Tensor& out, int n
   const int t = static_cast<int>(x.shape[0]), n = static_cast<int>(w.shape[0]), kv = static_cast<int>(x.shape[1] / 8);
   const auto* xp = static_cast<const bf16*>(x.data);
   const auto* wp = static_cast<const bf16*>(w.data);
-  const int64_t ldx = stride_rows(x), ldw = stride_rows(w), ldo = stride_rows(out);
+  const int64_t ldx = x.stride0(), ldw = w.stride0(), ldo = out.stride0();
   if (out.dtype == DType::F32)
     launch_out<Act>(t, xp, ldx, up, wp, ldw, static_cast<float*>(out.data), ldo, n, kv, num_sms, stream);
   else

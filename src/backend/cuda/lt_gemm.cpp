@@ -22,7 +22,7 @@ cudaDataType_t cuda_type(DType t) {
     case DType::F32: return CUDA_R_32F;
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
-    default: throw Error(std::string("cuda linear: unsupported dtype ") + dtype_str(t));
+    default: throw Error(std::string("cuda linear: unsupported dtype ") + dtype_name(t));
   }
 }
 
@@ -109,16 +109,16 @@ void LtGemm::linear(const Tensor& x, const Tensor& w, Tensor& out, cudaStream_t 
   require(out.dtype == x.dtype || out.dtype == DType::F32, op, "out dtype must be x's or F32");
   if (t == 0 || n == 0) return;
   if (k == 0) {
-    PAGODA_CUDA_CHECK(cudaMemset2DAsync(out.data, static_cast<size_t>(stride_rows(out)) * elem_size(out.dtype), 0,
-                                        static_cast<size_t>(n) * elem_size(out.dtype), static_cast<size_t>(t), stream));
+    PAGODA_CUDA_CHECK(cudaMemset2DAsync(out.data, static_cast<size_t>(out.stride0()) * dtype_size(out.dtype), 0,
+                                        static_cast<size_t>(n) * dtype_size(out.dtype), static_cast<size_t>(t), stream));
     return;
   }
-  const int64_t ldw = stride_rows(w), ldx = stride_rows(x), ldy = stride_rows(out);
+  const int64_t ldw = w.stride0(), ldx = x.stride0(), ldy = out.stride0();
   const Key key{t, n, k, ldw, ldx, ldy,
                 static_cast<int>(cuda_type(w.dtype)), static_cast<int>(cuda_type(x.dtype)), static_cast<int>(cuda_type(out.dtype)),
-                alignment_of(w.data, ldw * static_cast<int64_t>(elem_size(w.dtype))),
-                alignment_of(x.data, ldx * static_cast<int64_t>(elem_size(x.dtype))),
-                alignment_of(out.data, ldy * static_cast<int64_t>(elem_size(out.dtype)))};
+                alignment_of(w.data, ldw * static_cast<int64_t>(dtype_size(w.dtype))),
+                alignment_of(x.data, ldx * static_cast<int64_t>(dtype_size(x.dtype))),
+                alignment_of(out.data, ldy * static_cast<int64_t>(dtype_size(out.dtype)))};
   std::lock_guard<std::mutex> lock(mu_);
   const Plan& p = plan_for(key);
   const float alpha = 1.0f, beta = 0.0f;

@@ -62,11 +62,11 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   require(shift >= 0 && meta.block_size == k_cache.shape[1], op,
           "block_size " + std::to_string(meta.block_size) + " must be a power of two equal to the cache's " +
               std::to_string(k_cache.shape[1]));
-  require(num_elems(meta.cu_seqlens_q) >= meta.num_seqs + 1 && num_elems(meta.seq_lens) >= meta.num_seqs &&
+  require(meta.cu_seqlens_q.numel() >= meta.num_seqs + 1 && meta.seq_lens.numel() >= meta.num_seqs &&
               meta.block_tables.ndim == 2 && meta.block_tables.shape[0] >= meta.num_seqs,
           op, "StepMeta tensors are smaller than num_seqs");
   require(meta.num_tokens == t, op, "meta.num_tokens " + std::to_string(meta.num_tokens) + " differs from q's " + std::to_string(t));
-  require(aligned16(q.data) && stride_rows(q) % 8 == 0 && aligned16(out.data) && stride_rows(out) % 8 == 0, op,
+  require(aligned16(q.data) && q.stride0() % 8 == 0 && aligned16(out.data) && out.stride0() % 8 == 0, op,
           "q and out must be 16-byte aligned with row strides a multiple of 8 elements");
   if (t == 0 || meta.num_seqs == 0) return;
 
@@ -92,15 +92,15 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
 
   attn::Args a{};
   a.q = q.ptr<bf16>();
-  a.q_stride = stride_rows(q);
+  a.q_stride = q.stride0();
   a.out = out.ptr<bf16>();
-  a.out_stride = stride_rows(out);
+  a.out_stride = out.stride0();
   a.k_cache = k_cache.data;
   a.v_cache = v_cache.data;
   a.cu_seqlens_q = meta.cu_seqlens_q.ptr<int32_t>();
   a.seq_lens = meta.seq_lens.ptr<int32_t>();
   a.block_tables = meta.block_tables.ptr<int32_t>();
-  a.bt_stride = stride_rows(meta.block_tables);
+  a.bt_stride = meta.block_tables.stride0();
   a.num_seqs = meta.num_seqs;
   a.num_tokens = static_cast<int>(t);
   a.num_q_heads = static_cast<int>(hq);

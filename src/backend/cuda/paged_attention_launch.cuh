@@ -47,7 +47,7 @@ void launch_attention_kernel(const Args& a, bool decode, DType kv_dtype, dim3 gr
              : launch_one<D, false, float>(a, grid, max_smem_optin, stream);
       return;
     default:
-      throw Error(std::string("cuda paged_attention: unsupported KV cache dtype ") + dtype_str(kv_dtype));
+      throw Error(std::string("cuda paged_attention: unsupported KV cache dtype ") + dtype_name(kv_dtype));
   }
 }
 

@@ -110,12 +110,12 @@ void launch_argmax_rows(const Tensor& logits, Tensor& out, int num_sms, void* wo
   require(logits.ndim == 2 && logits.dtype == DType::F32 && logits.device == Device::CUDA, op,
           "logits must be F32 [R, V] on cuda, got " + shape_str(logits));
   const int64_t rows = logits.shape[0], vocab = logits.shape[1];
-  require(out.dtype == DType::I32 && num_elems(out) == rows && out.device == Device::CUDA, op,
+  require(out.dtype == DType::I32 && out.numel() == rows && out.device == Device::CUDA, op,
           "out must be I32 [" + std::to_string(rows) + "] on cuda, got " + shape_str(out));
   require(vocab > 0 && vocab < (int64_t{1} << 31) - 4, op, "vocab out of range");
   require(rows < (int64_t{1} << 31), op, "too many rows");
   if (rows == 0) return;
-  const int64_t stride = stride_rows(logits);
+  const int64_t stride = logits.stride0();
   const bool vec4 = aligned16(logits.data) && stride % 4 == 0;
   // A single block per row reads one row at the pace of one SM (22 µs for 151,936 logits on an
   // H200): split the rows into chunks so that about two blocks per SM run, then reduce each row's
