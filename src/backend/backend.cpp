@@ -12,7 +12,7 @@ namespace pagoda {
 #ifdef PAGODA_HAS_CUDA
 // Defined in backend/cuda/cuda_backend.cpp (declared in cuda_backend.h, which needs the CUDA
 // headers; this file does not).
-std::unique_ptr<Backend> make_cuda_backend(int device);
+std::unique_ptr<Backend> make_cuda_backend(int device, DType activation);
 #endif
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -66,11 +66,32 @@ int64_t Backend::end_capture() { throw Error(name() + " cannot capture graphs");
 void Backend::replay(int64_t) { throw Error(name() + " cannot replay graphs"); }
 void Backend::destroy_graph(int64_t) {}
 
-std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads) {
-  if (device == "cpu") return make_cpu_backend(num_threads);
+DType parse_activation_dtype(const std::string& dtype, const std::string& device) {
+  const bool f32 = dtype == "float32" || dtype == "float" || dtype == "fp32";
+  const bool bf16 = dtype == "bfloat16" || dtype == "bf16";
+  const bool f16 = dtype == "float16" || dtype == "half" || dtype == "fp16";
+  if (!(dtype == "auto" || f32 || bf16 || f16))
+    throw Error("--dtype '" + dtype + "' is not a dtype; choose auto, bfloat16 or float32");
+  if (device == "cpu") {
+    if (bf16 || f16)
+      throw Error("--dtype " + dtype + ": the CPU backend computes in float32 (weights of any dtype are "
+                  "converted when loaded); pass --dtype auto or float32");
+    return DType::F32;
+  }
+  if (f16)
+    throw Error("--dtype " + dtype + ": float16 activations are not supported on CUDA; choose bfloat16 (the "
+                "default) or float32");
+  return f32 ? DType::F32 : DType::BF16;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads, const std::string& dtype) {
+  if (device == "cpu") {
+    parse_activation_dtype(dtype, device);
+    return make_cpu_backend(num_threads);
+  }
   if (device == "cuda") {
 #ifdef PAGODA_HAS_CUDA
-    return make_cuda_backend(0);
+    return make_cuda_backend(0, parse_activation_dtype(dtype, device));
 #else
     throw Error(
         "this pagoda was built without CUDA; rebuild with nvcc available or use --device cpu");

@@ -1,7 +1,7 @@
 // The Backend interface: device memory, a stream, and the coarse op set the models call
 // (DESIGN.md §3). A model is written once against this interface and runs on every backend.
 // Conventions for every op:
-//  - tensors live on the backend's device; activations use activation_dtype() (cpu: F32, cuda: BF16);
+//  - tensors live on the backend's device; activations use activation_dtype() (cpu: F32, cuda: BF16 or F32);
 //    weights may be any of F32/BF16/F16; math is fp32 inside;
 //  - dim 0 of an input or output may be strided (Tensor::row_stride), inner dims are contiguous;
 //  - no op synchronises with the host.
@@ -165,7 +165,12 @@ class Backend {
 };
 
 // "cpu" or "cuda"; throws pagoda::Error naming the choices for anything else or a CUDA backend
-// in a build without CUDA.
-std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads = 0);
+// in a build without CUDA. `dtype` is the activation dtype, as vLLM's --dtype: "auto" (cpu:
+// float32, cuda: bfloat16), "bfloat16" (cuda only) or "float32" (cuda: every op in fp32, cuBLAS
+// without TF32 — slower, for results that must match an fp32 reference token for token).
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads = 0,
+                                      const std::string& dtype = "auto");
+// The activation dtype `dtype` names on `device`; throws pagoda::Error for one it cannot run.
+DType parse_activation_dtype(const std::string& dtype, const std::string& device);
 
 }  // namespace pagoda

@@ -25,6 +25,7 @@ struct PerplexityArgs {
   int32_t ctx = 512, stride = 256;
   std::string device = "cpu", kv_cache_dtype = "auto";
   int32_t threads = 0;
+  std::string dtype = "auto";
 };
 
 // -log p(target) from one logits row, in double precision.
@@ -54,7 +55,7 @@ void run_perplexity(const PerplexityArgs& a) {
   check(a.text_file.empty() != a.ids_file.empty(), "give exactly one of --file TEXT or --token-ids-file F");
   check(a.ctx >= 2 && a.stride >= 1 && a.stride <= a.ctx, "need --ctx >= 2 and 1 <= --stride <= --ctx");
   const std::string dir = resolve_model_dir(a.model_dir);
-  auto backend = make_backend(a.device, a.threads);
+  auto backend = make_backend(a.device, a.threads, a.dtype);
   auto model = load_model(dir, *backend);
   const ModelConfig& mc = model->config();
 
@@ -133,6 +134,8 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--logits-out", args->logits_out, "Write every position's fp32 logits here");
   cmd->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--dtype", args->dtype, "Activation dtype: auto, bfloat16 (cuda) or float32")
+      ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "auto, bf16, fp16 or fp32");
   cmd->callback([args, exit_code] {
     run_perplexity(*args);

@@ -12,6 +12,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   EngineConfig& c = f.config;
   cmd->add_option("--device", c.device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--threads", c.num_threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--dtype", c.dtype,
+                  "Activation dtype: auto (cpu float32, cuda bfloat16), bfloat16, or float32 (cuda: every op "
+                  "in fp32, slower; for token-exact comparison with an fp32 reference)")
+      ->capture_default_str();
   cmd->add_option("--max-num-seqs", c.max_num_seqs,
                   "Most sequences in one step (default: cpu 64, cuda 256)");
   cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
@@ -42,6 +46,7 @@ EngineConfig engine_config_from(const EngineFlags& f) {
     c.kv_cache_memory_bytes = parse_byte_size(f.kv_cache_memory, "--kv-cache-memory");
   check(c.device == "cpu" || c.device == "cuda",
         "--device must be cpu or cuda, got '" + c.device + "'");
+  parse_activation_dtype(c.dtype, c.device);  // a bad --dtype fails here, before the model loads
   check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
         "--gpu-memory-utilization must be in (0, 1]");
   check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&

@@ -59,7 +59,7 @@ Engine::Engine(const std::string& model_dir, EngineConfig config) : config_(std:
   check(bs >= 8 && bs <= 128 && (bs & (bs - 1)) == 0,
         "--block-size must be a power of two from 8 to 128, got " + std::to_string(bs));
 
-  backend_ = make_backend(config_.device, config_.num_threads);
+  backend_ = make_backend(config_.device, config_.num_threads, config_.dtype);
   {
     const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
     model_ = load_model(model_config_, ckpt, *backend_);
@@ -73,7 +73,9 @@ Engine::~Engine() = default;
 
 void Engine::plan_and_allocate() {
   const ModelConfig& mc = model_config_;
-  const DType kv_dtype = parse_kv_cache_dtype(config_.kv_cache_dtype, mc.dtype);
+  // fp32 activations on a GPU are asked for to match an fp32 reference: the cache keeps fp32 too.
+  const bool f32_gpu = backend_->device() != Device::CPU && backend_->activation_dtype() == DType::F32;
+  const DType kv_dtype = parse_kv_cache_dtype(config_.kv_cache_dtype, f32_gpu ? DType::F32 : mc.dtype);
   SchedulerConfig sc;
   sc.max_num_seqs = config_.max_num_seqs;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;

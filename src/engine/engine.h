@@ -26,11 +26,12 @@ namespace pagoda {
 struct EngineConfig {
   std::string device = "cpu";          // cpu | cuda
   int32_t num_threads = 0;             // cpu threads; 0 = all cores
+  std::string dtype = "auto";          // activations: auto (cpu float32, cuda bfloat16) | bfloat16 | float32
   int32_t max_num_seqs = 0;            // 0 = default for the device (cpu 64, cuda 256)
   int32_t max_num_batched_tokens = 0;  // 0 = default for the device (cpu 2048, cuda 8192)
   int32_t max_model_len = 0;           // 0 = the model's max_position_embeddings
   int32_t block_size = 16;
-  std::string kv_cache_dtype = "auto";  // auto (= model dtype) | bf16 | fp16 | fp32
+  std::string kv_cache_dtype = "auto";  // auto (= model dtype; fp32 under --dtype float32) | bf16 | fp16 | fp32
   double gpu_memory_utilization = 0.9;
   int64_t kv_cache_memory_bytes = 0;    // explicit KV budget; cpu default: see engine.cpp
   int64_t num_gpu_blocks_override = 0;  // force a pool of N blocks (either device)

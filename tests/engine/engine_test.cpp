@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "../model/reference_fixture.h"
+#include "../support/engine_driver.h"
 #include "core/error.h"
 #include "engine/engine.h"
 
@@ -13,29 +13,9 @@ namespace {
 
 using testing::fixture_model_dir;
 using testing::load_reference;
+using testing::greedy;
 using testing::ReferenceCase;
-
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.ignore_eos = true;
-  p.max_tokens = max_tokens;
-  return p;
-}
-
-// Runs every case through `engine` at once; returns each case's output tokens.
-std::vector<std::vector<int32_t>> run_all(Engine& engine, const std::vector<ReferenceCase>& cases,
-                                          const SamplingParams& params) {
-  std::map<int64_t, size_t> index;
-  for (size_t i = 0; i < cases.size(); ++i) index[engine.add_request(cases[i].prompt_ids, params)] = i;
-  std::vector<std::vector<int32_t>> out(cases.size());
-  while (engine.has_unfinished())
-    for (const RequestOutput& o : engine.step()) {
-      auto& toks = out[index.at(o.id)];
-      toks.insert(toks.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    }
-  return out;
-}
+using testing::run_all;
 
 EngineConfig small_config() {
   EngineConfig c;

@@ -3,26 +3,40 @@
 # `pagoda bench serve` against `pagoda serve` and, with the same client and the same requests,
 # against llama.cpp's llama-server, on random bf16 checkpoints of the Qwen3-0.6B and Qwen3.5-0.8B
 # shapes (tools/make_random_checkpoint.py) and the GGUF conversion of the same checkpoints.
+# llama_bench_run.sh compares the offline engines on the same checkpoints and build (same WORK).
 #
 #   tools/device/serve_bench_run.sh LLAMA_CPP_SOURCE_DIR
 #
 # LLAMA_CPP_SOURCE_DIR is a checkout (or `git archive`) of llama.cpp's public source that the caller
 # brought; this script never downloads or vendors it, it only builds llama-server from it (CUDA,
-# sm_90) and runs its convert_hf_to_gguf.py. Both servers get the same tokenizer: Qwen3's
-# tokenizer.json padded with placeholder tokens up to the checkpoint's vocab_size, so that every id
-# random weights can sample decodes (Qwen3.5's vocabulary is 248,320; Qwen3's tokenizer has 151,669).
+# sm_90) and runs its convert_hf_to_gguf.py. Checkpoints and GGUFs are made by
+# make_gguf_checkpoint.sh (shared with llama_bench_run.sh; WORK/SHAPE/ready2 when done), so both
+# servers get the same weights and the same tokenizer: Qwen3's tokenizer.json padded with placeholder
+# tokens up to the checkpoint's vocab_size, so that every id random weights can sample decodes
+# (Qwen3.5's vocabulary is 248,320; Qwen3's tokenizer has 151,669).
+#
+# The same helper zeroes, in the checkpoint and so in the GGUF, the rows of the embedding and lm_head
+# of every token whose byte-level-BPE bytes are not valid UTF-8 on their own. Random weights would
+# otherwise generate arbitrary byte fragments, and llama-server fails such a request (its chat-output
+# parser, common_chat_peg_parse, rejects malformed UTF-8 even for /v1/completions). The client sends
+# temperature 0 (greedy): a zero row gives a logit of exactly 0 while the largest of ~150k random
+# logits is far above 0, so these tokens are never generated and every output is valid UTF-8, for
+# both servers alike. Shapes, bytes moved and FLOPs are unchanged, so it is done always (harmless for
+# the offline benchmarks too). Checkpoints from before this (marked only by the older WORK/SHAPE/ready)
+# are zeroed and converted again.
 #
 # Environment:
 #   STEPS       build ckpt bench (default: all, in that order)
 #   SHAPES      default "qwen3-0.6b qwen3.5-0.8b"
 #   SERVERS     default "pagoda llama"
 #   CONC        concurrency levels, default "1 16 64"
-#   NUM_PROMPTS requests per level (default: max(32, 2 x concurrency))
+#   NUM_PROMPTS requests per level (default: max(32, 4 x concurrency))
 #   INPUT_LEN / OUTPUT_LEN   default 280 / 256 (random token-id prompts, ignore_eos)
 #   WORK        scratch (builds, checkpoints, GGUFs), default /tmp/serve_bench
 #   OUT         where the results go (gpu.txt, commit.txt, tables.md, results.tgz, logs.tgz),
 #               default /tmp/serve_bench_out
-#   TOKENIZER_DIR  Qwen3's tokenizer.json + tokenizer_config.json (default tests/data/qwen3-tokenizer)
+#   TOKENIZER_DIR  Qwen3's tokenizer.json (or tokenizer.json.gz) + tokenizer_config.json
+#               (default tests/data/qwen3-tokenizer)
 #   BUILD_TIMEOUT  seconds for the two builds (default 900); a later call resumes them
 set -uo pipefail
 [[ $# -eq 1 && -d $1 ]] || { echo "usage: $0 LLAMA_CPP_SOURCE_DIR" >&2; exit 2; }
@@ -62,36 +76,10 @@ fi
 
 if has ckpt; then
   for shape in $shapes; do
-    dir="$work/$shape"
-    if [[ ! -f $dir/ready ]]; then
-      stamp "checkpoint + GGUF $shape"
-      [[ -f $dir/config.json ]] || python3 tools/make_random_checkpoint.py --shape "$shape" --out "$dir" \
-        > "$logs/ckpt_$shape.log" 2>&1 || { tail -20 "$logs/ckpt_$shape.log"; continue; }
-      python3 - "$dir" "$tok" <<'EOF' >> "$logs/ckpt_$shape.log" 2>&1
-import json, shutil, sys
-dst, tok = sys.argv[1], sys.argv[2]
-cfg = json.load(open(f"{dst}/config.json"))
-vocab_size = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
-t = json.load(open(f"{tok}/tokenizer.json"))
-# The added tokens go into the model's vocabulary at their ids too (as Hugging Face allows), so that
-# placeholders may follow them there.
-for a in t["added_tokens"]:
-    t["model"]["vocab"][a["content"]] = a["id"]
-used = set(t["model"]["vocab"].values())
-for i in range(vocab_size):
-    if i not in used:
-        t["model"]["vocab"][f"<|placeholder_{i}|>"] = i
-json.dump(t, open(f"{dst}/tokenizer.json", "w"), ensure_ascii=False)
-shutil.copy(f"{tok}/tokenizer_config.json", f"{dst}/tokenizer_config.json")
-print("tokenizer padded to", vocab_size)
-EOF
-      mtp=()  # the Qwen3.5 converter expects MTP layers, which the text-only checkpoint has none of
-      [[ $shape == qwen3.5* ]] && mtp=(--no-mtp)
-      PYTHONPATH="$src/gguf-py" python3 "$src/convert_hf_to_gguf.py" "$dir" --outtype bf16 "${mtp[@]}" \
-        --outfile "$dir/model.gguf" > "$logs/convert_$shape.log" 2>&1 && touch "$dir/ready" ||
-        tail -25 "$logs/convert_$shape.log"
-      ls -la "$dir/model.gguf" 2>/dev/null
-    fi
+    stamp "checkpoint + GGUF $shape"
+    tools/device/make_gguf_checkpoint.sh "$shape" "$work/$shape" "$src" "$tok" > "$logs/ckpt_$shape.log" 2>&1 ||
+      tail -25 "$logs/ckpt_$shape.log"
+    grep -a '^\[ckpt\]' "$logs/ckpt_$shape.log" | tail -1
   done
 fi
 has build && { wait; stamp "builds done"; grep -iE "warning|error" "$logs/build_pagoda.log" | head -10; \
@@ -138,10 +126,11 @@ if has bench; then
       port=$((port + 1))
       url="http://127.0.0.1:$port"
       if [[ $server == pagoda ]]; then
+        [[ -f $dir/zeroed ]] || { echo "no checkpoint for $shape ($dir/zeroed; STEPS=ckpt): skipping pagoda"; continue; }
         build-gpu/pagoda serve "$dir" --device cuda --host 127.0.0.1 --port "$port" --max-model-len 2048 \
           > "$logs/serve_${server}_$shape.log" 2>&1 &
       else
-        [[ -f $dir/model.gguf ]] || { echo "no GGUF for $shape: skipping llama.cpp"; continue; }
+        [[ -f $dir/ready2 ]] || { echo "no GGUF for $shape ($dir/ready2; STEPS=ckpt): skipping llama.cpp"; continue; }
         "$work/llama-build/bin/llama-server" -m "$dir/model.gguf" --host 127.0.0.1 --port "$port" \
           -np 64 -c $((64 * 768)) -fa on -ngl 99 --threads-http 128 > "$logs/serve_${server}_$shape.log" 2>&1 &
       fi
@@ -151,7 +140,7 @@ if has bench; then
         echo "$server did not come up:"; tail -20 "$logs/serve_${server}_$shape.log"; kill "$pid" 2>/dev/null; continue
       fi
       for c in $conc; do
-        n="${NUM_PROMPTS:-$(( c * 2 > 32 ? c * 2 : 32 ))}"
+        n="${NUM_PROMPTS:-$(( c * 4 > 32 ? c * 4 : 32 ))}"
         tag="${shape}_${server}_c$c"
         build-gpu/pagoda bench serve --base-url "$url" --num-prompts "$n" --max-concurrency "$c" \
           --random-input-len "$input_len" --random-output-len "$output_len" --num-warmups 2 --seed 0 \

@@ -17,7 +17,9 @@ namespace pagoda {
 
 using cuda::require;
 
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device, DType activation) : device_(device), activation_(activation) {
+  if (activation != DType::BF16 && activation != DType::F32)
+    throw Error(std::string("the CUDA backend runs BF16 or F32 activations, not ") + dtype_name(activation));
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) throw Error(std::string("no CUDA device usable: ") + cudaGetErrorString(err));
@@ -294,6 +296,8 @@ void CudaBackend::destroy_graph(int64_t graph) {
   g = nullptr;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, DType activation) {
+  return std::make_unique<CudaBackend>(device, activation);
+}
 
 }  // namespace pagoda

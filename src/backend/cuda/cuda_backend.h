@@ -1,4 +1,4 @@
-// The CUDA backend (DESIGN.md §3): bf16 activations with fp32 math inside, cuBLASLt GEMMs and our
+// The CUDA backend (DESIGN.md §3): bf16 activations (or fp32 ones, on request) with fp32 math inside, cuBLASLt GEMMs and our
 // own kernels, every op enqueued on one non-default stream owned by the backend. copy_to_host and
 // synchronize are the only host synchronisations.
 #pragma once
@@ -23,13 +23,14 @@ class CudaBackend final : public Backend {
   static constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
   static constexpr size_t kSplitWorkspaceBytes = size_t{16} << 20;
 
-  explicit CudaBackend(int device);
+  // activation: BF16 (the fast path) or F32 (every op in fp32, for token-exact comparisons).
+  explicit CudaBackend(int device, DType activation = DType::BF16);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   Device device() const override { return Device::CUDA; }
-  DType activation_dtype() const override { return DType::BF16; }
+  DType activation_dtype() const override { return activation_; }
   std::string name() const override;
 
   void* raw_alloc(size_t bytes) override;
@@ -93,6 +94,7 @@ class CudaBackend final : public Backend {
   void activate() const;  // makes device_ current on the calling thread
 
   int device_ = 0;
+  DType activation_ = DType::BF16;
   std::string device_name_;
   int num_sms_ = 0;
   size_t max_smem_optin_ = 0;
@@ -105,6 +107,6 @@ class CudaBackend final : public Backend {
 };
 
 // A CUDA backend on `device`; throws pagoda::Error when no usable device is there.
-std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, DType activation = DType::BF16);
 
 }  // namespace pagoda

@@ -57,8 +57,13 @@ struct AttentionContext {
   size_t split_workspace_floats = 0;
 };
 
+// q and out BF16: the tensor-core kernels (paged_attention.cuh); F32: launch_paged_attention_simt.
 void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const StepMeta& meta, const AttentionParams& params, Tensor& out,
                             const AttentionContext& ctx, cudaStream_t stream);
+// The fp32 path (paged_attention_simt.cu), after launch_paged_attention's checks of the shapes.
+void launch_paged_attention_simt(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                 const StepMeta& meta, const AttentionParams& params, Tensor& out,
+                                 int block_shift, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

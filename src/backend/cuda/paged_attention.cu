@@ -44,20 +44,16 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const AttentionParams& params, Tensor& out, const AttentionContext& ctx,
                             cudaStream_t stream) {
   const char* op = "paged_attention";
-  require(q.ndim == 3 && q.dtype == DType::BF16 && q.device == Device::CUDA, op,
-          "q must be BF16 [T, Hq, D] on cuda, got " + shape_str(q));
-  require(out.ndim == 3 && out.dtype == DType::BF16 && out.shape == q.shape, op,
-          "out " + shape_str(out) + " must be BF16 of q's shape " + shape_str(q));
+  require(q.ndim == 3 && (q.dtype == DType::BF16 || q.dtype == DType::F32) && q.device == Device::CUDA, op,
+          "q must be BF16 or F32 [T, Hq, D] on cuda, got " + shape_str(q));
+  require(out.ndim == 3 && out.dtype == q.dtype && out.shape == q.shape, op,
+          "out " + shape_str(out) + " must have q's dtype and shape " + shape_str(q));
   const int64_t t = q.shape[0], hq = q.shape[1], d = q.shape[2];
   require(k_cache.ndim == 4 && v_cache.ndim == 4 && k_cache.shape == v_cache.shape && k_cache.dtype == v_cache.dtype,
           op, "k_cache " + shape_str(k_cache) + " and v_cache " + shape_str(v_cache) + " must be one shape and dtype");
   require(k_cache.shape[3] == d, op, "cache head_dim " + std::to_string(k_cache.shape[3]) + " differs from q's " + std::to_string(d));
   const int64_t hkv = k_cache.shape[2];
   require(hkv > 0 && hq % hkv == 0, op, "Hq " + std::to_string(hq) + " is not a multiple of Hkv " + std::to_string(hkv));
-  require(d >= 8 && d <= 256 && d % 8 == 0, op,
-          "head_dim " + std::to_string(d) + " is not supported by the CUDA kernels (multiples of 8 up to 256)");
-  // The kernel instance: the smallest of 32, 64, 128, 256 that holds d (the rest is zero padding).
-  const int kd = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
   const int shift = log2_exact(meta.block_size);
   require(shift >= 0 && meta.block_size == k_cache.shape[1], op,
           "block_size " + std::to_string(meta.block_size) + " must be a power of two equal to the cache's " +
@@ -66,6 +62,14 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
               meta.block_tables.ndim == 2 && meta.block_tables.shape[0] >= meta.num_seqs,
           op, "StepMeta tensors are smaller than num_seqs");
   require(meta.num_tokens == t, op, "meta.num_tokens " + std::to_string(meta.num_tokens) + " differs from q's " + std::to_string(t));
+  if (q.dtype == DType::F32) {
+    launch_paged_attention_simt(q, k_cache, v_cache, meta, params, out, shift, stream);
+    return;
+  }
+  require(d >= 8 && d <= 256 && d % 8 == 0, op,
+          "head_dim " + std::to_string(d) + " is not supported by the CUDA kernels (multiples of 8 up to 256)");
+  // The kernel instance: the smallest of 32, 64, 128, 256 that holds d (the rest is zero padding).
+  const int kd = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
   require(aligned16(q.data) && q.stride0() % 8 == 0 && aligned16(out.data) && out.stride0() % 8 == 0, op,
           "q and out must be 16-byte aligned with row strides a multiple of 8 elements");
   if (t == 0 || meta.num_seqs == 0) return;

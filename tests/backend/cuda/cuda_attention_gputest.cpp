@@ -19,6 +19,7 @@ struct Seq {
 struct AttnCase {
   int d = 128, hq = 16, hkv = 8, bs = 16;
   DType kv = DType::BF16;
+  DType act = DType::BF16;  // F32: the fp32 path (paged_attention_simt.cu) of --dtype float32
   int window = 0;
   float softcap = 0.0f;
   float q_amp = 4.0f;  // larger q: peakier softmax
@@ -28,7 +29,7 @@ struct AttnCase {
 
   std::string describe() const {
     std::ostringstream os;
-    os << "D " << d << " Hq " << hq << " Hkv " << hkv << " bs " << bs << " kv " << dtype_name(kv) << " window "
+    os << "act " << dtype_name(act) << " D " << d << " Hq " << hq << " Hkv " << hkv << " bs " << bs << " kv " << dtype_name(kv) << " window "
        << window << " softcap " << softcap << (strided ? " strided" : "") << " plan_len " << plan_len << " seqs";
     for (const Seq& q : seqs) os << " " << q.q_len << "/" << q.ctx;
     return os.str();
@@ -38,8 +39,15 @@ struct AttnCase {
 // Tolerances against the double-precision formula. bf16 KV: p is rounded to bf16 before P·V and the
 // output once more; fp16/fp32 KV run with hi/lo bf16 splits (fp32-class), so only the output's
 // rounding remains.
-double atol_for(DType kv) { return kv == DType::BF16 ? 1e-2 : 3e-3; }
-double rtol_for(DType kv) { return kv == DType::BF16 ? 2e-2 : 8e-3; }
+// fp32 activations: every step in fp32, so only fp32 rounding of sums over up to a few thousand keys.
+double atol_for(const AttnCase& c) { return c.act == DType::F32 ? 1e-5 : c.kv == DType::BF16 ? 1e-2 : 3e-3; }
+double rtol_for(const AttnCase& c) { return c.act == DType::F32 ? 1e-4 : c.kv == DType::BF16 ? 2e-2 : 8e-3; }
+
+// A CUDA backend with fp32 activations, made once.
+Backend& gpu_f32() {
+  static std::unique_ptr<Backend> be = make_cuda_backend(0, DType::F32);
+  return *be;
+}
 
 void run_case(Backends& be, const AttnCase& c, uint32_t seed) {
   SCOPED_TRACE(c.describe());
@@ -131,7 +139,7 @@ void run_case(Backends& be, const AttnCase& c, uint32_t seed) {
 
   std::vector<float> got[2];
   for (int bi = 0; bi < 2; ++bi) {
-    Backend& b = bi == 0 ? *be.gpu : *be.cpu;
+    Backend& b = bi == 0 ? (c.act == DType::F32 ? gpu_f32() : *be.gpu) : *be.cpu;
     const DType act = b.activation_dtype();
     auto dq = upload(b, q_host, act, {t, qwide});
     const Tensor q = dq.t.cols(0, qrow).reshape({t, c.hq, c.d});
@@ -164,9 +172,9 @@ void run_case(Backends& be, const AttnCase& c, uint32_t seed) {
     b.paged_attention(c.strided ? q : dq.t.reshape({t, c.hq, c.d}), kc.t, vc.t, meta, params, out);
     got[bi] = download(b, out);
   }
-  expect_close(got[0], want, atol_for(c.kv), rtol_for(c.kv), "cuda vs naive");
+  expect_close(got[0], want, atol_for(c), rtol_for(c), "cuda vs naive");
   expect_close(got[1], want, 1e-3, 1e-3, "cpu vs naive");
-  expect_close(got[0], got[1], atol_for(c.kv), rtol_for(c.kv), "cuda vs cpu");
+  expect_close(got[0], got[1], atol_for(c), rtol_for(c), "cuda vs cpu");
 }
 
 // A mixed batch: decodes of ragged lengths, a prefill from zero, chunks starting mid-sequence.
@@ -311,6 +319,38 @@ TEST(CudaPagedAttention, SplitKvLongContexts) {
       run_case(be, c, 950u + uint32_t(d));
     }
   }
+}
+
+TEST(CudaPagedAttention, Fp32ActivationsSimtPath) {
+  // --dtype float32: q and out in fp32 through the SIMT kernel, any head_dim up to 256 (odd ones
+  // too), every KV dtype, GQA, block sizes, window and softcap, long contexts, strided q.
+  Backends be;
+  std::mt19937 rng(17);
+  for (int d : {5, 16, 24, 64, 100, 128, 256}) {
+    for (DType kv : {DType::F32, DType::BF16, DType::F16}) {
+      AttnCase c;
+      c.act = DType::F32;
+      c.d = d;
+      c.hq = 8;
+      c.hkv = d == 256 ? 1 : 4;
+      c.kv = kv;
+      c.bs = d == 64 ? 8 : 32;
+      c.seqs = mixed_batch(rng, c.bs);
+      run_case(be, c, 1400u + uint32_t(d) + uint32_t(kv));
+      c.seqs = {{1, 1}, {1, 2100}, {3, 90}};
+      run_case(be, c, 1500u + uint32_t(d) + uint32_t(kv));
+    }
+  }
+  AttnCase c;
+  c.act = DType::F32;
+  c.kv = DType::F32;
+  c.window = 50;
+  c.softcap = 30.0f;
+  c.q_amp = 8.0f;
+  c.strided = true;
+  c.bs = 128;
+  c.seqs = {{200, 200}, {1, 1000}, {64, 500}};
+  run_case(be, c, 1600);
 }
 
 TEST(CudaPagedAttention, LargeBatchAndStridedQ) {
