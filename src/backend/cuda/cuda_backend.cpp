@@ -213,7 +213,7 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
 void CudaBackend::linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) {
   activate();
   if (gemv_max_tokens_ > 0 && cuda::gemv_silu_mul_fits(gate_up, w_down, out, gemv_max_tokens_) &&
-      cuda::gemv_preferred(gate_up.shape[0], w_down.shape[0])) {
+      cuda::gemv_silu_mul_preferred(gate_up.shape[0], w_down.shape[0])) {
     cuda::launch_gemv_silu_mul(gate_up, w_down, out, num_sms_, stream_);
     return;
   }

@@ -184,6 +184,8 @@ void launch_out(int t, const bf16* x, int64_t ldx, int64_t up, const bf16* w, in
 
 bool gemv_preferred(int64_t t, int64_t n) { return t == 1 || t * n <= 8192; }
 
+bool gemv_silu_mul_preferred(int64_t t, int64_t n) { return gemv_preferred(t, n) && n <= kGemvSiluMulMaxRows; }
+
 bool gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out, int max_tokens) {
   if (x.ndim != 2 || w.ndim != 2 || out.ndim != 2) return false;
   const int64_t t = x.shape[0], k = x.shape[1], n = w.shape[0];
