@@ -74,11 +74,8 @@ if has build; then
     stamp "build llama.cpp (build-gpu/pagoda exists: not rebuilt; PAGODA_BUILD=always rebuilds it)"
   fi
   (
-    cmake -S "$src" -B "$work/llama-build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
-      -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF > "$logs/build_llama.log" 2>&1 &&
-      timeout "$bt" cmake --build "$work/llama-build" -j"$(nproc)" \
-        --target llama-bench llama-batched-bench llama-server >> "$logs/build_llama.log" 2>&1
+    BUILD_TIMEOUT="$bt" tools/device/build_llama_cpp.sh "$src" "$work/llama-build" llama-bench llama-batched-bench \
+      llama-server > "$logs/build_llama.log" 2>&1
     echo "llama.cpp build rc $?"
   ) &
 fi

@@ -65,11 +65,7 @@ if has build; then
   stamp "build pagoda and llama-server (in parallel)"
   (timeout "${BUILD_TIMEOUT:-900}" tools/device/build.sh > "$logs/build_pagoda.log" 2>&1; echo "pagoda build rc $?") &
   (
-    cmake -S "$src" -B "$work/llama-build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
-      -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF > "$logs/build_llama.log" 2>&1 &&
-      timeout "${BUILD_TIMEOUT:-900}" cmake --build "$work/llama-build" -j"$(nproc)" --target llama-server \
-        >> "$logs/build_llama.log" 2>&1
+    tools/device/build_llama_cpp.sh "$src" "$work/llama-build" llama-server > "$logs/build_llama.log" 2>&1
     echo "llama-server build rc $?"
   ) &
 fi

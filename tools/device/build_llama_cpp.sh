@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run ON the GPU machine: builds the named llama.cpp targets (CUDA, sm_90, Release, nothing optional)
+# from a copy of llama.cpp's public source that the caller brought (never downloaded or vendored by
+# this repository). Used by llama_bench_run.sh and serve_bench_run.sh for the side-by-side runs.
+#
+#   tools/device/build_llama_cpp.sh LLAMA_CPP_SOURCE_DIR BUILD_DIR TARGET...
+#
+# BUILD_TIMEOUT (seconds, default 900) bounds the compile; a later call resumes it.
+set -uo pipefail
+[[ $# -ge 3 && -d $1 ]] || { echo "usage: $0 LLAMA_CPP_SOURCE_DIR BUILD_DIR TARGET..." >&2; exit 2; }
+src=$1 build=$2
+shift 2
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF &&
+  timeout "${BUILD_TIMEOUT:-900}" cmake --build "$build" -j"$(nproc)" --target "$@"
