@@ -58,8 +58,9 @@ TEST_P(CudaFixtureParity, Fp32GreedyTokensEqualTransformers) {
   ASSERT_EQ(engine.backend().activation_dtype(), DType::F32);
   const int32_t max_tokens = static_cast<int32_t>(cases.front().generated_ids.size());
   const auto out = run_all(engine, cases, greedy(max_tokens));
-  if (v.num_blocks_override > 0)
+  if (v.num_blocks_override > 0) {
     EXPECT_GT(engine.scheduler().num_preemptions(), 0) << "the variant did not force a preemption";
+  }
   for (size_t i = 0; i < cases.size(); ++i)
     EXPECT_EQ(out[i], cases[i].generated_ids) << name << " case " << i << " (" << cases[i].prompt_ids.size()
                                               << "-token prompt)";
@@ -67,8 +68,9 @@ TEST_P(CudaFixtureParity, Fp32GreedyTokensEqualTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, CudaFixtureParity,
                          ::testing::Combine(::testing::ValuesIn(kFixtures), ::testing::ValuesIn(kVariants)),
-                         [](const auto& info) {
-                           std::string n = std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
+                         [](const auto& param_info) {
+                           std::string n = std::string(std::get<0>(param_info.param)) + "_" +
+                                           std::get<1>(param_info.param).name;
                            for (char& ch : n)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;

@@ -15,7 +15,7 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
                                    const Tensor& a, const Tensor& A_log, const Tensor& dt_bias, Tensor& state,
                                    const StepMeta& meta, Tensor& out) {
   activate();
-  cuda::launch_gated_delta_rule(q, k, v, b, a, A_log, dt_bias, state, meta, out, max_smem_optin_, stream_);
+  cuda::launch_gated_delta_rule(q, k, v, b, a, A_log, dt_bias, state, meta, out, num_sms_, max_smem_optin_, stream_);
 }
 
 void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& out) {

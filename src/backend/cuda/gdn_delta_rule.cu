@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArg
 
 // ---- chunked kernel (prefill) -------------------------------------------------------------------------
 
-// Block = (dv tile of 64 columns, value head, sequence); 256 threads; the sequence's chunks of 64
-// tokens in order, carrying the state tile S [dk, 64] in shared memory. Per chunk (γ = cumsum g,
+// Block = (dv tile of 64, 32 or 16 columns (chunk_cols_for), value head, sequence); 256 threads; the
+// sequence's chunks of 64 tokens in order, carrying the state tile S [dk, tile] in shared memory. Per chunk (γ = cumsum g,
 // rows past the chunk's end padded with β = g = 0 and zero q, k, v):
 //   A  = strictly lower β_r e^{γ_r−γ_s} k̂_r·k̂_s          QK = lower e^{γ_r−γ_s} q̃_r·k̂_s
 //   R  = β ⊙ (V − e^γ ⊙ (K̂ S))                          Vnew = (I + A)⁻¹ R  (forward substitution)
@@ -237,43 +237,55 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArg
 // register tiles over float4 shared-memory reads.
 constexpr int kChunk = 64;
 constexpr int kChunkThreads = 256;
-constexpr int kChunkCols = 64;
-constexpr int kKs = kMaxDk + 4;       // row stride of K̂, Q̃ (float4 reads of 8 consecutive rows hit 32 banks)
-constexpr int kSs = kChunkCols + 4;   // row stride of the state tile
-constexpr int kVs = kChunkCols + 8;   // row stride of V / R / Vnew (forward substitution: conflict-free)
-constexpr int kMs = kChunk + 4;       // row stride of A and QK
-constexpr int kOffK = 0;
-constexpr int kOffQ = kOffK + kChunk * kKs;
-constexpr int kOffS = kOffQ + kChunk * kKs;
-constexpr int kOffV = kOffS + kMaxDk * kSs;
-constexpr int kOffA = kOffV + kChunk * kVs;
-constexpr int kOffQK = kOffA + kChunk * kMs;
-constexpr int kOffGam = kOffQK + kChunk * kMs;  // γ (cumulative g)
-constexpr int kOffBeta = kOffGam + kChunk;      // β
-constexpr int kOffEg = kOffBeta + kChunk;       // e^γ
-constexpr int kOffEnd = kOffEg + kChunk;        // e^{γ_L − γ}
-constexpr int kOffMisc = kOffEnd + kChunk;      // [0] = e^{γ_L}
-constexpr int kChunkSmemFloats = kOffMisc + 4;
-constexpr size_t kChunkSmemBytes = sizeof(float) * kChunkSmemFloats;
-static_assert(kOffQ % 4 == 0 && kOffS % 4 == 0 && kOffV % 4 == 0 && kOffA % 4 == 0 && kOffQK % 4 == 0,
-              "float4 alignment of the shared-memory arrays");
-static_assert(kChunkThreads == 256 && kChunk == 64 && kChunkCols == 64, "thread layouts assume these");
+constexpr int kKs = kMaxDk + 4;  // row stride of K̂, Q̃ (float4 reads of 8 consecutive rows hit 32 banks)
+constexpr int kMs = kChunk + 4;  // row stride of A and QK
 
-template <typename T>
+// The shared-memory layout and thread layout of a dv tile of kCols columns (64, 32 or 16). In the
+// column-dependent steps thread (tq, tc) owns columns 4 tc .. 4 tc + 3 of rows tq + kRowGroups m.
+template <int kCols>
+struct ChunkLayout {
+  static_assert(kCols == 64 || kCols == 32 || kCols == 16, "dv tiles of 64, 32 or 16 columns");
+  static constexpr int kColGroups = kCols / 4;
+  static constexpr int kRowGroups = kChunkThreads / kColGroups;  // 16, 32, 64
+  static constexpr int kChunkRows = kChunk / kRowGroups;         // rows of a chunk tile per thread
+  static constexpr int kStateRows = kMaxDk / kRowGroups;         // rows of the state tile per thread
+  static constexpr int kParts = kChunkThreads / kCols;           // lanes per column in the substitution
+  static constexpr int kSs = kCols + 4;  // row stride of the state tile
+  static constexpr int kVs = kCols + 8;  // row stride of V / R / Vnew (forward substitution: conflict-free)
+  static constexpr int kOffK = 0;
+  static constexpr int kOffQ = kOffK + kChunk * kKs;
+  static constexpr int kOffS = kOffQ + kChunk * kKs;
+  static constexpr int kOffV = kOffS + kMaxDk * kSs;
+  static constexpr int kOffA = kOffV + kChunk * kVs;
+  static constexpr int kOffQK = kOffA + kChunk * kMs;
+  static constexpr int kOffGam = kOffQK + kChunk * kMs;  // γ (cumulative g)
+  static constexpr int kOffBeta = kOffGam + kChunk;      // β
+  static constexpr int kOffEg = kOffBeta + kChunk;       // e^γ
+  static constexpr int kOffEnd = kOffEg + kChunk;        // e^{γ_L − γ}
+  static constexpr int kOffMisc = kOffEnd + kChunk;      // [0] = e^{γ_L}
+  static constexpr size_t kSmemBytes = sizeof(float) * (kOffMisc + 4);
+  static_assert(kOffQ % 4 == 0 && kOffS % 4 == 0 && kOffV % 4 == 0 && kOffA % 4 == 0 && kOffQK % 4 == 0,
+                "float4 alignment of the shared-memory arrays");
+  static_assert(kChunkRows >= 1 && kParts <= 32 && (kParts & (kParts - 1)) == 0, "thread layouts");
+};
+
+template <typename T, int kCols>
 __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnArgs p) {
+  using L = ChunkLayout<kCols>;
+  constexpr int RG = L::kRowGroups, kSs = L::kSs, kVs = L::kVs;
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
-  float* Ks = sm + kOffK;
-  float* Qs = sm + kOffQ;
-  float* Ss = sm + kOffS;
-  float* Vs = sm + kOffV;
-  float* As = sm + kOffA;
-  float* QKs = sm + kOffQK;
-  float* gam = sm + kOffGam;
-  float* bet = sm + kOffBeta;
-  float* eg = sm + kOffEg;
-  float* eend = sm + kOffEnd;
-  float* misc = sm + kOffMisc;
+  float* Ks = sm + L::kOffK;
+  float* Qs = sm + L::kOffQ;
+  float* Ss = sm + L::kOffS;
+  float* Vs = sm + L::kOffV;
+  float* As = sm + L::kOffA;
+  float* QKs = sm + L::kOffQK;
+  float* gam = sm + L::kOffGam;
+  float* bet = sm + L::kOffBeta;
+  float* eg = sm + L::kOffEg;
+  float* eend = sm + L::kOffEnd;
+  float* misc = sm + L::kOffMisc;
 
   const int s = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
   const int64_t begin = p.cu_seqlens[s];
@@ -281,8 +293,8 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   if (len <= kGdnRecurrentMaxLen) return;
   const int kh = h / p.group;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int tq = tid >> 4, tc = tid & 15;  // row group 0..15, column group 0..15
-  const int j0 = static_cast<int>(blockIdx.x) * kChunkCols;
+  const int tq = tid / L::kColGroups, tc = tid % L::kColGroups;  // row group, column group
+  const int j0 = static_cast<int>(blockIdx.x) * kCols;
   const int colg = j0 + 4 * tc;            // this thread's first global dv column in 4-column layouts
   const bool col_ok = colg < p.dv;         // dv % 4 == 0
   const int slot = p.state_slots[s];
@@ -293,11 +305,11 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   const T* vg = static_cast<const T*>(p.v);
   T* out = static_cast<T*>(p.out);
 
-  // The state tile, rows tq + 16 m, columns 4 tc..: each thread owns these elements in the
+  // The state tile, rows tq + RG m, columns 4 tc..: each thread owns these elements in the
   // state update too, so loads and the final store need no barrier of their own.
 #pragma unroll
-  for (int m = 0; m < kMaxDk / 16; ++m) {
-    const int i = tq + 16 * m;
+  for (int m = 0; m < L::kStateRows; ++m) {
+    const int i = tq + RG * m;
     float4 v = f4(0.0f);
     if (init && col_ok && i < p.dk) v = *reinterpret_cast<const float4*>(st + static_cast<int64_t>(i) * p.dv + colg);
     *reinterpret_cast<float4*>(Ss + i * kSs + 4 * tc) = v;
@@ -317,8 +329,8 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
         Qs[r * kKs + lane + 32 * e] = qv[e];
       }
     }
-    for (int idx = tid; idx < kChunk * kChunkCols; idx += kChunkThreads) {
-      const int r = idx / kChunkCols, j = idx % kChunkCols;
+    for (int idx = tid; idx < kChunk * kCols; idx += kChunkThreads) {
+      const int r = idx / kCols, j = idx % kCols;
       float v = 0.0f;
       if (r < n && j0 + j < p.dv)
         v = to_f32(vg[(begin + c0 + r) * p.v_stride + static_cast<int64_t>(h) * p.dv + j0 + j]);
@@ -351,8 +363,9 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     }
     __syncthreads();
 
-    // (2a) A and QK: thread (tq, tc) computes rows tq + 16 m, columns tc + 16 n.
+    // (2a) A and QK, whatever the dv tile: thread (aq, ac) computes rows aq + 16 m, columns ac + 16 n.
     {
+      const int aq = tid >> 4, ac = tid & 15;
       float acc_a[4][4], acc_q[4][4];
 #pragma unroll
       for (int m = 0; m < 4; ++m)
@@ -362,9 +375,9 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
         float4 kr[4], qr[4], kc[4];
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-          kr[m] = *reinterpret_cast<const float4*>(Ks + (tq + 16 * m) * kKs + i);
-          qr[m] = *reinterpret_cast<const float4*>(Qs + (tq + 16 * m) * kKs + i);
-          kc[m] = *reinterpret_cast<const float4*>(Ks + (tc + 16 * m) * kKs + i);
+          kr[m] = *reinterpret_cast<const float4*>(Ks + (aq + 16 * m) * kKs + i);
+          qr[m] = *reinterpret_cast<const float4*>(Qs + (aq + 16 * m) * kKs + i);
+          kc[m] = *reinterpret_cast<const float4*>(Ks + (ac + 16 * m) * kKs + i);
         }
 #pragma unroll
         for (int m = 0; m < 4; ++m)
@@ -378,26 +391,26 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
       for (int m = 0; m < 4; ++m)
 #pragma unroll
         for (int n2 = 0; n2 < 4; ++n2) {
-          const int r = tq + 16 * m, c = tc + 16 * n2;
+          const int r = aq + 16 * m, c = ac + 16 * n2;
           const float dec = c <= r ? expf(gam[r] - gam[c]) : 0.0f;
           As[r * kMs + c] = c < r ? bet[r] * dec * acc_a[m][n2] : 0.0f;
           QKs[r * kMs + c] = dec * acc_q[m][n2];
         }
     }
 
-    // (2b) R = β ⊙ (V − e^γ ⊙ (K̂ S)) in place of V: rows tq + 16 m, columns 4 tc .. 4 tc + 3.
+    // (2b) R = β ⊙ (V − e^γ ⊙ (K̂ S)) in place of V: rows tq + RG m, columns 4 tc .. 4 tc + 3.
     {
-      float4 acc[4];
+      float4 acc[L::kChunkRows];
 #pragma unroll
-      for (int m = 0; m < 4; ++m) acc[m] = f4(0.0f);
+      for (int m = 0; m < L::kChunkRows; ++m) acc[m] = f4(0.0f);
       for (int i = 0; i < dk4; i += 4) {
         float4 sr[4], kr[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) sr[u] = *reinterpret_cast<const float4*>(Ss + (i + u) * kSs + 4 * tc);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) kr[m] = *reinterpret_cast<const float4*>(Ks + (tq + 16 * m) * kKs + i);
+        for (int m = 0; m < L::kChunkRows; ++m) kr[m] = *reinterpret_cast<const float4*>(Ks + (tq + RG * m) * kKs + i);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
+        for (int m = 0; m < L::kChunkRows; ++m) {
           fma4(acc[m], kr[m].x, sr[0]);
           fma4(acc[m], kr[m].y, sr[1]);
           fma4(acc[m], kr[m].z, sr[2]);
@@ -405,8 +418,8 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
         }
       }
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int r = tq + 16 * m;
+      for (int m = 0; m < L::kChunkRows; ++m) {
+        const int r = tq + RG * m;
         const float e = eg[r], b = bet[r];
         float4* vp = reinterpret_cast<float4*>(Vs + r * kVs + 4 * tc);
         float4 v = *vp;
@@ -419,34 +432,35 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     }
     __syncthreads();
 
-    // (3) Vnew = (I + A)⁻¹ R by forward substitution, each column independent: 4 lanes per column
-    // share the sum over s (s ≡ part mod 4); row s of the column is written and later read by the
-    // same lane (part = s mod 4), so only the 4-lane sum needs the shuffles. Rows past n stay 0.
+    // (3) Vnew = (I + A)⁻¹ R by forward substitution, each column independent: P lanes per column
+    // share the sum over s (s ≡ part mod P); row s of the column is written and later read by the
+    // same lane (part = s mod P), so only the P-lane sum needs the shuffles. Rows past n stay 0.
     {
-      const int col = tid >> 2, part = tid & 3;
+      constexpr int P = L::kParts;
+      const int col = tid / P, part = tid % P;
       for (int r = 1; r < n; ++r) {
         float acc = 0.0f;
-        for (int s2 = part; s2 < r; s2 += 4) acc = fmaf(As[r * kMs + s2], Vs[s2 * kVs + col], acc);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-        if (part == (r & 3)) Vs[r * kVs + col] -= acc;
+        for (int s2 = part; s2 < r; s2 += P) acc = fmaf(As[r * kMs + s2], Vs[s2 * kVs + col], acc);
+#pragma unroll
+        for (int o = 1; o < P; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (part == r % P) Vs[r * kVs + col] -= acc;
       }
     }
     __syncthreads();
 
-    // (4) O = e^γ ⊙ (Q̃ S) + QK · Vnew: rows tq + 16 m, columns 4 tc .. 4 tc + 3; to global.
+    // (4) O = e^γ ⊙ (Q̃ S) + QK · Vnew: rows tq + RG m, columns 4 tc .. 4 tc + 3; to global.
     {
-      float4 acc[4];
+      float4 acc[L::kChunkRows];
 #pragma unroll
-      for (int m = 0; m < 4; ++m) acc[m] = f4(0.0f);
+      for (int m = 0; m < L::kChunkRows; ++m) acc[m] = f4(0.0f);
       for (int i = 0; i < dk4; i += 4) {
         float4 sr[4], qr[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) sr[u] = *reinterpret_cast<const float4*>(Ss + (i + u) * kSs + 4 * tc);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) qr[m] = *reinterpret_cast<const float4*>(Qs + (tq + 16 * m) * kKs + i);
+        for (int m = 0; m < L::kChunkRows; ++m) qr[m] = *reinterpret_cast<const float4*>(Qs + (tq + RG * m) * kKs + i);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
+        for (int m = 0; m < L::kChunkRows; ++m) {
           fma4(acc[m], qr[m].x, sr[0]);
           fma4(acc[m], qr[m].y, sr[1]);
           fma4(acc[m], qr[m].z, sr[2]);
@@ -454,8 +468,8 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
         }
       }
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const float e = eg[tq + 16 * m];
+      for (int m = 0; m < L::kChunkRows; ++m) {
+        const float e = eg[tq + RG * m];
         acc[m].x *= e, acc[m].y *= e, acc[m].z *= e, acc[m].w *= e;
       }
       const int n4 = (n + 3) & ~3;
@@ -464,9 +478,9 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
 #pragma unroll
         for (int u = 0; u < 4; ++u) vr[u] = *reinterpret_cast<const float4*>(Vs + (c + u) * kVs + 4 * tc);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) qk[m] = *reinterpret_cast<const float4*>(QKs + (tq + 16 * m) * kMs + c);
+        for (int m = 0; m < L::kChunkRows; ++m) qk[m] = *reinterpret_cast<const float4*>(QKs + (tq + RG * m) * kMs + c);
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
+        for (int m = 0; m < L::kChunkRows; ++m) {
           fma4(acc[m], qk[m].x, vr[0]);
           fma4(acc[m], qk[m].y, vr[1]);
           fma4(acc[m], qk[m].z, vr[2]);
@@ -475,8 +489,8 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
       }
       if (col_ok) {
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const int r = tq + 16 * m;
+        for (int m = 0; m < L::kChunkRows; ++m) {
+          const int r = tq + RG * m;
           if (r < n) {
             T* orow = out + (begin + c0 + r) * p.out_stride + static_cast<int64_t>(h) * p.dv + colg;
             orow[0] = from_f32<T>(acc[m].x);
@@ -489,13 +503,13 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     }
     __syncthreads();  // (4) read S; (5) overwrites it
 
-    // (5) S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew: rows tq + 16 m (m < 8), columns 4 tc .. 4 tc + 3.
+    // (5) S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew: rows tq + RG m, columns 4 tc .. 4 tc + 3.
     {
       const float el = misc[0];
-      float4 acc[kMaxDk / 16];
+      float4 acc[L::kStateRows];
 #pragma unroll
-      for (int m = 0; m < kMaxDk / 16; ++m) {
-        const float4 v = *reinterpret_cast<const float4*>(Ss + (tq + 16 * m) * kSs + 4 * tc);
+      for (int m = 0; m < L::kStateRows; ++m) {
+        const float4 v = *reinterpret_cast<const float4*>(Ss + (tq + RG * m) * kSs + 4 * tc);
         acc[m] = make_float4(el * v.x, el * v.y, el * v.z, el * v.w);
       }
       for (int r = 0; r < n; ++r) {
@@ -503,42 +517,63 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
         float4 vr = *reinterpret_cast<const float4*>(Vs + r * kVs + 4 * tc);
         vr.x *= e, vr.y *= e, vr.z *= e, vr.w *= e;
 #pragma unroll
-        for (int m = 0; m < kMaxDk / 16; ++m) fma4(acc[m], Ks[r * kKs + tq + 16 * m], vr);
+        for (int m = 0; m < L::kStateRows; ++m) fma4(acc[m], Ks[r * kKs + tq + RG * m], vr);
       }
 #pragma unroll
-      for (int m = 0; m < kMaxDk / 16; ++m)
-        *reinterpret_cast<float4*>(Ss + (tq + 16 * m) * kSs + 4 * tc) = acc[m];
+      for (int m = 0; m < L::kStateRows; ++m)
+        *reinterpret_cast<float4*>(Ss + (tq + RG * m) * kSs + 4 * tc) = acc[m];
     }
   }
 
   if (!slot_ok || !col_ok) return;
 #pragma unroll
-  for (int m = 0; m < kMaxDk / 16; ++m) {
-    const int i = tq + 16 * m;
+  for (int m = 0; m < L::kStateRows; ++m) {
+    const int i = tq + RG * m;
     if (i < p.dk)
       *reinterpret_cast<float4*>(st + static_cast<int64_t>(i) * p.dv + colg) =
           *reinterpret_cast<const float4*>(Ss + i * kSs + 4 * tc);
   }
 }
 
-template <typename T>
-void launch_chunk(const GdnArgs& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
-  auto* kernel = &gdn_chunk_kernel<T>;
-  require(kChunkSmemBytes <= max_smem_optin, "gated_delta_rule",
-          "the chunked kernel needs " + std::to_string(kChunkSmemBytes) +
-              " bytes of shared memory per block, the device allows " + std::to_string(max_smem_optin));
+template <typename T, int kCols>
+void launch_chunk_cols(const GdnArgs& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
+  auto* kernel = &gdn_chunk_kernel<T, kCols>;
+  constexpr size_t smem = ChunkLayout<kCols>::kSmemBytes;
+  require(smem <= max_smem_optin, "gated_delta_rule",
+          "the chunked kernel needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+              std::to_string(max_smem_optin));
   // Raise the kernel's dynamic shared-memory limit once per device (bit i = device i).
   static std::atomic<uint64_t> opted_in{0};
   int dev = 0;
   PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
   if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kChunkSmemBytes)));
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     opted_in.fetch_or(bit, std::memory_order_relaxed);
   }
-  kernel<<<grid, kChunkThreads, kChunkSmemBytes, stream>>>(a);
+  kernel<<<grid, kChunkThreads, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+// The dv tile width: 64 columns where the grid already fills the GPU (batches of prefills); narrower
+// tiles where it would not (one long prompt: Qwen3.5-0.8B's 16 heads x 2 tiles = 32 CTAs on 132 SMs).
+// A narrower tile repeats the K̂K̂ᵀ / Q̃K̂ᵀ products per tile but runs on SMs that would idle.
+int chunk_cols_for(int64_t dv, int64_t hv, int64_t nseq, int num_sms) {
+  for (int cols : {64, 32}) {
+    const int64_t ctas = (dv + cols - 1) / cols * hv * nseq;
+    if (ctas >= num_sms) return cols;
+  }
+  return 16;
+}
+
+template <typename T>
+void launch_chunk(const GdnArgs& a, int nseq, int num_sms, size_t max_smem_optin, cudaStream_t stream) {
+  const int cols = chunk_cols_for(a.dv, a.hv, nseq, num_sms);
+  const dim3 grid(static_cast<unsigned>((a.dv + cols - 1) / cols), static_cast<unsigned>(a.hv),
+                  static_cast<unsigned>(nseq));
+  if (cols == 64) launch_chunk_cols<T, 64>(a, grid, max_smem_optin, stream);
+  else if (cols == 32) launch_chunk_cols<T, 32>(a, grid, max_smem_optin, stream);
+  else launch_chunk_cols<T, 16>(a, grid, max_smem_optin, stream);
 }
 
 void check_i32(const char* op, const Tensor& t, int64_t min_elems, const char* name) {
@@ -553,7 +588,7 @@ bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::BF16 || t =
 
 void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a,
                              const Tensor& A_log, const Tensor& dt_bias, Tensor& state, const StepMeta& meta,
-                             Tensor& out, size_t max_smem_optin, cudaStream_t stream) {
+                             Tensor& out, int num_sms, size_t max_smem_optin, cudaStream_t stream) {
   const char* op = "gated_delta_rule";
   require(q.ndim == 3 && k.ndim == 3 && v.ndim == 3, op,
           "q, k must be [T, Hk, dk] and v [T, Hv, dv], got " + shape_str(q) + ", " + shape_str(k) + ", " +
@@ -623,11 +658,7 @@ void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, 
       gdn_recurrent_kernel<T><<<grid, kRecThreads, 0, stream>>>(p);
       PAGODA_CUDA_CHECK_LAUNCH();
     }
-    if (any_long) {
-      const dim3 grid(static_cast<unsigned>((dv + kChunkCols - 1) / kChunkCols), static_cast<unsigned>(hv),
-                      static_cast<unsigned>(nseq));
-      launch_chunk<T>(p, grid, max_smem_optin, stream);
-    }
+    if (any_long) launch_chunk<T>(p, nseq, num_sms, max_smem_optin, stream);
   };
   switch (act) {
     case DType::BF16: run(bf16{}); break;

@@ -24,7 +24,7 @@ void launch_causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_st
 
 void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a,
                              const Tensor& A_log, const Tensor& dt_bias, Tensor& state, const StepMeta& meta,
-                             Tensor& out, size_t max_smem_optin, cudaStream_t stream);
+                             Tensor& out, int num_sms, size_t max_smem_optin, cudaStream_t stream);
 
 void launch_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& out,
                            cudaStream_t stream);

@@ -428,6 +428,11 @@ TEST(CudaGdn, GatedDeltaRuleQwen35Shapes) {
   // Decode only, and a single long prefill (the launcher skips one kernel in each).
   run_rule_case(be, {16, 16, 128, 128}, {{1, 1}, {1, 1}, {1, 0}, {1, 1}}, kBf, kF32, kBf, 32);
   run_rule_case(be, {16, 16, 128, 128}, {{300, 1}}, kBf, kF32, kBf, 33);
+  // The chunked kernel's dv tile follows the grid (chunk_cols_for): on a GPU of 132 SMs (H100, H200)
+  // the ten sequences above run 64-column tiles, the single prefill 16-column ones, and these three
+  // 32-column ones.
+  run_rule_case(be, {16, 16, 128, 128}, {{130, 0}, {77, 1}, {200, 1}}, kBf, kF32, kBf, 34);
+  run_rule_case(be, {16, 16, 128, 128}, {{130, 0}, {77, 1}, {200, 1}}, kF32, kF32, kF32, 35);
 }
 
 TEST(CudaGdn, GatedDeltaRuleGqaAndOddDims) {
