@@ -33,15 +33,18 @@ OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int
   const auto t0 = clock::now();
   auto t_first = t0;
   bool all_started = false;
+  StepTimes at_first;
   while (engine.has_unfinished()) {
     for (const RequestOutput& o : engine.step())
       if (!o.new_token_ids.empty()) waiting_first.erase(o.id);
     if (!all_started && waiting_first.empty()) {  // the prefill phase ends with the last first token
       t_first = clock::now();
+      at_first = engine.step_times();
       all_started = true;
     }
   }
   const auto t1 = clock::now();
+  const StepTimes at_end = engine.step_times();
   OfflineBenchPoint pt;
   pt.name = name;
   pt.batch = batch;
@@ -49,22 +52,25 @@ OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int
   pt.gen_len = gen_len;
   pt.prefill_s = std::chrono::duration<double>(t_first - t0).count();
   pt.decode_s = std::chrono::duration<double>(t1 - t_first).count();
+  pt.decode_steps = at_end.steps - at_first.steps;
+  pt.decode_host_s = at_end.host_s() - at_first.host_s();
   return pt;
 }
 
 std::string offline_table(const std::vector<OfflineBenchPoint>& points) {
   std::string s;
   char line[256];
-  std::snprintf(line, sizeof line, "| %-18s | %5s | %5s | %5s | %10s | %12s | %10s | %12s | %12s |\n",
+  std::snprintf(line, sizeof line, "| %-18s | %5s | %5s | %5s | %10s | %12s | %10s | %12s | %12s | %8s | %8s |\n",
                 "point", "B", "P", "G", "prefill s", "prefill tok/s", "decode s", "decode tok/s",
-                "total tok/s");
+                "total tok/s", "step ms", "host ms");
   s += line;
-  s += "|--------------------|-------|-------|-------|------------|---------------|------------|--------------|--------------|\n";
+  s += "|--------------------|-------|-------|-------|------------|---------------|------------|--------------|--------------|"
+       "----------|----------|\n";
   for (const auto& p : points) {
     std::snprintf(line, sizeof line,
-                  "| %-18s | %5d | %5d | %5d | %10.3f | %13.1f | %10.3f | %12.1f | %12.1f |\n",
+                  "| %-18s | %5d | %5d | %5d | %10.3f | %13.1f | %10.3f | %12.1f | %12.1f | %8.3f | %8.3f |\n",
                   p.name.c_str(), p.batch, p.prompt_len, p.gen_len, p.prefill_s, p.prefill_tok_s(),
-                  p.decode_s, p.decode_tok_s(), p.total_tok_s());
+                  p.decode_s, p.decode_tok_s(), p.total_tok_s(), p.step_ms(), p.host_ms());
     s += line;
   }
   return s;
@@ -84,7 +90,10 @@ std::string offline_json(const std::vector<OfflineBenchPoint>& points, const std
                            {"decode_s", p.decode_s},
                            {"prefill_tok_s", p.prefill_tok_s()},
                            {"decode_tok_s", p.decode_tok_s()},
-                           {"total_tok_s", p.total_tok_s()}});
+                           {"total_tok_s", p.total_tok_s()},
+                           {"decode_steps", p.decode_steps},
+                           {"decode_step_ms", p.step_ms()},
+                           {"decode_host_ms_per_step", p.host_ms()}});
   return j.dump(2);
 }
 

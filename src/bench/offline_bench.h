@@ -15,6 +15,12 @@ struct OfflineBenchPoint {
   std::string name;  // "pp512", "tg128", "B=16 P=256 G=256"
   int32_t batch = 1, prompt_len = 0, gen_len = 0;
   double prefill_s = 0, decode_s = 0;  // until every request has its first token; the rest
+  // The decode phase per engine step: steps, and the host's share of their time (everything but
+  // waiting for the device: scheduling, metadata, launches, sampling, detokenizing).
+  int64_t decode_steps = 0;
+  double decode_host_s = 0;
+  double step_ms() const { return decode_steps > 0 ? 1e3 * decode_s / double(decode_steps) : 0; }
+  double host_ms() const { return decode_steps > 0 ? 1e3 * decode_host_s / double(decode_steps) : 0; }
   double prefill_tok_s() const { return prefill_s > 0 ? batch * double(prompt_len) / prefill_s : 0; }
   // Tokens after each request's first, over the decode time (llama-batched-bench's S_TG).
   double decode_tok_s() const {

@@ -50,8 +50,9 @@ void run_offline(const OfflineArgs& a) {
   if (a.tg > 0) run("tg" + std::to_string(a.tg), 1, 1, a.tg);
   for (int32_t b : a.batch_sizes)
     run("B=" + std::to_string(b), b, a.prompt_len, a.gen_len);
-  std::printf("model %s, %s\n\n%s", a.model_dir.c_str(), engine.backend().name().c_str(),
-              offline_table(points).c_str());
+  std::printf("model %s, %s\n\n%s\nstep ms: decode-phase time per engine step; host ms: the part of it not "
+              "spent waiting for the device (scheduling, metadata, launches, sampling, detokenizing)\n",
+              a.model_dir.c_str(), engine.backend().name().c_str(), offline_table(points).c_str());
   if (!a.json_file.empty()) {
     std::ofstream out(a.json_file);
     check(static_cast<bool>(out), "cannot write --json file '" + a.json_file + "'");

@@ -206,7 +206,23 @@ void Engine::emit_text(Sequence& seq, RequestOutput& out) {
   ts.pending.erase(0, ts.pending.size() - hold);
 }
 
+StepTimes Engine::step_times() const {
+  StepTimes t = runner_->times();
+  t.steps = steps_;
+  t.total_s = step_s_;
+  return t;
+}
+
 std::vector<RequestOutput> Engine::step() {
+  const auto t_start = std::chrono::steady_clock::now();
+  struct Timer {  // counts the step however it returns
+    Engine& e;
+    std::chrono::steady_clock::time_point t0;
+    ~Timer() {
+      ++e.steps_;
+      e.step_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  } timer{*this, t_start};
   SchedulerOutput sched = scheduler_->schedule();
   std::map<int64_t, RequestOutput> outs;
   if (!sched.empty()) {

@@ -69,6 +69,8 @@ class Engine {
   // Bytes of the recurrent-state slots (hybrid models; 0 for dense ones).
   size_t state_bytes() const { return state_ ? state_->bytes() : 0; }
   size_t workspace_bytes() const { return runner_->workspace_bytes(); }
+  // Where the steps' wall time went so far (bench offline prints it per decode step).
+  StepTimes step_times() const;
 
   // Queues a request; throws pagoda::Error for an empty or too long prompt or bad parameters.
   // SamplingParams::n is not expanded here: callers add n requests (see fan-out in cli/server).
@@ -96,6 +98,8 @@ class Engine {
   std::unique_ptr<Sampler> sampler_;
   std::map<int64_t, std::unique_ptr<TextState>> text_;
   int64_t next_id_ = 0;
+  int64_t steps_ = 0;
+  double step_s_ = 0;
 };
 
 // Parses --kv-cache-dtype for a model of dtype `model_dtype`.

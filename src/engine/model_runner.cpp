@@ -1,6 +1,7 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 
@@ -158,6 +159,8 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
                 batch.max_blocks_per_seq <= max_blocks_per_seq_;
   for (int32_t i = 0; decode && i < R; ++i) decode = batch.logits_rows[static_cast<size_t>(i)] == i;
   auto bucket = decode ? graphs_.lower_bound(S) : graphs_.end();
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
   if (bucket != graphs_.end()) {
     upload_padded_decode(&batch, bucket->first);
     be_.replay(bucket->second);
@@ -172,7 +175,10 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
     if (host_rows[i]) step_.host_row_of[i] = n_host++;
   const int64_t vocab = model_.config().vocab_size;
   step_.host_logits.resize(static_cast<size_t>(n_host) * static_cast<size_t>(vocab));
+  const auto t1 = clock::now();
   if (R > 0) be_.copy_to_host(step_.argmax.data(), argmax_buf_.data(), static_cast<size_t>(R) * sizeof(int32_t));
+  times_.prepare_s += std::chrono::duration<double>(t1 - t0).count();
+  times_.gpu_wait_s += std::chrono::duration<double>(clock::now() - t1).count();
   const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
   for (int32_t i = 0; i < R; ++i) {
     const int32_t h = step_.host_row_of[static_cast<size_t>(i)];

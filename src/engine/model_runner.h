@@ -33,6 +33,16 @@ struct StepLogits {
   std::vector<int32_t> host_row_of;   // [R]: row of host_logits holding row i, or -1
 };
 
+// Where the wall time of the steps went, summed since construction (PERF.md: the host's share of
+// a decode step is what CUDA graphs and overlap are for).
+struct StepTimes {
+  int64_t steps = 0;
+  double total_s = 0;     // Engine::step from call to return
+  double prepare_s = 0;   // metadata upload and the forward pass enqueued (graph replay or eager)
+  double gpu_wait_s = 0;  // blocked in the copy of the step's results (the device still working)
+  double host_s() const { return total_s - gpu_wait_s; }
+};
+
 class ModelRunner {
  public:
   // Reserves the model's workspace and the metadata buffer for steps of up to `max_tokens` new
@@ -59,6 +69,8 @@ class ModelRunner {
   // Returns the number of graphs captured.
   int capture_decode_graphs(PagedKvCache& kv, RecurrentState* recurrent, int32_t dummy_state_slot);
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // prepare_s and gpu_wait_s of every execute_greedy so far (steps and total_s are the Engine's).
+  const StepTimes& times() const { return times_; }
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
   // The batch-size buckets of decode graphs up to `max`: 1, 2, 4, 8, 16, 24, ... 64, 80, ... 128,
   // 160, ... (every bucket <= max, and max itself).
@@ -79,6 +91,7 @@ class ModelRunner {
   std::vector<int32_t> staging_;
   std::vector<float> host_logits_;
   StepLogits step_;
+  StepTimes times_;
   std::map<int32_t, int64_t> graphs_;  // bucket → graph handle
   size_t workspace_bytes_ = 0;
 };
