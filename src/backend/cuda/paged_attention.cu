@@ -1,7 +1,6 @@
 // Host plan of paged attention (grid shape, decode or prefill tiling, split-KV factor) from
 // StepMeta's host scalars only, and the kernel that merges split-KV partial results.
 #include <algorithm>
-#include <cmath>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/paged_attention.cuh"
@@ -31,26 +30,6 @@ __global__ void merge_splits_kernel(const float* part_o, const float* part_ml, b
     }
     out[tok * out_stride + head * d + c] = __float2bfloat16_rn(o * inv);
   }
-}
-
-// Decode CTAs all do about the same work, so they run in waves of `slots` (SMs x resident CTAs) and
-// a last partial wave leaves SMs idle: 1.3 waves take as long as 2. The split factor is the smallest
-// (up to `cap`) within 3% of the best wave efficiency (work / (waves rounded up)); grids of four
-// waves or more are not split. On an H200, 64 decodes of Qwen3-0.6B (576 CTAs, 396 slots) ran at
-// 65% of the copy bandwidth without a split.
-int decode_splits(int64_t ctas, int64_t slots, int cap) {
-  if (ctas >= 4 * slots) return 1;
-  auto efficiency = [&](int s) {
-    const double waves = static_cast<double>(ctas) * s / static_cast<double>(slots);
-    return waves / std::ceil(waves);
-  };
-  int best = 1;
-  double best_eff = efficiency(1);
-  for (int s = 2; s <= cap; ++s) {
-    const double e = efficiency(s);
-    if (e > best_eff + 0.03) best = s, best_eff = e;
-  }
-  return best;
 }
 
 int log2_exact(int v) {
@@ -103,27 +82,16 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const int64_t grid_x = t * group / rows_per_cta + meta.num_seqs;
   require(grid_x < (int64_t{1} << 31), op, "batch too large");
 
-  // Split the keys over more CTAs when the contexts are long enough that each split still gets at
-  // least two tiles, and the grid alone would use the GPU poorly.
+  // Split the keys over more CTAs when the grid alone would leave the GPU idle and the contexts are
+  // long enough that each split still gets at least two tiles.
   int splits = 1;
   const int64_t ctas = grid_x * hkv;
-  if (meta.max_seq_len >= 4 * tile_keys) {
+  const int64_t target = 2LL * std::max(ctx.num_sms, 1);
+  if (ctas < target && meta.max_seq_len >= 4 * tile_keys) {
+    const int64_t want = (target + ctas - 1) / ctas;
     const int64_t by_len = meta.max_seq_len / (2 * tile_keys);
     const int64_t by_mem = static_cast<int64_t>(ctx.split_workspace_floats) / std::max<int64_t>(1, t * hq * (d + 2));
-    const int cap = static_cast<int>(std::clamp<int64_t>(std::min({by_len, by_mem, int64_t{32}}), 1, 32));
-    if (decode) {
-      int resident = 1;
-      switch (kd) {
-        case 32: resident = attn::resident_ctas<32>(true, k_cache.dtype, ctx.max_smem_optin); break;
-        case 64: resident = attn::resident_ctas<64>(true, k_cache.dtype, ctx.max_smem_optin); break;
-        case 128: resident = attn::resident_ctas<128>(true, k_cache.dtype, ctx.max_smem_optin); break;
-        default: resident = attn::resident_ctas<256>(true, k_cache.dtype, ctx.max_smem_optin); break;
-      }
-      splits = decode_splits(ctas, static_cast<int64_t>(std::max(ctx.num_sms, 1)) * resident, cap);
-    } else {
-      const int64_t target = 2LL * std::max(ctx.num_sms, 1);
-      if (ctas < target) splits = static_cast<int>(std::clamp<int64_t>((target + ctas - 1) / ctas, 1, cap));
-    }
+    splits = static_cast<int>(std::clamp<int64_t>(std::min({want, by_len, by_mem, int64_t{32}}), 1, 32));
   }
 
   attn::Args a{};

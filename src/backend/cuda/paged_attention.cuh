@@ -395,12 +395,9 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
   }
 }
 
-// Launches one instantiation (defined in paged_attention_d{32,64,128,256}.cu).
+// Launches one instantiation (defined in paged_attention_d{64,128,256}.cu).
 template <int D>
 void launch_attention_kernel(const Args& a, bool decode, DType kv_dtype, dim3 grid, size_t max_smem_optin,
                              cudaStream_t stream);
-// CTAs of that instantiation resident on one SM at once.
-template <int D>
-int resident_ctas(bool decode, DType kv_dtype, size_t max_smem_optin);
 
 }  // namespace pagoda::cuda::attn

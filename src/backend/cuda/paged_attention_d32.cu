@@ -4,5 +4,4 @@
 
 namespace pagoda::cuda::attn {
 template void launch_attention_kernel<32>(const Args&, bool, DType, dim3, size_t, cudaStream_t);
-template int resident_ctas<32>(bool, DType, size_t);
 }  // namespace pagoda::cuda::attn

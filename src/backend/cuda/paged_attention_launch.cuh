@@ -9,16 +9,15 @@
 
 namespace pagoda::cuda::attn {
 
-// The instance's kernel with its dynamic shared-memory limit raised (once per device: bit i =
-// device i) to what it needs.
 template <int D, bool kDecode, typename KV>
-auto* prepared_kernel(size_t max_smem_optin) {
+void launch_one(const Args& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
   using C = Cfg<D, kDecode, std::is_same<KV, bf16>::value ? 1 : 2>;
   auto* kernel = &paged_attention_kernel<D, kDecode, KV>;
   constexpr size_t smem = C::kSmemBytes;
   require(smem <= max_smem_optin, "paged_attention",
           "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
               std::to_string(max_smem_optin));
+  // Raise the kernel's dynamic shared-memory limit once per device (bit i = device i).
   static std::atomic<uint64_t> opted_in{0};
   int dev = 0;
   PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
@@ -27,45 +26,8 @@ auto* prepared_kernel(size_t max_smem_optin) {
     PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     opted_in.fetch_or(bit, std::memory_order_relaxed);
   }
-  return kernel;
-}
-
-template <int D, bool kDecode, typename KV>
-void launch_one(const Args& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
-  using C = Cfg<D, kDecode, std::is_same<KV, bf16>::value ? 1 : 2>;
-  auto* kernel = prepared_kernel<D, kDecode, KV>(max_smem_optin);
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(a);
+  kernel<<<grid, C::kThreads, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH();
-}
-
-// CTAs of the instance that fit on one SM at once (the CUDA occupancy calculator; computed once, on
-// the first call, which runs eagerly before any graph capture).
-template <int D, bool kDecode, typename KV>
-int resident_ctas_one(size_t max_smem_optin) {
-  using C = Cfg<D, kDecode, std::is_same<KV, bf16>::value ? 1 : 2>;
-  static std::atomic<int> cached{0};
-  int n = cached.load(std::memory_order_relaxed);
-  if (n > 0) return n;
-  auto* kernel = prepared_kernel<D, kDecode, KV>(max_smem_optin);
-  PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, C::kThreads, C::kSmemBytes));
-  n = n > 0 ? n : 1;
-  cached.store(n, std::memory_order_relaxed);
-  return n;
-}
-
-template <int D>
-int resident_ctas(bool decode, DType kv_dtype, size_t max_smem_optin) {
-  switch (kv_dtype) {
-    case DType::BF16:
-      return decode ? resident_ctas_one<D, true, bf16>(max_smem_optin) : resident_ctas_one<D, false, bf16>(max_smem_optin);
-    case DType::F16:
-      return decode ? resident_ctas_one<D, true, __half>(max_smem_optin)
-                    : resident_ctas_one<D, false, __half>(max_smem_optin);
-    case DType::F32:
-      return decode ? resident_ctas_one<D, true, float>(max_smem_optin) : resident_ctas_one<D, false, float>(max_smem_optin);
-    default:
-      throw Error(std::string("cuda paged_attention: unsupported KV cache dtype ") + dtype_name(kv_dtype));
-  }
 }
 
 template <int D>
