@@ -199,6 +199,31 @@ TEST(CliGenerate, SaysWhatIsWrong) {
   r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt-token-ids 5 --device tpu");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("cpu or cuda"), std::string::npos) << r.out;
+  r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt-token-ids 5 --dtype int8");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("choose auto, bfloat16 or float32"), std::string::npos) << r.out;
+  // The CPU backend computes in fp32: asking it for bf16 activations is an error, not a silent fp32 run.
+  r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt-token-ids 5 --dtype bfloat16");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("CPU backend computes in float32"), std::string::npos) << r.out;
+}
+
+TEST(CliGenerate, Float32DtypeOnTheCpuIsTheDefaultMath) {
+  const auto ref = reference("qwen3-tiny-tied");
+  const auto& c = ref["cases"][1];
+  std::string ids, expect;
+  for (int id : c["prompt_ids"]) {
+    ids += ' ';
+    ids += std::to_string(id);
+  }
+  for (int id : c["generated_ids"]) {
+    expect += std::to_string(id);
+    expect += ' ';
+  }
+  const CommandResult r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --dtype float32 --temperature 0 " +
+                                 "--ignore-eos --max-tokens 32 --max-model-len 512 --prompt-token-ids" + ids);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(expect), std::string::npos) << r.out;
 }
 
 }  // namespace

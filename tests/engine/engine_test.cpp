@@ -125,5 +125,23 @@ TEST(Engine, RejectsBadRequests) {
   EXPECT_THROW(engine.add_request(std::vector<int32_t>(600, 5), greedy(4)), Error);  // > max_model_len
 }
 
+TEST(Engine, StepTimesCountEveryStep) {
+  const auto cases = load_reference(kModel);
+  Engine engine(fixture_model_dir(kModel), small_config());
+  EXPECT_EQ(engine.step_times().steps, 0);
+  engine.add_request(cases[0].prompt_ids, greedy(5));
+  int64_t steps = 0;
+  while (engine.has_unfinished()) {
+    engine.step();
+    ++steps;
+  }
+  const StepTimes t = engine.step_times();
+  EXPECT_EQ(t.steps, steps);
+  EXPECT_GT(t.total_s, 0.0);
+  EXPECT_GE(t.gpu_wait_s, 0.0);
+  EXPECT_LE(t.prepare_s + t.gpu_wait_s, t.total_s);
+  EXPECT_GT(t.host_s(), 0.0);
+}
+
 }  // namespace
 }  // namespace pagoda
