@@ -215,14 +215,6 @@ StepTimes Engine::step_times() const {
 
 std::vector<RequestOutput> Engine::step() {
   const auto t_start = std::chrono::steady_clock::now();
-  struct Timer {  // counts the step however it returns
-    Engine& e;
-    std::chrono::steady_clock::time_point t0;
-    ~Timer() {
-      ++e.steps_;
-      e.step_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  } timer{*this, t_start};
   SchedulerOutput sched = scheduler_->schedule();
   std::map<int64_t, RequestOutput> outs;
   if (!sched.empty()) {
@@ -300,6 +292,8 @@ std::vector<RequestOutput> Engine::step() {
   }
   // Requests stopped by a stop string were aborted above; drop their abort records.
   for (auto& s : scheduler_->take_finished()) text_.erase(s->id());
+  ++steps_;
+  step_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return result;
 }
 

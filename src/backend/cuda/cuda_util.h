@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -45,6 +47,23 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 // Throws a pagoda::Error "<op>: <what>" when cond is false.
 inline void require(bool cond, const char* op, const std::string& what) {
   if (!cond) throw Error(std::string("cuda ") + op + ": " + what);
+}
+
+// Lets `kernel` use `smem` bytes of dynamic shared memory per block: throws (naming `op`) when the
+// device allows fewer than that, else raises the kernel's limit on the current device once (bit i of
+// `opted_in`, one word per kernel kept by the caller, = device i done).
+inline void opt_in_shared_memory(const void* kernel, size_t smem, size_t max_smem_optin,
+                                 std::atomic<uint64_t>& opted_in, const char* op) {
+  require(smem <= max_smem_optin, op,
+          "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+              std::to_string(max_smem_optin));
+  int dev = 0;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
+  if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    opted_in.fetch_or(bit, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace pagoda::cuda

@@ -539,18 +539,9 @@ template <typename T, int kCols>
 void launch_chunk_cols(const GdnArgs& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
   auto* kernel = &gdn_chunk_kernel<T, kCols>;
   constexpr size_t smem = ChunkLayout<kCols>::kSmemBytes;
-  require(smem <= max_smem_optin, "gated_delta_rule",
-          "the chunked kernel needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
-              std::to_string(max_smem_optin));
-  // Raise the kernel's dynamic shared-memory limit once per device (bit i = device i).
   static std::atomic<uint64_t> opted_in{0};
-  int dev = 0;
-  PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
-  if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    opted_in.fetch_or(bit, std::memory_order_relaxed);
-  }
+  opt_in_shared_memory(reinterpret_cast<const void*>(kernel), smem, max_smem_optin, opted_in,
+                       "gated_delta_rule (chunked)");
   kernel<<<grid, kChunkThreads, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH();
 }

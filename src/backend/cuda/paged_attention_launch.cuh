@@ -14,18 +14,8 @@ void launch_one(const Args& a, dim3 grid, size_t max_smem_optin, cudaStream_t st
   using C = Cfg<D, kDecode, std::is_same<KV, bf16>::value ? 1 : 2>;
   auto* kernel = &paged_attention_kernel<D, kDecode, KV>;
   constexpr size_t smem = C::kSmemBytes;
-  require(smem <= max_smem_optin, "paged_attention",
-          "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
-              std::to_string(max_smem_optin));
-  // Raise the kernel's dynamic shared-memory limit once per device (bit i = device i).
   static std::atomic<uint64_t> opted_in{0};
-  int dev = 0;
-  PAGODA_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
-  if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    opted_in.fetch_or(bit, std::memory_order_relaxed);
-  }
+  opt_in_shared_memory(reinterpret_cast<const void*>(kernel), smem, max_smem_optin, opted_in, "paged_attention");
   kernel<<<grid, C::kThreads, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH();
 }
