@@ -1,6 +1,7 @@
 // `pagoda serve [MODEL_DIR]`: the OpenAI-compatible HTTP server, with vllm serve's flags
 // (DESIGN.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
 // the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -29,12 +30,55 @@ struct ServeArgs {
   std::string model_dir;
   EngineFlags engine;
   server::ServerOptions server;
-  int32_t max_waiting_requests = 0;
+  // Choices (requests x n) waiting to start before new requests get 503 + Retry-After. Generous:
+  // with thousands queued a new request already waits minutes, and a 503 lets a gateway or client
+  // go elsewhere instead of piling on.
+  int32_t max_waiting_requests = 4096;
   double shutdown_timeout = 10.0;
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
   bool enable_auto_tool_choice = false;
 };
+
+void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
+  server::HttpLimits& h = o.http;
+  server::RequestLimits& r = o.request;
+  cmd->add_option("--http-io-threads", o.io_threads, "I/O threads; each carries thousands of connections")
+      ->capture_default_str();
+  cmd->add_option("--http-workers", o.worker_threads,
+                  "Threads that parse, template and tokenize requests off the I/O threads")
+      ->capture_default_str();
+  cmd->add_option("--max-body-bytes", h.max_body_bytes,
+                  "Largest request body, after gzip/deflate decoding (413 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-header-bytes,--h11-max-incomplete-event-size", h.max_header_bytes,
+                  "Largest request line + headers (431 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-header-count,--h11-max-header-count", h.max_header_count,
+                  "Most headers in one request (431 beyond; vLLM's default)")
+      ->capture_default_str();
+  cmd->add_option("--max-url-bytes", h.max_url_bytes, "Longest URL (414 beyond)")->capture_default_str();
+  cmd->add_option("--request-timeout", h.request_timeout_s,
+                  "Seconds to receive a whole request, headers and body (408 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout,--timeout-keep-alive", h.keep_alive_timeout_s,
+                  "Seconds an idle connection is kept open between requests")
+      ->capture_default_str();
+  cmd->add_option("--write-timeout", h.write_timeout_s,
+                  "Seconds one write may wait on a client that does not read (then it is dropped and its "
+                  "request aborted)")
+      ->capture_default_str();
+  cmd->add_option("--max-logprobs", r.max_logprobs, "Most top logprobs per token a request may ask for")
+      ->capture_default_str();
+  cmd->add_option("--max-stop-strings", r.max_stop_strings, "Most stop strings in one request")
+      ->capture_default_str();
+  cmd->add_option("--max-stop-bytes", r.max_stop_bytes, "Most bytes of stop strings in one request")
+      ->capture_default_str();
+  cmd->add_option("--max-request-output-budget", r.max_output_budget,
+                  "Most tokens and logprob entries one request may make the server hold: choices x "
+                  "max_tokens x (1 + logprobs)")
+      ->capture_default_str();
+}
 
 bool parser_enabled(const std::string& value, const char* flag) {
   if (value == "none") return false;
@@ -53,10 +97,25 @@ void run_serve(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Request bodies and responses of many MiB come and go; glibc's dynamic mmap threshold would move
+  // them into arena heaps whose tops it never gives back (malloc_trim skips them in thread
+  // arenas). A fixed threshold keeps them mmapped: freed means returned to the OS.
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 4 << 20);
+
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
   check(a.shutdown_timeout >= 0, "--shutdown-timeout cannot be negative");
-  check(a.server.http_threads >= 4, "--http-threads must be at least 4");
+  check(a.server.io_threads >= 1 && a.server.io_threads <= 64, "--http-io-threads must be in [1, 64]");
+  check(a.server.worker_threads >= 1 && a.server.worker_threads <= 256, "--http-workers must be in [1, 256]");
+  const server::HttpLimits& hl = a.server.http;
+  check(hl.max_body_bytes > 0 && hl.max_header_bytes > 0 && hl.max_header_count > 0 && hl.max_url_bytes > 0,
+        "the HTTP size limits must be positive");
+  check(hl.request_timeout_s > 0 && hl.keep_alive_timeout_s > 0 && hl.write_timeout_s > 0,
+        "the HTTP timeouts must be positive");
+  const server::RequestLimits& rl = a.server.request;
+  check(rl.max_logprobs >= 0 && rl.max_stop_strings >= 0 && rl.max_stop_bytes >= 0 && rl.max_output_budget > 0,
+        "the per-request limits cannot be negative");
   a.server.reasoning_parser = parser_enabled(a.reasoning_parser, "--reasoning-parser");
   a.server.tool_call_parser = parser_enabled(a.tool_call_parser, "--tool-call-parser");
   const std::string dir = resolve_model_dir(a.model_dir);
@@ -86,8 +145,8 @@ void run_serve(ServeArgs& a) {
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   const int port = http.bind();
   // Printed whatever the log level: scripts (and the tests) read the port from it with --port 0.
-  std::fprintf(stderr, "pagoda: serving %s on http://%s:%d (%d HTTP threads)\n",
-               a.server.served_model_names.front().c_str(), a.server.host.c_str(), port, a.server.http_threads);
+  std::fprintf(stderr, "pagoda: serving %s on http://%s:%d\n", a.server.served_model_names.front().c_str(),
+               a.server.host.c_str(), port);
   std::fflush(stderr);
 
   std::atomic<bool> http_done{false};
@@ -97,14 +156,19 @@ void run_serve(ServeArgs& a) {
     if (http_done) return;  // woken by run_serve itself after the server ended on its own
     LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
                        << " s for the ones in flight");
-    async.stop_accepting();
+    const auto start = std::chrono::steady_clock::now();
     const auto grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+    http.stop_accepting();
+    async.stop_accepting();
     if (!async.wait_idle(grace)) {
       LOG_INFO("aborting " << async.num_live_generations() << " requests still in flight");
       async.abort_all();
-      async.wait_idle(std::chrono::seconds(10));
+      async.wait_idle(std::chrono::seconds(2));
     }
-    http.stop();
+    // The connections get what is left of the deadline to send their last bytes; slow and idle
+    // ones are then closed.
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    http.shutdown(std::max(std::chrono::milliseconds(500), grace - spent));
   });
   http.run();
   http_done = true;
@@ -128,13 +192,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-key", args->server.api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health");
   cmd->add_option("--max-waiting-requests", args->max_waiting_requests,
-                  "Answer 503 while this many requests wait to start (0 = no limit)")
+                  "Answer 503 (Retry-After) while this many choices (requests x n) wait to start; 0 = no limit. "
+                  "The default is generous: past it a new request would wait minutes anyway")
       ->capture_default_str();
-  cmd->add_option("--http-threads", args->server.http_threads,
-                  "HTTP worker threads: the most connections served at once")
-      ->capture_default_str();
+  add_http_limit_flags(cmd, args->server);
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout,
-                  "Seconds to let requests in flight finish on SIGINT/SIGTERM before aborting them")
+                  "Seconds to let requests in flight finish on SIGINT/SIGTERM before aborting them and closing "
+                  "every connection")
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", args->reasoning_parser,
                   "<think>...</think> -> reasoning_content: auto (when the vocabulary has the tags), "

@@ -5,6 +5,39 @@
 
 namespace pagoda {
 
+int64_t StopStrings::total_bytes() const {
+  int64_t n = 0;
+  for (const std::string& s : list()) n += static_cast<int64_t>(s.size());
+  return n;
+}
+
+void StopStrings::push_back(std::string s) {
+  List copy = list();
+  copy.push_back(std::move(s));
+  assign(std::move(copy));
+}
+
+StopStrings::const_iterator StopStrings::insert(const_iterator, std::string s) {
+  push_back(std::move(s));
+  return std::prev(end());
+}
+
+void StopStrings::assign(List strings) {
+  if (strings.empty()) list_.reset();
+  else list_ = std::make_shared<const List>(std::move(strings));
+}
+
+void StopStrings::erase(const_iterator first, const_iterator last) {
+  List kept(begin(), first);
+  kept.insert(kept.end(), last, end());
+  assign(std::move(kept));
+}
+
+const StopStrings::List& StopStrings::empty_list() {
+  static const List empty;
+  return empty;
+}
+
 namespace {
 template <typename T>
 std::string fmt(const T& v) {

@@ -2,11 +2,48 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace pagoda {
+
+// A request's stop strings, shared (not copied) between the choices it fans out into: n x a long
+// stop list must not become n long stop lists. Copy-on-write; reads like a vector of strings.
+class StopStrings {
+ public:
+  using value_type = std::string;
+  using List = std::vector<std::string>;
+  using iterator = List::const_iterator;
+  using const_iterator = List::const_iterator;
+
+  StopStrings() = default;
+  StopStrings(List strings) { assign(std::move(strings)); }
+  StopStrings(std::initializer_list<std::string> strings) { assign(List(strings)); }
+
+  const List& list() const { return list_ ? *list_ : empty_list(); }
+  const_iterator begin() const { return list().begin(); }
+  const_iterator end() const { return list().end(); }
+  size_t size() const { return list().size(); }
+  bool empty() const { return list().empty(); }
+  const std::string& operator[](size_t i) const { return list()[i]; }
+  int64_t total_bytes() const;
+
+  void clear() { list_.reset(); }
+  void erase(const_iterator first, const_iterator last);  // CLI11 empties containers so
+  void push_back(std::string s);
+  const_iterator insert(const_iterator, std::string s);  // appends (CLI11 fills containers so)
+
+  friend bool operator==(const StopStrings& a, const StopStrings& b) { return a.list() == b.list(); }
+  friend bool operator==(const StopStrings& a, const List& b) { return a.list() == b; }
+
+ private:
+  void assign(List strings);
+  static const List& empty_list();
+  std::shared_ptr<const List> list_;
+};
 
 struct SamplingParams {
   int32_t n = 1;                       // completions per prompt (fanned out by the engine)
@@ -21,7 +58,7 @@ struct SamplingParams {
   std::optional<int32_t> max_tokens;   // >= 1; unset = until max_model_len
   int32_t min_tokens = 0;              // >= 0, <= max_tokens: no stop before this many tokens
   std::vector<int32_t> stop_token_ids;
-  std::vector<std::string> stop;       // stop strings, matched on detokenized text by the engine
+  StopStrings stop;                    // stop strings, matched on detokenized text by the engine
   bool ignore_eos = false;
   std::optional<int32_t> logprobs;     // top-n logprobs per sampled token, >= 0
 

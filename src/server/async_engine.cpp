@@ -22,22 +22,33 @@ std::string GenerationChannel::error() const {
   return error_;
 }
 
+void GenerationChannel::set_notify(std::function<void()> notify) {
+  std::lock_guard lock(mu_);
+  notify_ = std::move(notify);
+}
+
 void GenerationChannel::push(ChoiceOutput o) {
+  std::function<void()> notify;
   {
     std::lock_guard lock(mu_);
     if (o.out.finished) --remaining_;
     items_.push_back(std::move(o));
+    notify = notify_;
   }
   cv_.notify_all();
+  if (notify) notify();
 }
 
 void GenerationChannel::fail(const std::string& message) {
+  std::function<void()> notify;
   {
     std::lock_guard lock(mu_);
     error_ = message;
     remaining_ = 0;
+    notify = notify_;
   }
   cv_.notify_all();
+  if (notify) notify();
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics, AsyncEngineOptions options)

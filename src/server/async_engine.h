@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,11 @@ class GenerationChannel {
   // Moves what is there into `out`, waiting up to `timeout` for something to arrive. Returns false
   // once every choice has finished and everything was taken.
   bool next(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout);
+  // next() without waiting.
+  bool poll(std::vector<ChoiceOutput>& out) { return next(out, std::chrono::milliseconds(0)); }
+  // Called (on the engine thread, outside the channel's lock) whenever something arrives or the
+  // generation fails: an asynchronous reader wakes up instead of waiting on a thread. Empty = none.
+  void set_notify(std::function<void()> notify);
   // Set when the engine could not take the request (message for the client); the choices are done.
   std::string error() const;
 
@@ -59,6 +65,7 @@ class GenerationChannel {
   std::string error_;
   bool cancelled_ = false;  // guarded by AsyncEngine::mu_
   std::vector<int64_t> engine_ids_;  // engine thread only
+  std::function<void()> notify_;     // guarded by mu_
 };
 
 struct AsyncEngineOptions {

@@ -1,5 +1,7 @@
 #include "server/chat_output_parser.h"
 
+#include "server/json_body.h"
+
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -35,7 +37,9 @@ std::string random_id(const std::string& prefix) {
 }
 
 bool parse_tool_call_body(std::string_view body, ParsedToolCall& out) {
-  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, false);
+  // Model output is bounded like client input: the arguments are dumped again (recursively).
+  std::string error;
+  const nlohmann::ordered_json j = parse_json_bounded(body, kMaxJsonDepth, error);
   if (j.is_discarded() || !j.is_object()) return false;
   auto name = j.find("name");
   if (name == j.end() || !name->is_string()) return false;

@@ -1,7 +1,5 @@
 // POST /v1/chat/completions: messages through the model's chat template; the output split into
 // reasoning_content, content and tool_calls; whole or streamed.
-#include <httplib.h>
-
 #include "server/api_error.h"
 #include "server/chat_output_parser.h"
 #include "server/generation.h"
@@ -54,7 +52,7 @@ struct ChatStream {
 
 }  // namespace
 
-void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   ChatRequest r = parse_chat_request(parse_json_body(req.body), ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
@@ -82,39 +80,42 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   auto channel = submit(ctx, std::move(specs));
 
   if (!r.stream) {
-    collect(channel, [&](ChoiceOutput& o) {
-      ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
-      append(c.parsed, c.parser->feed(o.out.new_text));
-      c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
-      if (o.out.finished) {
-        append(c.parsed, c.parser->finish());
-        c.last = std::move(o.out);
-      }
-    });
-    Json out_choices = Json::array();
-    int64_t completion_tokens = 0;
-    for (size_t i = 0; i < state->choices.size(); ++i) {
-      ChatChoice& c = state->choices[i];
-      Json message = {{"role", "assistant"}};
-      const bool calls = !c.parsed.tool_calls.empty();
-      message["content"] = calls && c.parsed.content.empty() ? Json(nullptr) : Json(c.parsed.content);
-      if (!c.parsed.reasoning.empty()) message["reasoning_content"] = c.parsed.reasoning;
-      if (calls) message["tool_calls"] = tool_calls_json(c.parsed.tool_calls, 0, false);
-      out_choices.push_back(
-          {{"index", i},
-           {"message", std::move(message)},
-           {"logprobs", logprobs ? Json{{"content", chat_logprobs_content(tok, c.samples)}} : Json(nullptr)},
-           {"finish_reason", chat_finish_reason(c.last, c.parsed.tool_calls.size())},
-           {"stop_reason", stop_reason_json(c.last, params)}});
-      completion_tokens += c.last.num_output_tokens;
-    }
-    send_json(res, {{"id", id},
-                    {"object", "chat.completion"},
-                    {"created", created},
-                    {"model", model},
-                    {"choices", out_choices},
-                    {"usage", usage_json(prompt_tokens, completion_tokens)}});
-    return;
+    return whole_reply(
+        channel,
+        [state](ChoiceOutput& o) {
+          ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
+          append(c.parsed, c.parser->feed(o.out.new_text));
+          c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
+          if (o.out.finished) {
+            append(c.parsed, c.parser->finish());
+            c.last = std::move(o.out);
+          }
+        },
+        [=] {
+          Json out_choices = Json::array();
+          int64_t completion_tokens = 0;
+          for (size_t i = 0; i < state->choices.size(); ++i) {
+            ChatChoice& c = state->choices[i];
+            Json message = {{"role", "assistant"}};
+            const bool calls = !c.parsed.tool_calls.empty();
+            message["content"] = calls && c.parsed.content.empty() ? Json(nullptr) : Json(c.parsed.content);
+            if (!c.parsed.reasoning.empty()) message["reasoning_content"] = c.parsed.reasoning;
+            if (calls) message["tool_calls"] = tool_calls_json(c.parsed.tool_calls, 0, false);
+            out_choices.push_back(
+                {{"index", i},
+                 {"message", std::move(message)},
+                 {"logprobs", logprobs ? Json{{"content", chat_logprobs_content(tok, c.samples)}} : Json(nullptr)},
+                 {"finish_reason", chat_finish_reason(c.last, c.parsed.tool_calls.size())},
+                 {"stop_reason", stop_reason_json(c.last, params)}});
+            completion_tokens += c.last.num_output_tokens;
+          }
+          return Json{{"id", id},
+                      {"object", "chat.completion"},
+                      {"created", created},
+                      {"model", model},
+                      {"choices", out_choices},
+                      {"usage", usage_json(prompt_tokens, completion_tokens)}};
+        });
   }
 
   const bool include_usage = r.include_usage;
@@ -124,8 +125,8 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
     if (include_usage) c["usage"] = nullptr;
     return c;
   };
-  stream_events(
-      ctx, res, channel,
+  return stream_reply(
+      channel,
       [=](std::vector<ChoiceOutput>& items) {
         std::string events;
         for (ChoiceOutput& o : items) {

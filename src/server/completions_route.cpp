@@ -1,6 +1,4 @@
 // POST /v1/completions: text (or token-id) prompts, n choices each, whole or streamed.
-#include <httplib.h>
-
 #include "server/api_error.h"
 #include "server/chat_output_parser.h"
 #include "server/generation.h"
@@ -24,7 +22,7 @@ struct StreamState {
 
 }  // namespace
 
-void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
   const CompletionRequest r = parse_completion_request(parse_json_body(req.body), ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   std::vector<ChoiceSpec> choices;
@@ -45,32 +43,36 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   auto channel = submit(ctx, std::move(choices));
 
   if (!r.stream) {
-    std::vector<CompletionChoice> acc(num_choices);
-    collect(channel, [&](ChoiceOutput& o) {
-      CompletionChoice& c = acc[static_cast<size_t>(o.choice)];
-      c.text += o.out.new_text;
-      c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
-      if (o.out.finished) c.last = std::move(o.out);
-    });
-    Json out_choices = Json::array();
-    int64_t completion_tokens = 0;
-    for (size_t i = 0; i < acc.size(); ++i) {
-      CompletionChoice& c = acc[i];
-      int64_t offset = 0;
-      out_choices.push_back({{"index", i},
-                             {"text", c.text},
-                             {"logprobs", params.logprobs ? completion_logprobs(tok, c.samples, offset) : Json(nullptr)},
-                             {"finish_reason", finish_reason_text(c.last.finish_reason)},
-                             {"stop_reason", stop_reason_json(c.last, params)}});
-      completion_tokens += c.last.num_output_tokens;
-    }
-    send_json(res, {{"id", id},
-                    {"object", "text_completion"},
-                    {"created", created},
-                    {"model", model},
-                    {"choices", out_choices},
-                    {"usage", usage_json(prompt_tokens, completion_tokens)}});
-    return;
+    auto acc = std::make_shared<std::vector<CompletionChoice>>(num_choices);
+    return whole_reply(
+        channel,
+        [acc](ChoiceOutput& o) {
+          CompletionChoice& c = (*acc)[static_cast<size_t>(o.choice)];
+          c.text += o.out.new_text;
+          c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
+          if (o.out.finished) c.last = std::move(o.out);
+        },
+        [=] {
+          Json out_choices = Json::array();
+          int64_t completion_tokens = 0;
+          for (size_t i = 0; i < acc->size(); ++i) {
+            CompletionChoice& c = (*acc)[i];
+            int64_t offset = 0;
+            out_choices.push_back(
+                {{"index", i},
+                 {"text", c.text},
+                 {"logprobs", params.logprobs ? completion_logprobs(tok, c.samples, offset) : Json(nullptr)},
+                 {"finish_reason", finish_reason_text(c.last.finish_reason)},
+                 {"stop_reason", stop_reason_json(c.last, params)}});
+            completion_tokens += c.last.num_output_tokens;
+          }
+          return Json{{"id", id},
+                      {"object", "text_completion"},
+                      {"created", created},
+                      {"model", model},
+                      {"choices", out_choices},
+                      {"usage", usage_json(prompt_tokens, completion_tokens)}};
+        });
   }
 
   auto state = std::make_shared<StreamState>();
@@ -82,8 +84,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     if (include_usage) c["usage"] = nullptr;
     return c;
   };
-  stream_events(
-      ctx, res, channel,
+  return stream_reply(
+      channel,
       [=](std::vector<ChoiceOutput>& items) {
         std::string events;
         for (ChoiceOutput& o : items) {

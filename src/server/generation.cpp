@@ -1,7 +1,5 @@
 #include "server/generation.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 
 #include "server/api_error.h"
@@ -56,71 +54,76 @@ void fan_out(const std::vector<int32_t>& prompt, const SamplingParams& params, s
   }
 }
 
+namespace {
+
+void check_budget(const ServerContext& ctx, const std::vector<ChoiceSpec>& choices) {
+  if (choices.empty()) return;
+  const RequestLimits& lim = ctx.options.request;
+  const SamplingParams& p = choices.front().params;  // the stop list and logprobs are the request's
+  if (static_cast<int64_t>(p.stop.size()) > lim.max_stop_strings)
+    throw bad_request("stop has " + std::to_string(p.stop.size()) + " strings; at most " +
+                          std::to_string(lim.max_stop_strings) + " are allowed (--max-stop-strings)", "stop");
+  if (p.stop.total_bytes() > lim.max_stop_bytes)
+    throw bad_request("the stop strings have " + std::to_string(p.stop.total_bytes()) + " bytes; at most " +
+                          std::to_string(lim.max_stop_bytes) + " are allowed (--max-stop-bytes)", "stop");
+  if (p.logprobs && *p.logprobs > lim.max_logprobs)
+    throw bad_request("at most " + std::to_string(lim.max_logprobs) + " logprobs per token may be asked for, got " +
+                          std::to_string(*p.logprobs) + " (--max-logprobs)", "logprobs");
+  int64_t budget = 0;
+  for (const ChoiceSpec& c : choices)
+    budget += int64_t{c.params.max_tokens.value_or(1)} * (1 + c.params.logprobs.value_or(0));
+  if (budget > lim.max_output_budget)
+    throw bad_request("the request could produce " + std::to_string(budget) +
+                          " tokens and logprob entries (choices x max_tokens x (1 + logprobs)); the server "
+                          "allows " + std::to_string(lim.max_output_budget) +
+                          " per request (--max-request-output-budget): lower n, max_tokens or logprobs",
+                      "max_tokens", "request_too_large");
+}
+
+}  // namespace
+
 std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<ChoiceSpec> choices) {
+  check_budget(ctx, choices);
   std::string why;
   auto channel = ctx.engine.submit(std::move(choices), why);
   if (!channel) throw unavailable(why);
   return channel;
 }
 
-void collect(const std::shared_ptr<GenerationChannel>& channel, const std::function<void(ChoiceOutput&)>& on_output) {
-  std::vector<ChoiceOutput> items;
-  for (;;) {
-    items.clear();
-    const bool more = channel->next(items, 1000ms);
-    for (ChoiceOutput& o : items) on_output(o);
-    if (!more) break;
-  }
-  if (const std::string err = channel->error(); !err.empty()) throw internal_error(err);
+HttpReply whole_reply(std::shared_ptr<GenerationChannel> channel, std::function<void(ChoiceOutput&)> on_output,
+                      std::function<nlohmann::ordered_json()> finish) {
+  HttpReply r;
+  r.generation = std::make_shared<GenerationReply>();
+  r.generation->channel = std::move(channel);
+  r.generation->on_output = std::move(on_output);
+  r.generation->finish = std::move(finish);
+  return r;
 }
 
-void stream_events(ServerContext& ctx, httplib::Response& res, std::shared_ptr<GenerationChannel> channel,
-                   std::function<std::string(std::vector<ChoiceOutput>&)> on_outputs,
-                   std::function<std::string()> on_end) {
-  AsyncEngine* engine = &ctx.engine;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [engine, channel, on_outputs, on_end](size_t, httplib::DataSink& sink) {
-        std::vector<ChoiceOutput> items;
-        auto last_write = std::chrono::steady_clock::now();
-        for (;;) {
-          items.clear();
-          const bool more = channel->next(items, 250ms);
-          std::string text;
-          if (!items.empty()) text = on_outputs(items);
-          if (!more) {
-            if (const std::string err = channel->error(); !err.empty())
-              text += sse_event(internal_error(err).to_json());
-            else
-              text += on_end();
-            text += kSseDone;
-          }
-          const auto now = std::chrono::steady_clock::now();
-          // Nothing to say for a while (queued behind others): a comment finds out whether the
-          // client is still there.
-          if (text.empty() && now - last_write > 1s) text = kSsePing;
-          if (!text.empty()) {
-            if (!sink.write(text.data(), text.size())) {
-              engine->cancel(channel);
-              return false;
-            }
-            last_write = now;
-          }
-          if (!more) {
-            sink.done();
-            return true;
-          }
-        }
-      },
-      [engine, channel](bool success) {
-        if (!success) engine->cancel(channel);
-      });
+HttpReply stream_reply(std::shared_ptr<GenerationChannel> channel,
+                       std::function<std::string(std::vector<ChoiceOutput>&)> on_events,
+                       std::function<std::string()> on_end) {
+  HttpReply r;
+  r.content_type = "text/event-stream";
+  r.headers.emplace_back("Cache-Control", "no-cache");
+  r.generation = std::make_shared<GenerationReply>();
+  r.generation->channel = std::move(channel);
+  r.generation->stream = true;
+  r.generation->on_events = std::move(on_events);
+  r.generation->on_end = std::move(on_end);
+  return r;
 }
 
-void send_json(httplib::Response& res, const nlohmann::ordered_json& body, int status) {
-  res.status = status;
-  res.set_content(dump_json(body), "application/json");
+HttpReply json_reply(const nlohmann::ordered_json& body, int status) {
+  return text_reply(dump_json(body), "application/json", status);
+}
+
+HttpReply text_reply(std::string body, std::string content_type, int status) {
+  HttpReply r;
+  r.status = status;
+  r.body = std::move(body);
+  r.content_type = std::move(content_type);
+  return r;
 }
 
 }  // namespace pagoda::server

@@ -1,6 +1,6 @@
 // The steps every generating route shares: check the model name, tokenize and bound the prompt,
-// fan a request out into choices, submit them, and drive a channel to the end (whole response) or
-// stream it as server-sent events.
+// fan a request out into choices, check its budget, submit them, and describe how the connection
+// turns the generation into a response (whole, or server-sent events).
 #pragma once
 
 #include <functional>
@@ -9,11 +9,8 @@
 #include <vector>
 
 #include "server/async_engine.h"
+#include "server/http_message.h"
 #include "server/server_context.h"
-
-namespace httplib {
-struct Response;
-}
 
 namespace pagoda::server {
 
@@ -28,22 +25,24 @@ std::vector<int32_t> encode_text(const ServerContext& ctx, const std::string& te
 void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, SamplingParams& params,
                 const std::string& param);
 
-// n choices of one prompt; with a seed, choice i uses seed + i so that they differ.
+// n choices of one prompt; with a seed, choice i uses seed + i so that they differ. The stop
+// strings are shared between the choices, not copied.
 void fan_out(const std::vector<int32_t>& prompt, const SamplingParams& params, std::vector<ChoiceSpec>& out);
 
-// Submits, or throws ApiError 503.
+// Checks the request against ServerOptions::request (stop strings, logprobs, the output budget),
+// then submits it. Throws ApiError 400 naming the limit, or 503 (with Retry-After) when the engine
+// is overloaded or shutting down.
 std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<ChoiceSpec> choices);
 
-// Waits for every output of the channel, passing each to `on_output`. Throws ApiError 500 when the
-// engine failed the request.
-void collect(const std::shared_ptr<GenerationChannel>& channel, const std::function<void(ChoiceOutput&)>& on_output);
+// A whole response: `on_output` sees each output as it arrives, `finish` makes the body after the
+// last one (a channel error becomes a 500 instead).
+HttpReply whole_reply(std::shared_ptr<GenerationChannel> channel, std::function<void(ChoiceOutput&)> on_output,
+                      std::function<nlohmann::ordered_json()> finish);
 
-// Streams the channel as text/event-stream: `on_outputs` turns outputs into events, `on_end` gives
-// the last events (before "data: [DONE]"). A client that goes away cancels the generation.
-void stream_events(ServerContext& ctx, httplib::Response& res, std::shared_ptr<GenerationChannel> channel,
-                   std::function<std::string(std::vector<ChoiceOutput>&)> on_outputs,
-                   std::function<std::string()> on_end);
-
-void send_json(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
+// A text/event-stream response: `on_events` turns outputs into events, `on_end` gives the last events
+// (before "data: [DONE]").
+HttpReply stream_reply(std::shared_ptr<GenerationChannel> channel,
+                       std::function<std::string(std::vector<ChoiceOutput>&)> on_events,
+                       std::function<std::string()> on_end);
 
 }  // namespace pagoda::server

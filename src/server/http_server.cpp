@@ -1,145 +1,147 @@
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <sys/resource.h>
 
-#include <httplib.h>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "core/error.h"
 #include "core/log.h"
-#include "server/api_error.h"
-#include "server/generation.h"
-#include "server/routes.h"
+#include "server/http_session.h"
 
 namespace pagoda::server {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+
 namespace {
 
-using Route = void (*)(ServerContext&, const httplib::Request&, httplib::Response&);
-
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.to_json(), e.status); }
-
-// Runs a route; whatever it throws becomes an OpenAI error object, never a dropped connection.
-httplib::Server::Handler guarded(ServerContext* ctx, Route route) {
-  return [ctx, route](const httplib::Request& req, httplib::Response& res) {
-    try {
-      route(*ctx, req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const Error& e) {
-      send_error(res, bad_request(e.what()));
-    } catch (const std::exception& e) {
-      LOG_ERROR(req.method << " " << req.path << ": " << e.what());
-      send_error(res, internal_error(e.what()));
-    }
-  };
-}
-
-bool authorized(const ServerContext& ctx, const httplib::Request& req) {
-  if (ctx.options.api_key.empty() || req.path == "/health") return true;
-  return req.get_header_value("Authorization") == "Bearer " + ctx.options.api_key;
+// Thousands of connections need thousands of descriptors: take the hard limit.
+void raise_open_file_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
 }
 
 }  // namespace
 
 struct HttpServer::Impl {
-  explicit Impl(ServerContext c) : ctx(std::move(c)) {}
+  explicit Impl(ServerContext c)
+      : ctx(std::move(c)), workers(static_cast<size_t>(std::max(1, ctx.options.worker_threads))),
+        env{ctx, workers, active_requests, trim_queued} {
+    for (int i = 0; i < std::max(1, ctx.options.io_threads); ++i) {
+      iocs.push_back(std::make_unique<net::io_context>(1));
+      guards.emplace_back(net::make_work_guard(*iocs.back()));
+    }
+    acceptor = std::make_unique<tcp::acceptor>(*iocs.front());
+  }
+
+  net::awaitable<void> accept_loop();
+
   ServerContext ctx;
-  httplib::Server svr;
+  // Declared before the workers: the workers are joined first, while the coroutine frames they
+  // refer to (owned by the io_contexts) still exist.
+  std::vector<std::unique_ptr<net::io_context>> iocs;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::atomic<int64_t> active_requests{0};
+  std::atomic<bool> trim_queued{false};
+  net::thread_pool workers;
+  SessionEnv env;
+  std::vector<std::thread> threads;
 };
 
-HttpServer::HttpServer(ServerContext ctx) : impl_(std::make_unique<Impl>(std::move(ctx))) {
-  httplib::Server& svr = impl_->svr;
-  ServerContext* c = &impl_->ctx;
-  const size_t threads = static_cast<size_t>(std::max(4, c->options.http_threads));
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  svr.set_keep_alive_max_count(1000);
-  svr.set_keep_alive_timeout(2);
-  svr.set_read_timeout(60);
-  svr.set_write_timeout(60);
-  svr.set_payload_max_length(size_t{64} << 20);
-  svr.set_tcp_nodelay(true);
-
-  svr.set_pre_routing_handler([c](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(*c, req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, unauthorized());
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // 404s (no route) and anything else that reaches here without a body get an error object too.
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) {
-      send_error(res, not_found("Invalid URL (" + req.method + " " + req.path + ")"));
-    } else if (res.status == 413) {
-      send_error(res, ApiError(413, "the request body is too large", "invalid_request_error"));
-    } else {
-      const int status = res.status;
-      send_json(res, ApiError(status, "HTTP error " + std::to_string(status), "invalid_request_error").to_json(),
-                status);
+net::awaitable<void> HttpServer::Impl::accept_loop() {
+  size_t next = 0;
+  for (;;) {
+    net::io_context& target = *iocs[next++ % iocs.size()];
+    tcp::socket socket(target);
+    error_code ec;
+    co_await acceptor->async_accept(socket, net::redirect_error(net::use_awaitable, ec));
+    if (!acceptor->is_open() || ec == net::error::operation_aborted) co_return;
+    if (ec) {
+      // Out of descriptors (EMFILE) or a connection reset before accept: wait instead of spinning.
+      LOG_WARN("accept failed: " << ec.message());
+      net::steady_timer pause(*iocs.front(), std::chrono::milliseconds(50));
+      co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+      continue;
     }
-  });
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, internal_error(what));
-  });
-
-  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  svr.Get("/v1/models", guarded(c, handle_models));
-  svr.Get("/metrics", guarded(c, handle_metrics));
-  svr.Post("/v1/completions", guarded(c, handle_completions));
-  svr.Post("/v1/chat/completions", guarded(c, handle_chat_completions));
-  svr.Post("/tokenize", guarded(c, handle_tokenize));
-  svr.Post("/detokenize", guarded(c, handle_detokenize));
-}
-
-HttpServer::~HttpServer() = default;
-
-namespace {
-
-// Debian's cpp-httplib is a compiled library that listens with a backlog of 5
-// (CPPHTTPLIB_LISTEN_BACKLOG, fixed when the library was built): a burst of new connections
-// overflows it and the kernel makes the overflow retry a second later. listen() again on the
-// same socket only raises the backlog, so find our listening socket and do that.
-void raise_listen_backlog(int port) {
-  for (int fd = 3; fd < 1024; ++fd) {
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof addr;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    int p = -1;
-    if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    if (p == port) ::listen(fd, SOMAXCONN);
+    net::co_spawn(target, serve_connection(env, std::move(socket)), [](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        LOG_ERROR("connection failed: " << ex.what());
+      }
+    });
   }
 }
 
-}  // namespace
+HttpServer::HttpServer(ServerContext ctx) : impl_(std::make_unique<Impl>(std::move(ctx))) {}
+
+HttpServer::~HttpServer() {
+  if (!impl_->threads.empty()) shutdown(std::chrono::milliseconds(0));
+}
 
 int HttpServer::bind() {
+  raise_open_file_limit();
   const ServerOptions& o = impl_->ctx.options;
-  int port = o.port;
-  if (port == 0) {
-    port = impl_->svr.bind_to_any_port(o.host);
-    check(port > 0, "cannot bind " + o.host + " to a free port");
-  } else {
-    check(impl_->svr.bind_to_port(o.host, o.port),
-          "cannot listen on " + o.host + ":" + std::to_string(o.port) +
-              " (in use, or not an address of this host)");
-  }
-  raise_listen_backlog(port);
-  return port;
+  error_code ec;
+  tcp::resolver resolver(*impl_->iocs.front());
+  const auto endpoints = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive, ec);
+  check(!ec && !endpoints.empty(), "cannot resolve --host " + o.host + ": " + ec.message());
+  const tcp::endpoint ep = endpoints.begin()->endpoint();
+  tcp::acceptor& a = *impl_->acceptor;
+  a.open(ep.protocol(), ec);
+  check(!ec, "cannot open a socket for " + o.host + ": " + ec.message());
+  // SO_REUSEADDR lets a restarted server bind past TIME_WAIT; SO_REUSEPORT (never set) would let
+  // a second server share the port and split the connections.
+  a.set_option(tcp::acceptor::reuse_address(true), ec);
+  a.bind(ep, ec);
+  if (ec == net::error::address_in_use)
+    throw Error("port " + std::to_string(o.port) + " on " + o.host +
+                " is in use (another server is listening there): choose another --port or stop that server");
+  check(!ec, "cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + ec.message());
+  a.listen(net::socket_base::max_listen_connections, ec);
+  check(!ec, "cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + ec.message());
+  return a.local_endpoint().port();
 }
 
-void HttpServer::run() { impl_->svr.listen_after_bind(); }
+void HttpServer::run() {
+  net::co_spawn(*impl_->iocs.front(), impl_->accept_loop(), net::detached);
+  for (auto& ioc : impl_->iocs) impl_->threads.emplace_back([&ioc] { ioc->run(); });
+  for (std::thread& t : impl_->threads) t.join();
+}
 
-void HttpServer::stop() { impl_->svr.stop(); }
+void HttpServer::stop_accepting() {
+  net::post(*impl_->iocs.front(), [this] {
+    error_code ec;
+    impl_->acceptor->close(ec);
+  });
+}
+
+void HttpServer::shutdown(std::chrono::milliseconds grace) {
+  stop_accepting();
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (impl_->active_requests > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Whatever is left (idle keep-alive connections, slow clients) is dropped with the io_contexts.
+  for (auto& ioc : impl_->iocs) ioc->stop();
+}
+
+int64_t HttpServer::num_active_requests() const { return impl_->active_requests; }
 
 }  // namespace pagoda::server

@@ -1,7 +1,10 @@
-// The HTTP front: cpp-httplib with a large worker pool (one thread per open connection, so streams
-// never wait for one another), API-key check, OpenAI error objects for every failure, the routes.
+// The HTTP front end: Boost.Beast on Boost.Asio. A few I/O threads (each its own io_context) carry
+// every connection as a coroutine; a small worker pool parses, templates and tokenizes requests
+// so that an I/O thread never waits on that work; /health and the other cheap routes are answered
+// on the I/O thread itself. Limits are in ServerOptions (docs/architecture.md lists them).
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "server/server_context.h"
@@ -13,12 +16,18 @@ class HttpServer {
   explicit HttpServer(ServerContext ctx);
   ~HttpServer();
 
-  // Binds host:port (port 0 = any free port) and returns the port. Throws pagoda::Error.
+  // Binds host:port (port 0 = any free port; SO_REUSEADDR but never SO_REUSEPORT, so a second
+  // server on a port in use fails) and returns the port. Throws pagoda::Error.
   int bind();
-  // Serves until stop(); returns once every connection is done.
+  // Serves until shutdown(); returns once the I/O threads have stopped.
   void run();
-  // Stops accepting; run() returns after the handlers in flight end.
-  void stop();
+  // Stops accepting new connections (those open stay served).
+  void stop_accepting();
+  // Waits up to `grace` for the requests being answered to finish, then closes every connection
+  // (slow, idle or not) and makes run() return. Safe from any thread.
+  void shutdown(std::chrono::milliseconds grace);
+  // Requests read and not yet fully answered.
+  int64_t num_active_requests() const;
 
  private:
   struct Impl;

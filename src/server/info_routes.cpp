@@ -1,6 +1,4 @@
 // GET /v1/models, POST /tokenize, POST /detokenize (vLLM's), GET /metrics.
-#include <httplib.h>
-
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
@@ -8,7 +6,7 @@
 
 namespace pagoda::server {
 
-void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+HttpReply handle_models(ServerContext& ctx, const HttpRequest&) {
   Json data = Json::array();
   for (const std::string& name : ctx.options.served_model_names) {
     data.push_back({{"id", name},
@@ -19,10 +17,10 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
                     {"parent", nullptr},
                     {"max_model_len", ctx.engine.max_model_len()}});
   }
-  send_json(res, {{"object", "list"}, {"data", data}});
+  return json_reply({{"object", "list"}, {"data", data}});
 }
 
-void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+HttpReply handle_tokenize(ServerContext& ctx, const HttpRequest& req) {
   const TokenizeRequest r = parse_tokenize_request(parse_json_body(req.body));
   check_model_name(ctx, r.model);
   std::string text;
@@ -41,10 +39,10 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
   } else {
     out["token_strs"] = nullptr;
   }
-  send_json(res, out);
+  return json_reply(out);
 }
 
-void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+HttpReply handle_detokenize(ServerContext& ctx, const HttpRequest& req) {
   const DetokenizeRequest r = parse_detokenize_request(parse_json_body(req.body));
   check_model_name(ctx, r.model);
   const Tokenizer* tok = ctx.engine.tokenizer();
@@ -52,11 +50,11 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib:
   for (int32_t id : r.tokens)
     if (id >= tok->vocab_size())
       throw bad_request("token id " + std::to_string(id) + " is outside the vocabulary", "tokens");
-  send_json(res, {{"prompt", tok->decode(r.tokens)}});
+  return json_reply({{"prompt", tok->decode(r.tokens)}});
 }
 
-void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  res.set_content(ctx.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+HttpReply handle_metrics(ServerContext& ctx, const HttpRequest&) {
+  return text_reply(ctx.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 }  // namespace pagoda::server

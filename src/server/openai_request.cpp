@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/json_body.h"
 
 namespace pagoda::server {
 namespace {
@@ -111,10 +112,13 @@ void read_sampling(const Json& j, SamplingParams& p) {
     if (v->is_string()) {
       p.stop = {v->get<std::string>()};
     } else if (v->is_array()) {
+      std::vector<std::string> stop;
+      stop.reserve(v->size());
       for (const Json& s : *v) {
         if (!s.is_string()) wrong_type("stop", "a string or an array of strings", *v);
-        p.stop.push_back(s.get<std::string>());
+        stop.push_back(s.get<std::string>());
       }
+      p.stop = std::move(stop);
     } else {
       wrong_type("stop", "a string or an array of strings", *v);
     }
@@ -182,7 +186,8 @@ Json normalize_messages(const Json& j) {
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
         Json& fn = call["function"];
         if (fn.contains("arguments") && fn["arguments"].is_string()) {
-          Json parsed = Json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+          std::string error;
+          Json parsed = parse_json_bounded(fn["arguments"].get<std::string>(), kMaxJsonDepth, error);
           if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
         }
       }
@@ -222,8 +227,9 @@ ChatPromptRequest read_chat_prompt(const Json& j) {
 }  // namespace
 
 Json parse_json_body(const std::string& body) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw bad_request("the request body is not valid JSON");
+  std::string error;
+  Json j = parse_json_bounded(body, kMaxJsonDepth, error);
+  if (j.is_discarded()) throw bad_request(error);
   if (!j.is_object()) throw bad_request("the request body must be a JSON object");
   return j;
 }

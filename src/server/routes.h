@@ -1,21 +1,17 @@
 // The HTTP routes. Each parses its request, throws ApiError for anything wrong, and either fills
-// the response or sets up a stream.
+// a reply or one that drives a generation.
 #pragma once
 
+#include "server/http_message.h"
 #include "server/server_context.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace pagoda::server {
 
-void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_models(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_tokenize(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_detokenize(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_metrics(ServerContext& ctx, const HttpRequest& req);
 
 }  // namespace pagoda::server

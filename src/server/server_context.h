@@ -1,6 +1,7 @@
 // What the HTTP routes share: the engine, the chat template, the metrics and the server options.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,13 +11,38 @@
 
 namespace pagoda::server {
 
+// What one connection may send, checked while reading whatever the framing (Content-Length, chunked,
+// gzip/deflate). Defaults follow vLLM (uvicorn/h11) and nginx; each is a `serve` flag.
+struct HttpLimits {
+  int64_t max_body_bytes = int64_t{64} << 20;  // after decoding; 413 beyond
+  int64_t max_header_bytes = 64 << 10;         // request line + headers; 431 beyond
+  int32_t max_header_count = 256;              // vLLM's --h11-max-header-count; 431 beyond
+  int32_t max_url_bytes = 8 << 10;             // nginx's large_client_header_buffers; 414 beyond
+  double request_timeout_s = 60;               // whole request (headers + body); 408 beyond (nginx)
+  double keep_alive_timeout_s = 5;             // idle between requests (uvicorn's default)
+  double write_timeout_s = 60;                 // one write to a client that does not read (nginx)
+};
+
+// What one request may ask for: its memory is bounded before anything is allocated for it.
+struct RequestLimits {
+  int32_t max_logprobs = 20;          // vLLM's --max-logprobs
+  int32_t max_stop_strings = 64;      // OpenAI allows 4
+  int64_t max_stop_bytes = 64 << 10;  // all stop strings together
+  // choices x max_tokens x (1 + logprobs): the tokens (and logprob entries) one request can make
+  // the server produce and hold for its response.
+  int64_t max_output_budget = int64_t{1} << 20;
+};
+
 struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 8000;
   std::vector<std::string> served_model_names;  // the first is the one /v1/models lists
   std::string api_key;                          // "" = no authentication
   std::string model_dir;
-  int http_threads = 512;                       // one per open connection (streams block theirs)
+  int io_threads = 2;      // connections are coroutines on these threads (a few serve thousands)
+  int worker_threads = 2;  // parse, template and tokenize requests off the I/O threads
+  HttpLimits http;
+  RequestLimits request;
   bool reasoning_parser = true;  // <think>...</think> -> reasoning_content (when the vocab has them)
   bool tool_call_parser = true;  // <tool_call>...</tool_call> -> tool_calls (when tools are given)
 };

@@ -185,6 +185,7 @@ class ServerProcess {
   }
 
   int port() const { return port_; }
+  int pid() const { return pid_; }
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
   std::string log() const { return read_file(log_); }
 

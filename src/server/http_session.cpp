@@ -1,0 +1,426 @@
+#include "server/http_session.h"
+
+#include <malloc.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include "core/log.h"
+#include "server/http_reader.h"
+#include "server/router.h"
+#include "server/sse.h"
+
+namespace pagoda::server {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+using net::awaitable;
+using net::use_awaitable;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// A deadline on a socket: when it passes, the socket's pending operations are cancelled and
+// expired() says why they failed. Arming again forgets an earlier expiry still in flight.
+class Deadline {
+ public:
+  explicit Deadline(tcp::socket& socket) : state_(std::make_shared<State>(socket)) {}
+  ~Deadline() { state_->socket = nullptr; }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+
+  void arm(double secs) {
+    const uint64_t epoch = ++state_->epoch;
+    state_->expired = false;
+    state_->timer.expires_after(seconds(secs));
+    state_->timer.async_wait([s = state_, epoch](error_code ec) {
+      if (ec || !s->socket || epoch != s->epoch) return;
+      s->expired = true;
+      error_code ignored;
+      s->socket->cancel(ignored);
+    });
+  }
+  void disarm() {
+    ++state_->epoch;
+    state_->timer.cancel();
+  }
+  bool expired() const { return state_->expired; }
+
+ private:
+  struct State {
+    explicit State(tcp::socket& s) : socket(&s), timer(s.get_executor()) {}
+    tcp::socket* socket;
+    net::steady_timer timer;
+    uint64_t epoch = 0;
+    bool expired = false;
+  };
+  std::shared_ptr<State> state_;
+};
+
+// Wakes a connection waiting on its generation: the engine thread posts here when outputs arrive,
+// the socket's readiness lands here when the client sends something or goes away.
+struct Waker {
+  explicit Waker(const net::any_io_executor& ex) : executor(ex), timer(ex) {}
+  net::any_io_executor executor;
+  net::steady_timer timer;
+  std::atomic<bool> posted{false};  // one wake-up in flight at a time, however many outputs
+  bool peer_event = false;
+};
+
+// Runs `fn` on the worker pool and resumes the coroutine on its own thread with the result.
+// GCC 12 destroys some temporaries of a co_await full-expression twice, so the coroutines here
+// take non-trivial arguments by reference to named locals, never as temporaries.
+template <typename T, typename F>
+awaitable<T> offload(net::thread_pool& pool, F& fn) {
+  auto ex = co_await net::this_coro::executor;
+  const auto* exp = &ex;  // the initiation below captures nothing with a destructor
+  co_return co_await net::async_initiate<decltype(use_awaitable), void(T)>(
+      [&pool, exp, &fn](auto handler) {
+        net::post(pool, [ex = *exp, &fn, handler = std::move(handler)]() mutable {
+          T result = fn();
+          net::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
+            std::move(handler)(std::move(result));
+          });
+        });
+      },
+      use_awaitable);
+}
+
+// The client closed its end (or reset it). Data waiting instead is a pipelined request: not gone.
+bool peer_gone(tcp::socket& socket) {
+  char c;
+  const ssize_t n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  return false;
+}
+
+class Connection {
+ public:
+  Connection(SessionEnv& env, tcp::socket socket)
+      : env_(env), limits_(env.ctx.options.http), socket_(std::move(socket)), deadline_(socket_) {}
+
+  awaitable<void> run();
+
+ private:
+  awaitable<bool> read_request(bool first, HttpRequest& req, bool& keep_alive);
+  awaitable<HttpReply> answer(const HttpRequest& req);
+  awaitable<bool> write_reply(HttpReply& reply, bool keep_alive, bool head);
+  awaitable<bool> fail(HttpReply& reply);
+  awaitable<bool> drive(GenerationReply& g, bool keep_alive);
+  awaitable<bool> write_stream_text(const std::string& text);
+  awaitable<void> linger_close();
+  void trim_memory(size_t request_bytes);
+
+  SessionEnv& env_;
+  const HttpLimits& limits_;
+  tcp::socket socket_;
+  Deadline deadline_;
+  boost::beast::flat_buffer buffer_;
+  bool read_a_lot_ = false;
+};
+
+awaitable<void> Connection::run() {
+  error_code ec;
+  socket_.set_option(tcp::no_delay(true), ec);
+  for (bool first = true;; first = false) {
+    HttpRequest req;
+    bool keep_alive = false;
+    if (!co_await read_request(first, req, keep_alive)) break;
+    struct Active {  // counted for a graceful shutdown, whatever leaves this scope
+      std::atomic<int64_t>& n;
+      explicit Active(std::atomic<int64_t>& c) : n(c) { ++n; }
+      ~Active() { --n; }
+    } active(env_.active_requests);
+    HttpReply reply = co_await answer(req);
+    const size_t request_bytes = req.body.size() + reply.body.size();
+    bool keep;
+    if (reply.generation) {
+      keep = co_await drive(*reply.generation, keep_alive);
+    } else {
+      keep = co_await write_reply(reply, keep_alive, req.method == "HEAD");
+    }
+    trim_memory(request_bytes);
+    if (!keep) break;
+  }
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  if (read_a_lot_) trim_memory(size_t{1} << 20);
+}
+
+// Reads one request; false when the connection is done (closed, idle, or an error already answered).
+awaitable<bool> Connection::read_request(bool first, HttpRequest& req, bool& keep_alive) {
+  error_code ec;
+  if (buffer_.size() == 0) {
+    // Between requests a connection may idle for the keep-alive timeout; a new one gets the whole
+    // request deadline for its first byte.
+    deadline_.arm(first ? limits_.request_timeout_s : limits_.keep_alive_timeout_s);
+    const size_t n = co_await socket_.async_read_some(buffer_.prepare(16 << 10), net::redirect_error(use_awaitable, ec));
+    deadline_.disarm();
+    if (ec) co_return false;
+    buffer_.commit(n);
+  }
+  RequestParser parser;
+  configure_parser(parser, limits_);
+  deadline_.arm(limits_.request_timeout_s);  // the whole request, header and body
+  auto timeout_or_error = [&]() -> HttpReply {
+    if (deadline_.expired()) {
+      HttpReply r = error_reply(ApiError(408, "the request was not received within " +
+                                                  std::to_string(static_cast<int>(limits_.request_timeout_s)) +
+                                                  " s (--request-timeout)", "invalid_request_error"));
+      r.close = true;
+      return r;
+    }
+    return parse_error_reply(ec);
+  };
+  co_await http::async_read_header(socket_, buffer_, parser, net::redirect_error(use_awaitable, ec));
+  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) {
+    deadline_.disarm();
+    co_return false;
+  }
+  if (ec) {
+    HttpReply r = timeout_or_error();
+    co_return co_await fail(r);
+  }
+  if (auto err = check_header(parser, limits_)) co_return co_await fail(*err);
+  req = request_head(parser);
+  if (!authorized(env_.ctx, req)) {
+    HttpReply r = error_reply(unauthorized());
+    r.close = true;
+    co_return co_await fail(r);
+  }
+  if (boost::beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+    static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    co_await net::async_write(socket_, net::buffer(kContinue, sizeof kContinue - 1),
+                              net::redirect_error(use_awaitable, ec));
+    if (ec) {
+      deadline_.disarm();
+      co_return false;
+    }
+  }
+  if (!parser.is_done()) co_await http::async_read(socket_, buffer_, parser, net::redirect_error(use_awaitable, ec));
+  if (ec) {
+    HttpReply r = timeout_or_error();
+    co_return co_await fail(r);
+  }
+  deadline_.disarm();
+  keep_alive = parser.get().keep_alive();
+  std::optional<HttpReply> body_error;
+  try {
+    take_body(parser, req, limits_);
+  } catch (const ApiError& e) {
+    body_error = error_reply(e);
+    body_error->close = true;
+  }
+  if (body_error) co_return co_await fail(*body_error);
+  co_return true;
+}
+
+awaitable<HttpReply> Connection::answer(const HttpRequest& req) {
+  HttpReply reply;
+  const Route* route = find_route(req.method, req.path, reply);
+  if (!route) co_return reply;
+  if (route->on_io_thread) co_return run_route(*route, env_.ctx, req);
+  ServerContext& ctx = env_.ctx;
+  auto work = [route, &ctx, &req] { return run_route(*route, ctx, req); };
+  co_return co_await offload<HttpReply>(env_.workers, work);
+}
+
+awaitable<bool> Connection::fail(HttpReply& reply) {
+  deadline_.disarm();
+  read_a_lot_ = reply.status == 413 || reply.status == 431;  // trimmed once the parser is gone
+  co_await write_reply(reply, false, false);
+  co_await linger_close();
+  co_return false;
+}
+
+awaitable<bool> Connection::write_reply(HttpReply& reply, bool keep_alive, bool head) {
+  http::response<http::string_body> res;
+  res.version(11);
+  res.result(static_cast<unsigned>(reply.status));
+  res.set(http::field::server, "pagoda");
+  res.set(http::field::content_type, reply.content_type);
+  for (auto& [k, v] : reply.headers) res.set(k, v);
+  res.body() = std::move(reply.body);
+  res.keep_alive(keep_alive && !reply.close);
+  res.prepare_payload();
+  if (head) res.body().clear();  // Content-Length stays that of the GET
+  error_code ec;
+  deadline_.arm(limits_.write_timeout_s);
+  co_await http::async_write(socket_, res, net::redirect_error(use_awaitable, ec));
+  deadline_.disarm();
+  co_return !ec && res.keep_alive();
+}
+
+awaitable<bool> Connection::write_stream_text(const std::string& text) {
+  error_code ec;
+  deadline_.arm(limits_.write_timeout_s);
+  const auto chunk = http::make_chunk(net::buffer(text));
+  co_await net::async_write(socket_, chunk, net::redirect_error(use_awaitable, ec));
+  deadline_.disarm();
+  co_return !ec;
+}
+
+// Takes the generation's outputs as the engine makes them, waiting on a timer that the engine (new
+// outputs) or the socket (the client sent something or left) cancels. Returns whether the
+// connection stays open.
+awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
+  auto waker = std::make_shared<Waker>(socket_.get_executor());
+  g.channel->set_notify([w = std::weak_ptr<Waker>(waker)] {
+    auto s = w.lock();
+    if (!s || s->posted.exchange(true)) return;
+    net::post(s->executor, [s] {
+      s->posted = false;
+      s->timer.cancel();
+    });
+  });
+  bool watching = true;
+  auto watch = [&] {
+    socket_.async_wait(tcp::socket::wait_read, [waker](error_code ec) {
+      if (ec) return;
+      waker->peer_event = true;
+      waker->timer.cancel();
+    });
+  };
+  watch();
+
+  bool ok = true;
+  if (g.stream) {
+    http::response<http::empty_body> res;
+    res.version(11);
+    res.result(http::status::ok);
+    res.set(http::field::server, "pagoda");
+    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::cache_control, "no-cache");
+    res.chunked(true);
+    res.keep_alive(keep_alive);
+    http::response_serializer<http::empty_body> sr(res);
+    error_code ec;
+    deadline_.arm(limits_.write_timeout_s);
+    co_await http::async_write_header(socket_, sr, net::redirect_error(use_awaitable, ec));
+    deadline_.disarm();
+    ok = !ec;
+  }
+  constexpr auto kPingEvery = std::chrono::seconds(15);  // keeps proxies from closing a quiet stream
+  auto last_write = Clock::now();
+  std::vector<ChoiceOutput> items;
+  bool finished = false;
+  std::optional<HttpReply> whole;
+  while (ok && !finished) {
+    if (waker->peer_event) {
+      waker->peer_event = false;
+      if (peer_gone(socket_)) {
+        ok = false;
+        break;
+      }
+      watching = false;  // a pipelined request is waiting: nothing more to learn from the socket
+    }
+    items.clear();
+    const bool more = g.channel->poll(items);
+    finished = !more;
+    if (g.stream) {
+      std::string text = items.empty() ? std::string() : g.on_events(items);
+      if (finished) {
+        const std::string err = g.channel->error();
+        text += err.empty() ? g.on_end() : sse_event(internal_error(err).to_json());
+        text += kSseDone;
+      }
+      if (text.empty() && Clock::now() - last_write > kPingEvery) text = kSsePing;
+      if (!text.empty()) {
+        ok = co_await write_stream_text(text);
+        last_write = Clock::now();
+      }
+      if (ok && finished) {
+        error_code ec;
+        deadline_.arm(limits_.write_timeout_s);
+        const auto last = http::make_chunk_last();
+        co_await net::async_write(socket_, last, net::redirect_error(use_awaitable, ec));
+        deadline_.disarm();
+        ok = !ec;
+      }
+    } else {
+      for (ChoiceOutput& o : items) g.on_output(o);
+      if (finished) {
+        const std::string err = g.channel->error();
+        if (!err.empty()) {
+          whole = error_reply(internal_error(err));
+        } else {
+          auto finish = [&g] { return g.finish(); };  // may build a large body: off the I/O thread
+          const nlohmann::ordered_json body = co_await offload<nlohmann::ordered_json>(env_.workers, finish);
+          whole = json_reply(body);
+        }
+      }
+    }
+    if (!finished && items.empty()) {
+      waker->timer.expires_after(kPingEvery);
+      error_code ec;
+      co_await waker->timer.async_wait(net::redirect_error(use_awaitable, ec));
+    }
+  }
+  g.channel->set_notify(nullptr);
+  if (watching) {
+    error_code ec;
+    socket_.cancel(ec);  // the readiness wait; nothing else is pending
+  }
+  if (!finished) {
+    env_.ctx.engine.cancel(g.channel);  // the client is gone: free its blocks at the next step
+    co_return false;
+  }
+  if (whole) co_return co_await write_reply(*whole, keep_alive, false);
+  co_return ok && keep_alive;
+}
+
+// After an error answered before the body was read: stop sending, drain what the client is still
+// sending for a moment, so that its kernel does not reset the connection before it reads our answer.
+awaitable<void> Connection::linger_close() {
+  error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  deadline_.arm(2.0);
+  char sink[16 << 10];
+  for (size_t total = 0; total < (size_t{4} << 20);) {
+    const size_t n = co_await socket_.async_read_some(net::buffer(sink), net::redirect_error(use_awaitable, ec));
+    if (ec) break;
+    total += n;
+  }
+  deadline_.disarm();
+}
+
+// glibc keeps the freed memory of a large request in its arenas; give it back. One trim queued at a
+// time: the call walks the heap.
+void Connection::trim_memory(size_t request_bytes) {
+  constexpr size_t kLarge = size_t{1} << 20;
+  if (request_bytes < kLarge || env_.trim_queued.exchange(true)) return;
+  net::post(env_.workers, [&queued = env_.trim_queued] {
+    queued = false;
+    malloc_trim(0);
+  });
+}
+
+}  // namespace
+
+awaitable<void> serve_connection(SessionEnv& env, tcp::socket socket) {
+  Connection c(env, std::move(socket));
+  co_await c.run();
+}
+
+}  // namespace pagoda::server

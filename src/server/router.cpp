@@ -1,0 +1,95 @@
+#include "server/router.h"
+
+#include <iterator>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "server/routes.h"
+
+namespace pagoda::server {
+namespace {
+
+HttpReply handle_health(ServerContext&, const HttpRequest&) { return text_reply("", "text/plain"); }
+
+constexpr Route kRoutes[] = {
+    {"GET", "/health", handle_health, true},
+    {"GET", "/ping", handle_health, true},
+    {"POST", "/ping", handle_health, true},
+    {"GET", "/v1/models", handle_models, true},
+    {"GET", "/metrics", handle_metrics, true},
+    {"POST", "/v1/completions", handle_completions, false},
+    {"POST", "/v1/chat/completions", handle_chat_completions, false},
+    {"POST", "/tokenize", handle_tokenize, false},
+    {"POST", "/detokenize", handle_detokenize, false},
+};
+
+// Equal length and bytes, in time that depends only on the length of `given`.
+bool constant_time_equal(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ (expected.empty() ? 0 : expected[i % expected.size()]));
+  return diff == 0;
+}
+
+// Errors go to clients, which have no business knowing where the model lives on disk.
+std::string without_paths(const ServerContext& ctx, std::string message) {
+  const std::string& dir = ctx.options.model_dir;
+  if (dir.empty()) return message;
+  for (size_t at = message.find(dir); at != std::string::npos; at = message.find(dir, at))
+    message.replace(at, dir.size(), "<model>");
+  return message;
+}
+
+}  // namespace
+
+const Route* find_route(const std::string& method, const std::string& path, HttpReply& error) {
+  bool path_known = false;
+  for (const Route& r : kRoutes) {
+    if (path != r.path) continue;
+    path_known = true;
+    if (method == r.method || (method == "HEAD" && std::string_view(r.method) == "GET")) return &r;
+  }
+  if (path_known) {
+    error = error_reply(ApiError(405, "Method Not Allowed: " + method + " " + path, "invalid_request_error"));
+    std::string allow;
+    for (const Route& r : kRoutes)
+      if (path == r.path) allow += (allow.empty() ? "" : ", ") + std::string(r.method);
+    error.headers.emplace_back("Allow", allow);
+  } else {
+    error = error_reply(not_found("Invalid URL (" + method + " " + path + ")"));
+  }
+  return nullptr;
+}
+
+bool authorized(const ServerContext& ctx, const HttpRequest& req) {
+  const std::string& key = ctx.options.api_key;
+  if (key.empty() || req.path == "/health" || req.path == "/ping") return true;
+  const std::string_view auth = req.header("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.substr(0, kBearer.size()) != kBearer) return false;
+  return constant_time_equal(auth.substr(kBearer.size()), key);
+}
+
+HttpReply error_reply(const ApiError& e) {
+  HttpReply r = json_reply(e.to_json(), e.status);
+  if (e.status == 503) r.headers.emplace_back("Retry-After", "5");
+  return r;
+}
+
+HttpReply run_route(const Route& route, ServerContext& ctx, const HttpRequest& req) {
+  try {
+    return route.handler(ctx, req);
+  } catch (const ApiError& e) {
+    return error_reply(e);
+  } catch (const Error& e) {
+    return error_reply(bad_request(without_paths(ctx, e.what())));
+  } catch (const std::bad_alloc&) {
+    LOG_ERROR(req.method << " " << req.path << ": out of memory");
+    return error_reply(ApiError(507, "the server ran out of memory for this request", "server_error"));
+  } catch (const std::exception& e) {
+    LOG_ERROR(req.method << " " << req.path << ": " << e.what());
+    return error_reply(internal_error(without_paths(ctx, e.what())));
+  }
+}
+
+}  // namespace pagoda::server

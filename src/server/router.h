@@ -1,0 +1,37 @@
+// Which route answers a request, and the checks every request passes first (API key, method).
+// Pure functions of the request: the HTTP session calls them, and so does the fuzzer.
+#pragma once
+
+#include <string>
+
+#include "server/api_error.h"
+#include "server/http_message.h"
+#include "server/server_context.h"
+
+namespace pagoda::server {
+
+using RouteHandler = HttpReply (*)(ServerContext&, const HttpRequest&);
+
+struct Route {
+  const char* method;
+  const char* path;
+  RouteHandler handler;
+  // Cheap and never waiting on the engine: answered on the I/O thread itself, so it is never
+  // queued behind requests being parsed and tokenized (/health under load).
+  bool on_io_thread;
+};
+
+// The route for method + path; null with `error` set (404 unknown path, 405 wrong method).
+const Route* find_route(const std::string& method, const std::string& path, HttpReply& error);
+
+// 401 unless the request carries the API key (every route but /health and /ping when a key is set).
+// Compared in constant time.
+bool authorized(const ServerContext& ctx, const HttpRequest& req);
+
+// Runs a route; whatever it throws becomes an OpenAI error object with its status.
+HttpReply run_route(const Route& route, ServerContext& ctx, const HttpRequest& req);
+
+// The reply for an error (503 carries Retry-After).
+HttpReply error_reply(const ApiError& e);
+
+}  // namespace pagoda::server
