@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "server/api_error.h"
+#include "server/request_json.h"
 
 #if __has_include("tokenizer/chat_template.h")
 #include "tokenizer/chat_template.h"
@@ -68,6 +69,12 @@ std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir) {
 
 std::string ChatPrompt::render(const ChatPromptRequest& r) const {
 #if PAGODA_HAS_CHAT_TEMPLATE
+  // The request parser bounds these already (parsed tool arguments may add to a message's nesting,
+  // hence the margin); this holds for any other caller too, before the copies below, which recurse.
+  for (const auto& [what, v] : {std::pair<const char*, const Json*>{"messages", &r.messages}, {"tools", &r.tools},
+                                {"chat_template_kwargs", &r.chat_template_kwargs}})
+    if (nesting_exceeds(*v, 2 * kMaxChatNesting))
+      throw bad_request(std::string("'") + what + "' is nested too deeply", what);
   Json context = Json::object();
   // chat_template_kwargs first, so that the request's own fields win over them.
   for (const auto& [k, v] : r.chat_template_kwargs.items()) context[k] = v;
@@ -84,7 +91,12 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
   }
   if (r.continue_final_message) {
     // As Hugging Face: the prompt ends where the final message's text ends.
-    const std::string final_text = trim(r.messages.back().value("content", ""));
+    // A final message without text content (null, absent) has nothing to continue.
+    std::string final_text;
+    if (!r.messages.empty() && r.messages.back().is_object()) {
+      const Json& last = r.messages.back();
+      if (const auto it = last.find("content"); it != last.end() && it->is_string()) final_text = trim(it->get<std::string>());
+    }
     const size_t at = final_text.empty() ? std::string::npos : text.rfind(final_text);
     if (at == std::string::npos)
       throw bad_request("continue_final_message: the final message does not appear in the rendered prompt",

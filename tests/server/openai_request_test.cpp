@@ -82,7 +82,7 @@ TEST(OpenAiRequest, ChatMessagesAndTools) {
       "max_completion_tokens": 9, "max_tokens": 3, "logprobs": true, "top_logprobs": 2,
       "chat_template_kwargs": {"enable_thinking": false}})"));
   EXPECT_EQ(r.prompt.messages[1]["content"], "a\nb");
-  EXPECT_EQ(r.prompt.messages[2]["content"], "");
+  EXPECT_TRUE(r.prompt.messages[2]["content"].is_null());  // null stays null, as transformers passes it
   // Arguments become a mapping, in the client's key order.
   EXPECT_EQ(r.prompt.messages[2]["tool_calls"][0]["function"]["arguments"].dump(), R"({"z":1,"a":2})");
   EXPECT_TRUE(r.parse_tool_calls);
@@ -148,6 +148,196 @@ TEST(OpenAiRequest, UnsetSamplingFieldsTakeTheModelDefaults) {
       Json::parse(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 0})"), defaults);
   EXPECT_EQ(b.params.temperature, 0.0);  // what the request sets wins
   EXPECT_EQ(b.params.top_k, 40);
+}
+
+}  // namespace
+}  // namespace pagoda::server
+
+// Chat messages as the template sees them, and what reaches the template through ChatPrompt.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "server/chat_prompt.h"
+#include "server/request_json.h"
+
+namespace pagoda::server {
+namespace {
+
+const std::string kFixtures = std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/chat_templates";
+
+ApiError chat_error(const Json& body) {
+  try {
+    parse_chat_request(body);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  return ApiError(0, "", "");
+}
+
+Json user_then(const Json& message) {
+  return Json{{"messages", Json::array({Json{{"role", "user"}, {"content", "q"}}, message})}};
+}
+
+// A model directory holding only a tokenizer_config.json with this template.
+class TemplateDir {
+ public:
+  explicit TemplateDir(const std::string& source, const std::string& bos = "<s>", const std::string& eos = "</s>") {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("pagoda_chat_prompt_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    std::filesystem::create_directories(dir_);
+    const Json config = {{"chat_template", source}, {"bos_token", {{"content", bos}}}, {"eos_token", {{"content", eos}}}};
+    std::ofstream(dir_ / "tokenizer_config.json") << config.dump();
+    prompt_ = ChatPrompt::load(dir_.string());
+  }
+  ~TemplateDir() { std::filesystem::remove_all(dir_); }
+  std::string render(const Json& body) const { return prompt_->render(parse_chat_request(body).prompt); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path dir_;
+  std::unique_ptr<ChatPrompt> prompt_;
+};
+
+TEST(ChatMessages, ContentPassesThroughAsSent) {
+  const ChatRequest r = parse_chat_request(Json::parse(R"({"messages": [
+      {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "assistant", "content": ""},
+      {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "g", "arguments": "{}"}}]},
+      {"role": "user", "content": ["plain", {"type": "text", "text": "typed"}, {"type": "text"}, {"type": "input_text", "text": "in"}]},
+      {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}], "reasoning_content": "kept", "x-extra": [1]}]})"));
+  const Json& m = r.prompt.messages;
+  EXPECT_TRUE(m[0]["content"].is_null());
+  EXPECT_EQ(m[1]["content"], "");
+  EXPECT_FALSE(m[2].contains("content"));  // absent stays absent: undefined in the template
+  EXPECT_EQ(m[3]["content"], "plain\ntyped\nin");  // vLLM's "string" content format; a part without text is skipped
+  EXPECT_EQ(m[4]["content"], "no");
+  EXPECT_EQ(m[4]["reasoning_content"], "kept");
+  EXPECT_EQ(m[4]["x-extra"], Json::array({1}));
+  EXPECT_EQ(chat_error(user_then(Json::parse(R"({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]})"))).param,
+            "messages[1].content");
+  EXPECT_EQ(chat_error(user_then(Json::parse(R"({"role": "user", "content": 5})"))).param, "messages[1].content");
+}
+
+TEST(ChatMessages, ToolCallArgumentsAsVllm) {
+  const ChatRequest r = parse_chat_request(Json::parse(R"({"messages": [
+      {"role": "assistant", "content": null, "tool_calls": [
+          {"type": "function", "function": {"name": "a", "arguments": "{\"z\": 1, \"a\": [18446744073709551615, -9223372036854775808]}"}},
+          {"type": "function", "function": {"name": "b", "arguments": "not json"}},
+          {"type": "function", "function": {"name": "c", "arguments": null}},
+          {"type": "function", "function": {"name": "d"}},
+          {"type": "function", "function": {"name": "e", "arguments": [1]}},
+          {"type": "function", "function": {"name": "f", "arguments": 7}}]},
+      {"role": "assistant", "content": "x", "tool_calls": []},
+      {"role": "user", "content": "y", "tool_calls": [{"function": {"arguments": "{\"s\": 1}"}}]}]})"));
+  const Json& calls = r.prompt.messages[0]["tool_calls"];
+  EXPECT_EQ(calls[0]["function"]["arguments"].dump(), R"({"z":1,"a":[18446744073709551615,-9223372036854775808]})");
+  for (int i : {1, 2, 3, 5}) EXPECT_EQ(calls[i]["function"]["arguments"], Json::object()) << i;
+  EXPECT_EQ(calls[4]["function"]["arguments"], Json::array({1}));
+  EXPECT_FALSE(r.prompt.messages[1].contains("tool_calls"));  // vLLM drops an empty list
+  EXPECT_EQ(r.prompt.messages[2]["tool_calls"][0]["function"]["arguments"], "{\"s\": 1}");  // only an assistant's
+  // An integer beyond 64 bits would become a double here: refused, never changed.
+  const ApiError big = chat_error(user_then(Json::parse(
+      R"({"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"n\": 18446744073709551616}"}}]})")));
+  EXPECT_EQ(big.status, 400);
+  EXPECT_EQ(big.param, "messages[1].tool_calls[0].function.arguments");
+  EXPECT_NE(std::string(big.what()).find("18446744073709551616"), std::string::npos) << big.what();
+  EXPECT_EQ(chat_error(user_then(Json::parse(
+                R"({"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "[1e400]"}}]})")))
+                .status,
+            0);  // not JSON to nlohmann (Python reads inf): {} as for any unparsable text
+  EXPECT_EQ(chat_error(user_then(Json::parse(R"({"role": "assistant", "tool_calls": [{"type": "function"}]})"))).param,
+            "messages[1].tool_calls[0].function");
+}
+
+TEST(ChatMessages, ToolCallArgumentsNestingIsBounded) {
+  auto with_arguments = [](const std::string& text) {
+    return user_then(Json{{"role", "assistant"},
+                          {"content", nullptr},
+                          {"tool_calls", Json::array({Json{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", text}}}}})}});
+  };
+  const size_t n = kMaxChatNesting;
+  EXPECT_EQ(chat_error(with_arguments(std::string(n, '[') + std::string(n, ']'))).status, 0);
+  const ApiError deep = chat_error(with_arguments(std::string(n + 1, '[') + std::string(n + 1, ']')));
+  EXPECT_EQ(deep.status, 400);
+  EXPECT_NE(std::string(deep.what()).find("nested too deeply"), std::string::npos);
+  EXPECT_EQ(chat_error(with_arguments(std::string(200000, '['))).status, 400);
+}
+
+TEST(ChatMessages, DeepRequestDataIsAnErrorNotACrash) {
+  // Built directly, bypassing parse_json_body's own bound: 20,000 levels of arrays.
+  Json deep = Json::array();
+  for (int i = 0; i < 20000; ++i) {
+    Json outer = Json::array();
+    outer.push_back(std::move(deep));
+    deep = std::move(outer);
+  }
+  EXPECT_TRUE(nesting_exceeds(deep, 64));
+  EXPECT_FALSE(nesting_exceeds(Json::array({Json::array()}), 2));
+  EXPECT_TRUE(nesting_exceeds(Json::array({Json::array()}), 1));
+  Json body = user_then(Json{{"role", "assistant"}, {"content", "x"}});
+  body["messages"][1]["metadata"] = std::move(deep);
+  ApiError e = chat_error(body);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "messages[1]");
+  deep = std::move(body["messages"][1]["metadata"]);
+  body["messages"][1].erase("metadata");
+  body["chat_template_kwargs"] = Json{{"k", std::move(deep)}};
+  e = chat_error(body);
+  EXPECT_EQ(e.param, "chat_template_kwargs");
+  deep = std::move(body["chat_template_kwargs"]);
+  body.erase("chat_template_kwargs");
+  body["tools"] = Json::array({Json{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", std::move(deep)}}}}});
+  EXPECT_EQ(chat_error(body).param, "tools");
+}
+
+TEST(ChatPromptRender, NullContentReachesTheTemplateAsNone) {
+  // Expected output written from jinja2's semantics: None `is none`; "" is a string; the parsed
+  // arguments print as a Python dict.
+  const TemplateDir t(
+      "{% for message in messages %}{% if message.content is none %}[calls:{% for c in message.tool_calls %}"
+      "{{ c.function.name }}{{ c.function.arguments }}{% endfor %}]{% else %}[{{ message.role }}:{{ message.content }}]"
+      "{% endif %}{% endfor %}{{ bos_token }}");
+  EXPECT_EQ(t.render(Json::parse(R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function",
+          "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 18446744073709551615}"}}]},
+      {"role": "tool", "content": "21C"}, {"role": "assistant", "content": ""}]})")),
+            "[user:Weather?][calls:get_weather{'city': 'Paris', 'days': 18446744073709551615}][tool:21C][assistant:]<s>");
+}
+
+TEST(ChatPromptRender, DeepSeekV3RequestsMatchJinja2) {
+  // The request-level cases of the DeepSeek-V3 fixture: each OpenAI request body goes through
+  // parse_chat_request and ChatPrompt as the server sends it; tools/chat_template_reference.py
+  // built the expected context from the body independently (transformers' pass-through plus
+  // vLLM's normalisations) and rendered it with jinja2.
+  std::ifstream tf(kFixtures + "/deepseek_v3.jinja", std::ios::binary);
+  std::ostringstream source;
+  source << tf.rdbuf();
+  std::ifstream cf(kFixtures + "/deepseek_v3_renders.json");
+  ASSERT_TRUE(tf.good() && cf.good()) << "missing fixtures: run tools/chat_template_reference.py";
+  const Json cases = Json::parse(cf);
+  const TemplateDir t(source.str(), "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>");
+  size_t checked = 0;
+  for (const Json& c : cases) {
+    if (!c.contains("request")) continue;
+    SCOPED_TRACE(c["name"].get<std::string>());
+    ++checked;
+    if (!c.contains("error")) {
+      EXPECT_EQ(t.render(c["request"]), c["render"].get<std::string>());
+      continue;
+    }
+    try {
+      t.render(c["request"]);
+      ADD_FAILURE() << "expected: " << c["error"];
+    } catch (const ApiError& e) {
+      const std::string msg = e.what(), want = ": " + c["error"].get<std::string>();
+      EXPECT_EQ(e.status, 400);
+      EXPECT_TRUE(msg.size() >= want.size() && msg.compare(msg.size() - want.size(), want.size(), want) == 0) << msg;
+    }
+  }
+  EXPECT_GE(checked, 4u);
 }
 
 }  // namespace
