@@ -8,7 +8,7 @@ Writes three fixtures that tests/tokenizer/chat_template_test.cpp and
 tests/tokenizer/chat_template_request_test.cpp compare byte for byte:
   tests/fixtures/chat_templates/qwen3_renders.json    the real Qwen3 template (from
       tests/data/qwen3-tokenizer/tokenizer_config.json, see tools/fetch_test_data.sh) over many
-      conversations: [{"name", "context", "render"}]
+      conversations: [{"name", "context", "render"}], then request-level cases as below
   tests/fixtures/chat_templates/feature_renders.json  small templates written for this test that
       use what Qwen3's does not (macros, loop.last, slicing, filters, ...):
       [{"name", "template", "context", "render"}] or, where the template raises,
@@ -16,10 +16,11 @@ tests/tokenizer/chat_template_request_test.cpp compare byte for byte:
       [{"name", "template", "context", "error", "error_type"}] (another Python exception)
   tests/fixtures/chat_templates/deepseek_v3_renders.json  the real DeepSeek-V3 template
       (tests/fixtures/chat_templates/deepseek_v3.jinja, see the README there) over tool-call
-      conversations: [{"name", "context", "render" | "error"...}], and over OpenAI request bodies:
-      [{"name", "request", "context", "render" | "error"...}] where "context" is what the server
-      hands the template for "request" (server_messages below), so the test can send "request"
-      through pagoda's request parser and chat prompt and compare.
+      conversations: [{"name", "context", "render" | "error"...}], then request-level cases:
+      [{"name", "request", "forms", "context", "render" | "error"...}] where "request" is an OpenAI
+      request body, "forms" the tool-call message form the template takes (probe_forms below) and
+      "context" what the server hands the template for "request" (server_context below), so the
+      tests can send "request" through pagoda's request parser and chat prompt and compare.
 
     python3 tools/chat_template_reference.py [--root REPO]
 
@@ -166,15 +167,54 @@ def qwen3_cases():
 
 # --- what the server hands the template for an OpenAI request ----------------------------------------
 
-def server_messages(messages):
+PROBE_VALUE = "pagoda-probe-value"
+PROBE_ORDER = [(True, True), (True, False), (False, True), (False, False)]  # (null content, mapping arguments)
+
+
+def probe_context(null_content, object_arguments, bos_token, eos_token):
+    """user -> assistant tool call -> tool result, one tool defined (as src/server/chat_message_forms.cpp)."""
+    arguments = {"pagoda_probe_arg": PROBE_VALUE} if object_arguments else '{"pagoda_probe_arg": "%s"}' % PROBE_VALUE
+    call = {"id": "call_probe", "type": "function", "function": {"name": "pagoda_probe_fn", "arguments": arguments}}
+    messages = [{"role": "user", "content": "pagoda-probe-question"},
+                {"role": "assistant", "content": None if null_content else "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_probe", "content": "pagoda-probe-result"}]
+    tool = {"type": "function", "function": {"name": "pagoda_probe_fn", "description": "Probe.",
+                                             "parameters": {"type": "object", "properties": {"pagoda_probe_arg": {"type": "string"}}}}}
+    return {"messages": messages, "tools": [tool], "add_generation_prompt": True, "bos_token": bos_token, "eos_token": eos_token}
+
+
+def probe_forms(template, bos_token, eos_token):
+    """The form of an assistant's tool-call message the template takes: the first of PROBE_ORDER whose
+    probe renders with the argument value in it, else the first that renders, else (None, mapping).
+    Clients send content null and arguments as JSON text; transformers passes both as sent, vLLM
+    gives "" and a mapping; templates differ in what they can take (see chat_message_forms.h)."""
+    renders = []
+    for null_content, object_arguments in PROBE_ORDER:
+        try:
+            renders.append(template.render(**probe_context(null_content, object_arguments, bos_token, eos_token)))
+        except Exception:  # any failure of this form
+            renders.append(None)
+    for form, text in zip(PROBE_ORDER, renders):
+        if text is not None and PROBE_VALUE in text:
+            return form
+    for form, text in zip(PROBE_ORDER, renders):
+        if text is not None:
+            return form
+    return PROBE_ORDER[0]
+
+
+def server_messages(messages, forms):
     """Messages as pagoda's server passes them to the template, written from transformers' and vLLM's
-    behaviour (not from pagoda's code): transformers' apply_chat_template passes messages through as
-    sent, so every field stays and a null content stays None; vLLM's normalisations are kept on top
-    (vllm/entrypoints/chat_utils.py): a content array of text parts becomes one string joined by
-    "\n" (its "string" content format; parts whose text is missing are skipped), and for an
-    assistant message an empty tool_calls list is dropped and each call's arguments, when a string,
-    become json.loads of it ({} when that fails; {} too when arguments is neither a string, a dict
-    nor a list)."""
+    behaviour (not from pagoda's code). transformers' apply_chat_template passes messages as sent;
+    vLLM's template-independent normalisations are kept on top (vllm/entrypoints/chat_utils.py): a
+    content array of text parts becomes one string joined by "\\n" (its "string" content format;
+    parts whose text is missing are skipped), and an assistant's null or empty tool_calls is
+    dropped. Then the form the template takes (probe_forms): an assistant's absent content counts as
+    null (as the OpenAI API reads it); a null content stays None, or becomes "" for every message
+    when the template cannot take None (as vLLM always does); with mapping arguments an assistant's
+    arguments text becomes json.loads of it ({} when that fails, and {} when arguments is neither
+    text, a dict nor a list, as vLLM), otherwise the text stays as sent."""
+    null_content, object_arguments = forms
     out = []
     for m in messages:
         m = json.loads(json.dumps(m))  # a deep copy
@@ -190,10 +230,16 @@ def server_messages(messages):
                 if text is not None:
                     texts.append(text)
             m["content"] = "\n".join(texts)
-        if m["role"] == "assistant" and isinstance(m.get("tool_calls"), list):
-            if not m["tool_calls"]:
-                del m["tool_calls"]
-            for item in m.get("tool_calls", []):
+        assistant = m["role"] == "assistant"
+        if assistant and "tool_calls" in m and not m["tool_calls"]:
+            del m["tool_calls"]
+        if "content" not in m:
+            if assistant:
+                m["content"] = None if null_content else ""
+        elif m["content"] is None and not null_content:
+            m["content"] = ""
+        if assistant and object_arguments and isinstance(m.get("tool_calls"), list):
+            for item in m["tool_calls"]:
                 args = item["function"].get("arguments")
                 if isinstance(args, str):
                     try:
@@ -206,17 +252,28 @@ def server_messages(messages):
     return out
 
 
-def server_context(request, bos_token, eos_token):
+def server_context(request, forms, bos_token, eos_token):
     """ChatPrompt's context: chat_template_kwargs, then messages, tools (when a non-empty list),
-    add_generation_prompt (default true), bos_token and eos_token."""
+    add_generation_prompt (default true), bos_token and eos_token (a null token is "")."""
     c = dict(request.get("chat_template_kwargs", {}))
-    c["messages"] = server_messages(request["messages"])
+    c["messages"] = server_messages(request["messages"], forms)
     if request.get("tools"):
         c["tools"] = request["tools"]
     c["add_generation_prompt"] = request.get("add_generation_prompt", True)
-    c["bos_token"] = bos_token
-    c["eos_token"] = eos_token
+    c["bos_token"] = bos_token or ""
+    c["eos_token"] = eos_token or ""
     return c
+
+
+def request_entries(template, requests, bos_token, eos_token):
+    forms = probe_forms(template, bos_token or "", eos_token or "")
+    entries = []
+    for name, request in requests:
+        context = server_context(request, forms, bos_token, eos_token)
+        entry = {"name": name, "request": request, "forms": {"null_content": forms[0], "object_arguments": forms[1]},
+                 "context": context}
+        entries.append(render_entry(template, entry, context))
+    return entries
 
 
 def render_entry(template, entry, context):
@@ -252,7 +309,7 @@ def dsv3_call(name, arguments, call_id="call_1"):
 def deepseek_cases():
     """(name, context) rendered straight, and (name, request) sent through the server's parsing.
     DeepSeek-V3's template concatenates tool-call arguments as text, so the straight cases pass them
-    as JSON strings (as DeepSeek's own examples do); the server parses them into mappings, as vLLM
+    as JSON strings (as DeepSeek's own examples do); the server would parse them into mappings, as vLLM
     does, which this template cannot concatenate: those renders are jinja2's TypeError."""
     paris = dsv3_call("get_weather", "{\"location\": \"Paris\"}")
     tokyo = dsv3_call("get_weather", "{\"location\": \"東京\", \"unit\": \"celsius\"}", "call_2")
@@ -272,8 +329,24 @@ def deepseek_cases():
         ("request_tool_call_content_null", {"messages": [u("Weather in Paris?"), a(None, tool_calls=[paris]), tool("21°C, sunny")]}),
         ("request_tool_call_content_empty_string", {"messages": [u("Weather in Paris?"), a("", tool_calls=[paris]), tool("21°C, sunny")]}),
         ("request_empty_tool_calls_dropped", {"messages": [u("Hi"), a("Hello", tool_calls=[]), u("Bye")], "add_generation_prompt": False}),
+        ("request_null_tool_calls_dropped", {"messages": [u("Hi"), a("Hello", tool_calls=None), u("Bye")]}),
     ]
     return direct, requests
+
+
+def qwen3_request_cases():
+    """OpenAI request bodies as clients send them (content null beside tool calls, arguments as
+    JSON text), for the request-level test of the server's path."""
+    weather = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}}
+    return [
+        ("request_tool_call_content_null", {"messages": [u("Weather in Paris?"), a(None, tool_calls=[weather]), tool("21°C")],
+                                            "tools": [WEATHER_TOOL]}),
+        ("request_tool_call_content_absent", {"messages": [u("Weather in Paris?"), {"role": "assistant", "tool_calls": [weather]}, tool("21°C")],
+                                              "tools": [WEATHER_TOOL], "chat_template_kwargs": {"enable_thinking": False}}),
+        ("request_text_parts_and_bad_arguments", {"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a"}, "b", {"type": "text"}]},
+            a("", tool_calls=[{"type": "function", "function": {"name": "get_weather", "arguments": "not json"}}]), tool("?")]}),
+    ]
 
 
 # --- templates written for this test --------------------------------------------------------------
@@ -445,6 +518,7 @@ def main():
     renders = []
     for name, context in qwen3_cases():
         renders.append({"name": name, "context": context, "render": qwen3.render(**context)})
+    renders += request_entries(qwen3, qwen3_request_cases(), None, "<|im_end|>")
     with open(os.path.join(out_dir, "qwen3_renders.json"), "w", encoding="utf-8") as f:
         json.dump(renders, f, ensure_ascii=False, indent=1)
         f.write("\n")
@@ -462,9 +536,7 @@ def main():
     direct, requests = deepseek_cases()
     for name, context in direct:
         dsv3.append(render_entry(deepseek, {"name": name, "context": context}, context))
-    for name, request in requests:
-        context = server_context(request, DSV3_BOS, DSV3_EOS)
-        dsv3.append(render_entry(deepseek, {"name": name, "request": request, "context": context}, context))
+    dsv3 += request_entries(deepseek, requests, DSV3_BOS, DSV3_EOS)
     with open(os.path.join(out_dir, "deepseek_v3_renders.json"), "w", encoding="utf-8") as f:
         json.dump(dsv3, f, ensure_ascii=False, indent=1)
         f.write("\n")

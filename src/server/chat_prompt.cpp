@@ -58,6 +58,11 @@ std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir) {
       p->eos_token = special_token(config, "eos_token");
     }
   }
+  p->forms_ = probe_tool_call_forms(*p->template_, p->bos_token, p->eos_token);
+  if (!p->forms_.null_content || !p->forms_.object_arguments)
+    LOG_INFO("chat template: assistant tool-call messages are given with "
+             << (p->forms_.null_content ? "content null" : "content \"\" for null (the template cannot take None)")
+             << " and " << (p->forms_.object_arguments ? "arguments as a mapping" : "arguments as the JSON text sent (the template concatenates them)"));
   return p;
 #else
   (void)model_dir;
@@ -78,7 +83,7 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
   Json context = Json::object();
   // chat_template_kwargs first, so that the request's own fields win over them.
   for (const auto& [k, v] : r.chat_template_kwargs.items()) context[k] = v;
-  context["messages"] = r.messages;
+  context["messages"] = adapt_messages(r.messages, forms_);
   if (!r.tools.is_null()) context["tools"] = r.tools;
   context["add_generation_prompt"] = r.add_generation_prompt;
   context["bos_token"] = bos_token;

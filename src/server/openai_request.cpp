@@ -173,35 +173,28 @@ Json content_value(const Json& content, size_t index) {
   return text;
 }
 
-// An assistant's tool_calls as vLLM hands them to templates: arguments sent as JSON text become the
-// value the text holds ({} when it is not JSON, and when arguments are missing or not a string,
-// object or array); an empty list is dropped so that templates take their plain-assistant path.
-void normalize_tool_calls(Json& msg, const std::string& key) {
+// An assistant's tool_calls: each call an object with a "function" object; a null or empty list is
+// dropped, as vLLM drops it, so that templates take their plain-assistant path (Llama 3.1's takes
+// `'tool_calls' in message` as a call and measures its length). The arguments stay as sent here;
+// ChatPrompt gives them to the template in the form it takes (server/chat_message_forms.h).
+void check_tool_calls(Json& msg, const std::string& key) {
   const auto calls = msg.find("tool_calls");
-  if (calls == msg.end() || calls->is_null()) return;
-  if (calls->empty()) {
+  if (calls == msg.end()) return;
+  if (calls->is_null() || calls->empty()) {
     msg.erase(calls);
     return;
   }
   for (size_t c = 0; c < calls->size(); ++c) {
     const std::string call_key = key + ".tool_calls[" + std::to_string(c) + "]";
-    Json& call = (*calls)[c];
+    const Json& call = (*calls)[c];
     if (!call.is_object()) wrong_type(call_key, "an object", call);
     const auto fn = call.find("function");
     if (fn == call.end() || !fn->is_object()) throw bad_request(call_key + ".function must be an object", call_key + ".function");
-    Json& args = (*fn)["arguments"];
-    if (args.is_string()) {
-      std::optional<Json> parsed = parse_arguments_json(args.get<std::string>(), call_key + ".function.arguments");
-      args = parsed ? std::move(*parsed) : Json::object();
-    } else if (!args.is_object() && !args.is_array()) {
-      args = Json::object();
-    }
   }
 }
 
-// Messages as the template sees them: as sent (every field kept, null stays null), except for what
-// vLLM normalises: text-part arrays joined into a string and an assistant's tool-call arguments
-// parsed from JSON text.
+// Messages as sent (every field kept, null stays null), but for what vLLM normalises whatever the
+// template: text-part arrays joined into a string, an assistant's null or empty tool_calls dropped.
 Json normalize_messages(const Json& j) {
   const Json* msgs = field(j, "messages");
   if (!msgs) throw bad_request("'messages' is required", "messages");
@@ -220,7 +213,7 @@ Json normalize_messages(const Json& j) {
       wrong_type(key + ".tool_calls", "an array", *calls);
     Json msg = m;
     if (const auto content = msg.find("content"); content != msg.end()) *content = content_value(*content, i);
-    if (*role == "assistant") normalize_tool_calls(msg, key);
+    if (*role == "assistant") check_tool_calls(msg, key);
     out.push_back(std::move(msg));
   }
   return out;
