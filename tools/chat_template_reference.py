@@ -4,14 +4,23 @@ templates (transformers.utils.chat_template_utils._compile_jinja_template): an
 ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and jinja2.ext.loopcontrols, the
 `tojson` filter that keeps key order and does not escape non-ASCII, and the `raise_exception` global.
 
-Writes two fixtures that tests/tokenizer/chat_template_test.cpp compares byte for byte:
+Writes three fixtures that tests/tokenizer/chat_template_test.cpp and
+tests/tokenizer/chat_template_request_test.cpp compare byte for byte:
   tests/fixtures/chat_templates/qwen3_renders.json    the real Qwen3 template (from
       tests/data/qwen3-tokenizer/tokenizer_config.json, see tools/fetch_test_data.sh) over many
-      conversations: [{"name", "context", "render"}]
+      conversations: [{"name", "context", "render"}], then request-level cases as below
   tests/fixtures/chat_templates/feature_renders.json  small templates written for this test that
       use what Qwen3's does not (macros, loop.last, slicing, filters, ...):
       [{"name", "template", "context", "render"}] or, where the template raises,
-      [{"name", "template", "context", "error"}]
+      [{"name", "template", "context", "error"}] (raise_exception) or
+      [{"name", "template", "context", "error", "error_type"}] (another Python exception)
+  tests/fixtures/chat_templates/deepseek_v3_renders.json  the real DeepSeek-V3 template
+      (tests/fixtures/chat_templates/deepseek_v3.jinja, see the README there) over tool-call
+      conversations: [{"name", "context", "render" | "error"...}], then request-level cases:
+      [{"name", "request", "forms", "context", "render" | "error"...}] where "request" is an OpenAI
+      request body, "forms" the tool-call message form the template takes (probe_forms below) and
+      "context" what the server hands the template for "request" (server_context below), so the
+      tests can send "request" through pagoda's request parser and chat prompt and compare.
 
     python3 tools/chat_template_reference.py [--root REPO]
 
@@ -156,6 +165,190 @@ def qwen3_cases():
     ]
 
 
+# --- what the server hands the template for an OpenAI request ----------------------------------------
+
+PROBE_VALUE = "pagoda-probe-value"
+PROBE_ORDER = [(True, True), (True, False), (False, True), (False, False)]  # (null content, mapping arguments)
+
+
+def probe_context(null_content, object_arguments, bos_token, eos_token):
+    """user -> assistant tool call -> tool result, one tool defined (as src/server/chat_message_forms.cpp)."""
+    arguments = {"pagoda_probe_arg": PROBE_VALUE} if object_arguments else '{"pagoda_probe_arg": "%s"}' % PROBE_VALUE
+    call = {"id": "call_probe", "type": "function", "function": {"name": "pagoda_probe_fn", "arguments": arguments}}
+    messages = [{"role": "user", "content": "pagoda-probe-question"},
+                {"role": "assistant", "content": None if null_content else "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_probe", "content": "pagoda-probe-result"}]
+    tool = {"type": "function", "function": {"name": "pagoda_probe_fn", "description": "Probe.",
+                                             "parameters": {"type": "object", "properties": {"pagoda_probe_arg": {"type": "string"}}}}}
+    return {"messages": messages, "tools": [tool], "add_generation_prompt": True, "bos_token": bos_token, "eos_token": eos_token}
+
+
+def probe_forms(template, bos_token, eos_token):
+    """The form of an assistant's tool-call message the template takes: the first of PROBE_ORDER whose
+    probe renders with the argument value in it, else the first that renders, else (None, mapping).
+    Clients send content null and arguments as JSON text; transformers passes both as sent, vLLM
+    gives "" and a mapping; templates differ in what they can take (see chat_message_forms.h)."""
+    renders = []
+    for null_content, object_arguments in PROBE_ORDER:
+        try:
+            renders.append(template.render(**probe_context(null_content, object_arguments, bos_token, eos_token)))
+        except Exception:  # any failure of this form
+            renders.append(None)
+    for form, text in zip(PROBE_ORDER, renders):
+        if text is not None and PROBE_VALUE in text:
+            return form
+    for form, text in zip(PROBE_ORDER, renders):
+        if text is not None:
+            return form
+    return PROBE_ORDER[0]
+
+
+def server_messages(messages, forms):
+    """Messages as pagoda's server passes them to the template, written from transformers' and vLLM's
+    behaviour (not from pagoda's code). transformers' apply_chat_template passes messages as sent;
+    vLLM's template-independent normalisations are kept on top (vllm/entrypoints/chat_utils.py): a
+    content array of text parts becomes one string joined by "\\n" (its "string" content format;
+    parts whose text is missing are skipped), and an assistant's null or empty tool_calls is
+    dropped. Then the form the template takes (probe_forms): an assistant's absent content counts as
+    null (as the OpenAI API reads it); a null content stays None, or becomes "" for every message
+    when the template cannot take None (as vLLM always does); with mapping arguments an assistant's
+    arguments text becomes json.loads of it ({} when that fails, and {} when arguments is neither
+    text, a dict nor a list, as vLLM), otherwise the text stays as sent."""
+    null_content, object_arguments = forms
+    out = []
+    for m in messages:
+        m = json.loads(json.dumps(m))  # a deep copy
+        content = m.get("content")
+        if isinstance(content, list):
+            texts = []
+            for part in content:
+                if isinstance(part, str):
+                    texts.append(part)
+                    continue
+                kind = part.get("type", "text")
+                text = part.get("refusal" if kind == "refusal" else "text")
+                if text is not None:
+                    texts.append(text)
+            m["content"] = "\n".join(texts)
+        assistant = m["role"] == "assistant"
+        if assistant and "tool_calls" in m and not m["tool_calls"]:
+            del m["tool_calls"]
+        if "content" not in m:
+            if assistant:
+                m["content"] = None if null_content else ""
+        elif m["content"] is None and not null_content:
+            m["content"] = ""
+        if assistant and object_arguments and isinstance(m.get("tool_calls"), list):
+            for item in m["tool_calls"]:
+                args = item["function"].get("arguments")
+                if isinstance(args, str):
+                    try:
+                        item["function"]["arguments"] = json.loads(args)
+                    except json.JSONDecodeError:
+                        item["function"]["arguments"] = {}
+                elif not isinstance(args, (dict, list)):
+                    item["function"]["arguments"] = {}
+        out.append(m)
+    return out
+
+
+def server_context(request, forms, bos_token, eos_token):
+    """ChatPrompt's context: chat_template_kwargs, then messages, tools (when a non-empty list),
+    add_generation_prompt (default true), bos_token and eos_token (a null token is "")."""
+    c = dict(request.get("chat_template_kwargs", {}))
+    c["messages"] = server_messages(request["messages"], forms)
+    if request.get("tools"):
+        c["tools"] = request["tools"]
+    c["add_generation_prompt"] = request.get("add_generation_prompt", True)
+    c["bos_token"] = bos_token or ""
+    c["eos_token"] = eos_token or ""
+    return c
+
+
+def request_entries(template, requests, bos_token, eos_token):
+    forms = probe_forms(template, bos_token or "", eos_token or "")
+    entries = []
+    for name, request in requests:
+        context = server_context(request, forms, bos_token, eos_token)
+        entry = {"name": name, "request": request, "forms": {"null_content": forms[0], "object_arguments": forms[1]},
+                 "context": context}
+        entries.append(render_entry(template, entry, context))
+    return entries
+
+
+def render_entry(template, entry, context):
+    """entry + "render", or + "error" (and "error_type" unless it is raise_exception)."""
+    try:
+        entry["render"] = template.render(**context)
+    except jinja2.exceptions.TemplateError as e:
+        if type(e) is not jinja2.exceptions.TemplateError:  # only raise_exception is expected
+            raise
+        entry["error"] = str(e)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError) as e:
+        entry["error"] = str(e)
+        entry["error_type"] = type(e).__name__
+    return entry
+
+
+# --- DeepSeek-V3 ------------------------------------------------------------------------------------
+
+DSV3_BOS = "<｜begin▁of▁sentence｜>"
+DSV3_EOS = "<｜end▁of▁sentence｜>"
+
+
+def dsv3_ctx(messages, add_generation_prompt=True, **kwargs):
+    c = {"messages": messages, "add_generation_prompt": add_generation_prompt, "bos_token": DSV3_BOS, "eos_token": DSV3_EOS}
+    c.update(kwargs)
+    return c
+
+
+def dsv3_call(name, arguments, call_id="call_1"):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def deepseek_cases():
+    """(name, context) rendered straight, and (name, request) sent through the server's parsing.
+    DeepSeek-V3's template concatenates tool-call arguments as text, so the straight cases pass them
+    as JSON strings (as DeepSeek's own examples do); the server would parse them into mappings, as vLLM
+    does, which this template cannot concatenate: those renders are jinja2's TypeError."""
+    paris = dsv3_call("get_weather", "{\"location\": \"Paris\"}")
+    tokyo = dsv3_call("get_weather", "{\"location\": \"東京\", \"unit\": \"celsius\"}", "call_2")
+    sys_msg = {"role": "system", "content": "You are a helpful assistant."}
+    direct = [
+        ("tool_call_content_null", dsv3_ctx([sys_msg, u("Weather in Paris?"), a(None, tool_calls=[paris]), tool("21°C, sunny")])),
+        ("two_tool_calls_then_answer", dsv3_ctx([u("Paris and Tokyo?"), a(None, tool_calls=[paris, tokyo]), tool("21°C"), tool("18°C"),
+                                                a("Paris 21°C, Tokyo 18°C."), u("Thanks!")])),
+        ("tool_call_content_empty_string", dsv3_ctx([u("Weather in Paris?"), a("", tool_calls=[paris]), tool("21°C")])),
+        ("tool_output_then_answer_no_prompt", dsv3_ctx([u("Weather?"), a(None, tool_calls=[paris]), tool("21°C"), a("It is 21°C.")], add_generation_prompt=False)),
+        ("two_system_messages", dsv3_ctx([sys_msg, {"role": "system", "content": "Answer in French."}, u("Hi"), a("Bonjour !"), u("Ça va ?")])),
+        ("no_generation_prompt_variable", {"messages": [u("Hi"), a("Hello")], "bos_token": DSV3_BOS, "eos_token": DSV3_EOS}),
+    ]
+    requests = [
+        ("request_plain_conversation", {"messages": [sys_msg, u("Hi"), a("Hello!"), u("What is 2+2?")]}),
+        ("request_text_parts", {"messages": [{"role": "user", "content": [{"type": "text", "text": "Look:"}, {"type": "text", "text": "what is it?"}]}]}),
+        ("request_tool_call_content_null", {"messages": [u("Weather in Paris?"), a(None, tool_calls=[paris]), tool("21°C, sunny")]}),
+        ("request_tool_call_content_empty_string", {"messages": [u("Weather in Paris?"), a("", tool_calls=[paris]), tool("21°C, sunny")]}),
+        ("request_empty_tool_calls_dropped", {"messages": [u("Hi"), a("Hello", tool_calls=[]), u("Bye")], "add_generation_prompt": False}),
+        ("request_null_tool_calls_dropped", {"messages": [u("Hi"), a("Hello", tool_calls=None), u("Bye")]}),
+    ]
+    return direct, requests
+
+
+def qwen3_request_cases():
+    """OpenAI request bodies as clients send them (content null beside tool calls, arguments as
+    JSON text), for the request-level test of the server's path."""
+    weather = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}}
+    return [
+        ("request_tool_call_content_null", {"messages": [u("Weather in Paris?"), a(None, tool_calls=[weather]), tool("21°C")],
+                                            "tools": [WEATHER_TOOL]}),
+        ("request_tool_call_content_absent", {"messages": [u("Weather in Paris?"), {"role": "assistant", "tool_calls": [weather]}, tool("21°C")],
+                                              "tools": [WEATHER_TOOL], "chat_template_kwargs": {"enable_thinking": False}}),
+        ("request_text_parts_and_bad_arguments", {"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a"}, "b", {"type": "text"}]},
+            a("", tool_calls=[{"type": "function", "function": {"name": "get_weather", "arguments": "not json"}}]), tool("?")]}),
+    ]
+
+
 # --- templates written for this test --------------------------------------------------------------
 
 MACRO_TEMPLATE = """{#- A Llama-3 style template: macros, loop.last, slicing, namespace, filters. -#}
@@ -268,6 +461,29 @@ repr: {{ people[1] }} {{ (1, 'two') }} {{ [none, true, 1.5] }} {{ "it's" }}
 """
 
 
+# `is none` against a null content, as DeepSeek-V3's template branches on it.
+CONTENT_NONE_TEMPLATE = """{%- for m in messages -%}
+[{{ m.role }}|
+{%- if m.content is none -%}none{%- elif m.content is string -%}str:{{ m.content }}{%- else -%}{{ m.content }}{%- endif -%}
+|{{ m.content is defined }}
+{%- if m.tool_calls is defined %}|calls:{% for c in m.tool_calls %}{{ c.function.name }}({{ c.function.arguments }}){% endfor %}{% endif -%}
+]
+{%- endfor -%}"""
+
+# Python ints of any size: literals, request data beyond int64, arithmetic, comparisons, filters.
+BIGINT_TEMPLATE = """literals: {{ 9223372036854775807 }} {{ 9223372036854775808 }} {{ -9223372036854775808 }} {{ 18446744073709551616 }} {{ 0x1_0000_0000_0000_0000 }} {{ 123456789012345678901234567890 }}
+arith: {{ 9223372036854775807 + 1 }} {{ -9223372036854775808 - 1 }} {{ 2 ** 64 }} {{ 2 ** 100 }} {{ 3 ** 70 * -1 }} {{ 10 ** 20 - 10 ** 20 }} {{ 4294967296 * 4294967296 }} {{ -(-9223372036854775808) }}
+division: {{ 123456789012345678901234567890 // 7 }} {{ 123456789012345678901234567890 % 7 }} {{ -123456789012345678901234567890 // 7 }} {{ -123456789012345678901234567890 % 7 }} {{ 5 // 10 ** 30 }} {{ -5 // 10 ** 30 }} {{ -5 % 10 ** 30 }} {{ -9223372036854775808 // -1 }}
+true division: {{ 10 ** 30 / 7 }} {{ 2 ** 64 / 3 }} {{ 9007199254740993 / 1 }} {{ 123456789012345678901 / 10 }} {{ -(10 ** 25) / 3 }}
+floats: {{ 2 ** 64 + 0.5 }} {{ 10 ** 20 * 1.0 }} {{ 2 ** 63 == 9223372036854775808.0 }} {{ 2 ** 53 + 1 == 9007199254740992.0 }} {{ 2 ** 53 + 1 > 9007199254740992.0 }} {{ 10 ** 20 == 1e20 }} {{ 10 ** 400 > 1e308 }}
+compare: {{ 2 ** 64 > 2 ** 63 }} {{ -(2 ** 64) < -(2 ** 63) }} {{ 2 ** 64 == 18446744073709551616 }} {{ 2 ** 64 != 2 ** 64 + 1 }} {{ [2 ** 65, 3, -(2 ** 70), 2 ** 64] | sort }} {{ [2 ** 65, 3] | max }} {{ 2 ** 70 in [1, 2 ** 70] }}
+filters: {{ -(2 ** 70) | abs }} {{ '123456789012345678901234567890' | int + 1 }} {{ ' -99999999999999999999 ' | int }} {{ 'ffffffffffffffffff' | int(0, 16) }} {{ 1e30 | int }} {{ 2 ** 70 | float }} {{ 2 ** 70 | string | length }} {{ 2 ** 70 | round }} {{ [2 ** 64, 1] | sum }}
+tests: {{ (2 ** 100) is odd }} {{ (2 ** 100 + 1) is odd }} {{ (2 ** 100) is even }} {{ (2 ** 100) is divisibleby 3 }} {{ (3 ** 50) is divisibleby 3 }} {{ (3 ** 50) is divisibleby (3 ** 49) }} {{ (2 ** 100) is integer }} {{ (2 ** 100) is number }} {{ 2 ** 100 is odd }}
+text: {{ '%d|%5d|%+d' % (2 ** 70, 2 ** 64, 2 ** 64) }} {{ 'n=' ~ 2 ** 64 }} {{ (2 ** 64, -(2 ** 64)) }} {{ {2 ** 64: 'k'} }} {{ {'n': 2 ** 70, 'm': -(2 ** 64)} | tojson }}
+slices: {{ [1, 2, 3][10 ** 20:] }} {{ [1, 2, 3][:10 ** 20] }} {{ [1, 2, 3][-(10 ** 20):2] }} {{ 'abc'[::-(10 ** 20)] }} {{ [1, 2][10 ** 20] is defined }}
+data: {{ u }} {{ u + 1 }} {{ u * u }} {{ i - 1 }} {{ u > i }} {{ u == 18446744073709551615 }} {{ nested.big }} {{ nested | tojson }} {{ u is integer }}"""
+
+
 def feature_cases():
     cases = []
     tools = [WEATHER_TOOL, {"type": "function", "function": {"name": "noop", "parameters": {}}}]
@@ -279,6 +495,10 @@ def feature_cases():
     cases.append(("strict_role_error", STRICT_TEMPLATE, ctx([u("a"), {"role": "tool", "content": "x"}], bos_token="<s>", eos_token="</s>")))
     meta = {"zeta": 1, "alpha": [1, 2], "mid": {"y": None, "x": "é"}}
     cases.append(("filters_and_tests", FILTERS_TEMPLATE, {"meta": meta, "text": "hello wonderful world", "nums": [1, 2, 3, 4, 5, 6, 7]}))
+    calls = [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"location": "Paris"}}}]
+    cases.append(("content_none_with_tool_calls", CONTENT_NONE_TEMPLATE, ctx([u("Weather?"), a(None, tool_calls=calls), tool("21°C"), a(""), {"role": "assistant", "tool_calls": calls}])))
+    cases.append(("big_integers", BIGINT_TEMPLATE, {"u": 18446744073709551615, "i": -9223372036854775808,
+                                                    "nested": {"big": 9223372036854775808, "list": [18446744073709551615, -1]}}))
     return cases
 
 
@@ -298,24 +518,30 @@ def main():
     renders = []
     for name, context in qwen3_cases():
         renders.append({"name": name, "context": context, "render": qwen3.render(**context)})
+    renders += request_entries(qwen3, qwen3_request_cases(), None, "<|im_end|>")
     with open(os.path.join(out_dir, "qwen3_renders.json"), "w", encoding="utf-8") as f:
         json.dump(renders, f, ensure_ascii=False, indent=1)
         f.write("\n")
 
     features = []
     for name, source, context in feature_cases():
-        entry = {"name": name, "template": source, "context": context}
-        try:
-            entry["render"] = env.from_string(source).render(**context)
-        except jinja2.exceptions.TemplateError as e:
-            if type(e) is not jinja2.exceptions.TemplateError:  # only raise_exception is expected
-                raise
-            entry["error"] = str(e)
-        features.append(entry)
+        features.append(render_entry(env.from_string(source), {"name": name, "template": source, "context": context}, context))
     with open(os.path.join(out_dir, "feature_renders.json"), "w", encoding="utf-8") as f:
         json.dump(features, f, ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"wrote {len(renders)} Qwen3 renders and {len(features)} feature renders to {out_dir} (jinja2 {jinja2.__version__})")
+
+    with open(os.path.join(out_dir, "deepseek_v3.jinja"), encoding="utf-8", newline="") as f:
+        deepseek = env.from_string(f.read())
+    dsv3 = []
+    direct, requests = deepseek_cases()
+    for name, context in direct:
+        dsv3.append(render_entry(deepseek, {"name": name, "context": context}, context))
+    dsv3 += request_entries(deepseek, requests, DSV3_BOS, DSV3_EOS)
+    with open(os.path.join(out_dir, "deepseek_v3_renders.json"), "w", encoding="utf-8") as f:
+        json.dump(dsv3, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {len(renders)} Qwen3, {len(features)} feature and {len(dsv3)} DeepSeek-V3 renders to {out_dir} "
+          f"(jinja2 {jinja2.__version__}, Python {sys.version.split()[0]})")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "server/api_error.h"
+#include "server/request_json.h"
 
 #if __has_include("tokenizer/chat_template.h")
 #include "tokenizer/chat_template.h"
@@ -57,6 +58,11 @@ std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir) {
       p->eos_token = special_token(config, "eos_token");
     }
   }
+  p->forms_ = probe_tool_call_forms(*p->template_, p->bos_token, p->eos_token);
+  if (!p->forms_.null_content || !p->forms_.object_arguments)
+    LOG_INFO("chat template: assistant tool-call messages are given with "
+             << (p->forms_.null_content ? "content null" : "content \"\" for null (the template cannot take None)")
+             << " and " << (p->forms_.object_arguments ? "arguments as a mapping" : "arguments as the JSON text sent (the template concatenates them)"));
   return p;
 #else
   (void)model_dir;
@@ -68,10 +74,16 @@ std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir) {
 
 std::string ChatPrompt::render(const ChatPromptRequest& r) const {
 #if PAGODA_HAS_CHAT_TEMPLATE
+  // The request parser bounds these already (parsed tool arguments may add to a message's nesting,
+  // hence the margin); this holds for any other caller too, before the copies below, which recurse.
+  for (const auto& [what, v] : {std::pair<const char*, const Json*>{"messages", &r.messages}, {"tools", &r.tools},
+                                {"chat_template_kwargs", &r.chat_template_kwargs}})
+    if (nesting_exceeds(*v, 2 * kMaxChatNesting))
+      throw bad_request(std::string("'") + what + "' is nested too deeply", what);
   Json context = Json::object();
   // chat_template_kwargs first, so that the request's own fields win over them.
   for (const auto& [k, v] : r.chat_template_kwargs.items()) context[k] = v;
-  context["messages"] = r.messages;
+  context["messages"] = adapt_messages(r.messages, forms_);
   if (!r.tools.is_null()) context["tools"] = r.tools;
   context["add_generation_prompt"] = r.add_generation_prompt;
   context["bos_token"] = bos_token;
@@ -84,7 +96,12 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
   }
   if (r.continue_final_message) {
     // As Hugging Face: the prompt ends where the final message's text ends.
-    const std::string final_text = trim(r.messages.back().value("content", ""));
+    // A final message without text content (null, absent) has nothing to continue.
+    std::string final_text;
+    if (!r.messages.empty() && r.messages.back().is_object()) {
+      const Json& last = r.messages.back();
+      if (const auto it = last.find("content"); it != last.end() && it->is_string()) final_text = trim(it->get<std::string>());
+    }
     const size_t at = final_text.empty() ? std::string::npos : text.rfind(final_text);
     if (at == std::string::npos)
       throw bad_request("continue_final_message: the final message does not appear in the rendered prompt",

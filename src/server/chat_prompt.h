@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "server/chat_message_forms.h"
 #include "server/openai_request.h"
 
 namespace pagoda {
@@ -22,11 +23,14 @@ class ChatPrompt {
 
   // The prompt text. Template errors (raise_exception included) become ApiError 400.
   std::string render(const ChatPromptRequest& request) const;
+  // The form this template takes tool-call messages in, probed at load.
+  const ToolCallForms& tool_call_forms() const { return forms_; }
 
  private:
   ChatPrompt() = default;
   std::unique_ptr<ChatTemplate> template_;
   std::string bos_token, eos_token;
+  ToolCallForms forms_;
 };
 
 }  // namespace pagoda::server

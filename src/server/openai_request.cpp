@@ -5,6 +5,7 @@
 
 #include "server/api_error.h"
 #include "server/json_body.h"
+#include "server/request_json.h"
 
 namespace pagoda::server {
 namespace {
@@ -145,27 +146,59 @@ void read_stream(const Json& j, bool& stream, bool& include_usage) {
 
 std::string read_model(const Json& j) { return opt_string(j, "model").value_or(""); }
 
-// A message's content as one string: a string, null (""), or an array of text parts joined by "\n"
-// (as vLLM flattens them for templates that expect strings).
-std::string content_text(const Json& content, size_t index) {
+// One content part's text, for the flattened string content: plain strings and text-like parts give
+// their text; a part whose text is missing or null is skipped (nullopt), as vLLM skips it.
+std::optional<std::string> part_text(const Json& part, const std::string& key) {
+  if (part.is_string()) return part.get<std::string>();
+  if (!part.is_object()) wrong_type(key, "an array of content parts", part);
+  const std::string type = opt_string(part, "type").value_or("text");
+  if (type != "text" && type != "input_text" && type != "output_text" && type != "refusal")
+    throw bad_request("content parts of type '" + type + "' are not supported (text only)", key);
+  return opt_string(part, type == "refusal" ? "refusal" : "text");
+}
+
+// A message's content for the template. A string or null passes through as sent: templates tell
+// null from "" (DeepSeek-V3's renders an assistant's tool calls only when `content is none`). An
+// array of text parts becomes one string joined by "\n", as vLLM gives templates that expect
+// strings.
+Json content_value(const Json& content, size_t index) {
   const std::string key = "messages[" + std::to_string(index) + "].content";
-  if (content.is_null()) return "";
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) wrong_type(key, "a string or an array of content parts", content);
+  if (content.is_null() || content.is_string()) return content;
+  if (!content.is_array()) wrong_type(key, "a string, null or an array of content parts", content);
   std::string text;
   bool first = true;
   for (const Json& part : content) {
-    if (!part.is_object()) wrong_type(key, "an array of content parts", content);
-    const std::string type = opt_string(part, "type").value_or("text");
-    if (type != "text")
-      throw bad_request("content parts of type '" + type + "' are not supported (text only)", key);
+    const std::optional<std::string> t = part_text(part, key);
+    if (!t) continue;
     if (!first) text += "\n";
     first = false;
-    text += opt_string(part, "text").value_or("");
+    text += *t;
   }
   return text;
 }
 
+// An assistant's tool_calls: each call an object with a "function" object; a null or empty list is
+// dropped, as vLLM drops it, so that templates take their plain-assistant path (Llama 3.1's takes
+// `'tool_calls' in message` as a call and measures its length). The arguments stay as sent here;
+// ChatPrompt gives them to the template in the form it takes (server/chat_message_forms.h).
+void check_tool_calls(Json& msg, const std::string& key) {
+  const auto calls = msg.find("tool_calls");
+  if (calls == msg.end()) return;
+  if (calls->is_null() || calls->empty()) {
+    msg.erase(calls);
+    return;
+  }
+  for (size_t c = 0; c < calls->size(); ++c) {
+    const std::string call_key = key + ".tool_calls[" + std::to_string(c) + "]";
+    const Json& call = (*calls)[c];
+    if (!call.is_object()) wrong_type(call_key, "an object", call);
+    const auto fn = call.find("function");
+    if (fn == call.end() || !fn->is_object()) throw bad_request(call_key + ".function must be an object", call_key + ".function");
+  }
+}
+
+// Messages as sent (every field kept, null stays null), but for what vLLM normalises whatever the
+// template: text-part arrays joined into a string, an assistant's null or empty tool_calls dropped.
 Json normalize_messages(const Json& j) {
   const Json* msgs = field(j, "messages");
   if (!msgs) throw bad_request("'messages' is required", "messages");
@@ -175,26 +208,25 @@ Json normalize_messages(const Json& j) {
     const Json& m = (*msgs)[i];
     const std::string key = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) wrong_type(key, "an object", m);
-    Json msg = m;
+    // Checked before the copy below, which (as nlohmann copies) recurses.
+    if (nesting_exceeds(m, kMaxChatNesting))
+      throw bad_request(key + " is nested too deeply (more than " + std::to_string(kMaxChatNesting) + " levels)", key);
     const Json* role = field(m, "role");
     if (!role || !role->is_string()) throw bad_request(key + ".role must be a string", key + ".role");
-    msg["content"] = content_text(m.contains("content") ? m["content"] : Json(nullptr), i);
-    if (const Json* calls = field(m, "tool_calls")) {
-      if (!calls->is_array()) wrong_type(key + ".tool_calls", "an array", *calls);
-      // Templates expect arguments as a mapping; OpenAI sends them as a JSON string (vLLM parses it).
-      for (Json& call : msg["tool_calls"]) {
-        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
-        Json& fn = call["function"];
-        if (fn.contains("arguments") && fn["arguments"].is_string()) {
-          std::string error;
-          Json parsed = parse_json_bounded(fn["arguments"].get<std::string>(), kMaxJsonDepth, error);
-          if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
-        }
-      }
-    }
+    if (const Json* calls = field(m, "tool_calls"); calls && !calls->is_array())
+      wrong_type(key + ".tool_calls", "an array", *calls);
+    Json msg = m;
+    if (const auto content = msg.find("content"); content != msg.end()) *content = content_value(*content, i);
+    if (*role == "assistant") check_tool_calls(msg, key);
     out.push_back(std::move(msg));
   }
   return out;
+}
+
+// A client object that the chat template will see, bounded before it is copied.
+void check_nesting(const Json& v, const std::string& key) {
+  if (nesting_exceeds(v, kMaxChatNesting))
+    throw bad_request("'" + key + "' is nested too deeply (more than " + std::to_string(kMaxChatNesting) + " levels)", key);
 }
 
 ChatPromptRequest read_chat_prompt(const Json& j) {
@@ -202,6 +234,7 @@ ChatPromptRequest read_chat_prompt(const Json& j) {
   r.messages = normalize_messages(j);
   if (const Json* tools = field(j, "tools")) {
     if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    check_nesting(*tools, "tools");
     for (const Json& t : *tools) {
       if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
           !t["function"].contains("name") || !t["function"]["name"].is_string())
@@ -216,6 +249,7 @@ ChatPromptRequest read_chat_prompt(const Json& j) {
                       "continue_final_message");
   if (const Json* kw = field(j, "chat_template_kwargs")) {
     if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
+    check_nesting(*kw, "chat_template_kwargs");
     r.chat_template_kwargs = *kw;
   }
   if (field(j, "chat_template"))

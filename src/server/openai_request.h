@@ -35,7 +35,7 @@ struct CompletionRequest {
 
 // The chat fields that decide the prompt (shared with /tokenize).
 struct ChatPromptRequest {
-  Json messages = Json::array();  // normalized: content is a string, tool arguments are objects
+  Json messages = Json::array();  // as sent, but text parts joined (see normalize_messages)
   Json tools;                     // null or an array of tools
   bool add_generation_prompt = true;
   bool continue_final_message = false;

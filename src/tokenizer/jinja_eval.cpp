@@ -183,7 +183,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
     case StmtKind::SetAttr: {
       const Value target = lookup(s.targets[0]);
       if (target.type != Type::Namespace) throw Error("cannot assign attribute on non-namespace object");
-      target.ns->set(Value::string(s.text), eval(*s.expr));
+      namespace_set(target, Value::string(s.text), eval(*s.expr));
       break;
     }
     case StmtKind::SetBlock:
@@ -432,7 +432,7 @@ Value Evaluator::eval(const Expr& e) {
       if (!v.is_number()) throw Error("bad operand type for unary " + std::string(e.kind == ExprKind::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
       if (e.kind == ExprKind::Pos) return v.type == Type::Bool ? Value::integer(v.as_int()) : v;
       if (v.type == Type::Float) return Value::real(-v.f);
-      if (v.as_int() == INT64_MIN) throw Error("integer overflow");
+      if (v.is_big() || v.as_int() == INT64_MIN) return Value::integer(-v.as_bigint());
       return Value::integer(-v.as_int());
     }
     case ExprKind::Binary: return eval_binary(e);

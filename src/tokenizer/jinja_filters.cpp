@@ -38,9 +38,8 @@ Value lookup_path(const Value& item, const Value& attribute) {
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool digits = !part.empty() && part.size() < 18 &&
-                        std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    cur = get_item(cur, digits ? Value::integer(std::stoll(part)) : Value::string(part));
+    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    cur = get_item(cur, digits ? Value::integer(*BigInt::parse(part, 10)) : Value::string(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
   }
@@ -97,51 +96,54 @@ std::optional<double> parse_float(const std::string& text) {
   return d;
 }
 
-// Python int(str, base) for base 10 (whitespace, sign, underscores); nullopt on ValueError.
-std::optional<int64_t> parse_int(const std::string& text) {
+// Python int(str, base) (whitespace, sign, underscores between digits, and for bases 2, 8 and 16
+// the matching 0b / 0o / 0x prefix); any size; nullopt on ValueError.
+std::optional<Value> parse_int(const std::string& text, int base) {
   const std::string t = str_strip(text, nullptr, true, true);
   size_t k = 0;
   bool neg = false;
   if (k < t.size() && (t[k] == '+' || t[k] == '-')) neg = t[k++] == '-';
-  if (k >= t.size()) return std::nullopt;
-  int64_t v = 0;
-  bool prev_digit = false;
+  if (base != 10 && k + 1 < t.size() && t[k] == '0') {
+    const char p = static_cast<char>(t[k + 1] | 0x20);
+    if ((base == 2 && p == 'b') || (base == 8 && p == 'o') || (base == 16 && p == 'x')) {
+      k += 2;
+      if (k < t.size() && t[k] == '_') ++k;  // int('0x_ff', 16) is allowed
+    }
+  }
+  std::string digits;
   for (; k < t.size(); ++k) {
     const char c = t[k];
-    if (c == '_' && prev_digit && k + 1 < t.size() && isdigit(static_cast<unsigned char>(t[k + 1]))) {
-      prev_digit = false;
-      continue;
-    }
-    if (!isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, c - '0', &v)) throw Error("integer too large");
-    prev_digit = true;
+    if (c == '_' && !digits.empty() && k + 1 < t.size() && t[k + 1] != '_') continue;
+    if (!isalnum(static_cast<unsigned char>(c))) return std::nullopt;
+    digits += c;
   }
-  return neg ? -v : v;
+  std::optional<BigInt> v = BigInt::parse(digits, base, neg);
+  if (!v) return std::nullopt;
+  return Value::integer(*v);
 }
 
+// int(x) for a float: truncated toward zero, exact at any size.
 Value to_int_value(double d) {
-  if (std::isnan(d)) throw Error("cannot convert float NaN to integer");
-  if (!(std::fabs(d) < 9.2e18)) throw Error("cannot convert float infinity or huge value to integer");
-  return Value::integer(static_cast<int64_t>(d));
+  if (std::isinf(d)) throw Error("cannot convert float infinity to integer");
+  return Value::integer(BigInt::from_double(std::trunc(d)));
 }
 
 Value f_int(Evaluator&, const Value& v, CallArgs& a) {
   const Value* dflt = arg(a, 0, "default");
   const Value fallback = dflt ? *dflt : Value::integer(0);
   const Value* base = arg(a, 1, "base");
-  if (v.is_integral()) return Value::integer(v.as_int());
-  if (v.type == Type::Float) return to_int_value(v.f);
+  if (v.type == Type::Int) return v;
+  if (v.type == Type::Bool) return Value::integer(v.as_int());
+  // int(nan) is a ValueError, which jinja2's do_int turns into the default.
+  if (v.type == Type::Float) return std::isnan(v.f) ? fallback : to_int_value(v.f);
   if (v.is_string()) {
-    if (base && base->is_integral() && base->as_int() != 10) {
-      const std::string t = str_strip(v.s, nullptr, true, true);
-      char* end = nullptr;
-      errno = 0;
-      const long long r = std::strtoll(t.c_str(), &end, static_cast<int>(base->as_int()));
-      if (!t.empty() && end == t.c_str() + t.size() && errno == 0) return Value::integer(r);
-    } else if (std::optional<int64_t> i = parse_int(v.s)) {
-      return Value::integer(*i);
+    int b = 10;
+    if (base && base->is_integral() && !base->is_big() && base->as_int() != 10) {
+      if (base->as_int() < 2 || base->as_int() > 36) throw Error("int() base must be >= 2 and <= 36, or 0");
+      b = static_cast<int>(base->as_int());
     }
-    if (std::optional<double> d = parse_float(v.s)) return to_int_value(*d);
+    if (std::optional<Value> i = parse_int(v.s, b)) return *i;
+    if (std::optional<double> d = parse_float(v.s)) return std::isnan(*d) ? fallback : to_int_value(*d);
   }
   return fallback;
 }
@@ -470,6 +472,7 @@ Value f_round(Evaluator&, const Value& v, CallArgs& a) {
   if (how != "common" && how != "ceil" && how != "floor") throw Error("method must be common, ceil or floor");
   if (!v.is_number()) throw Error("round: a number is required, not " + type_name(v));
   if (how == "common") {
+    if (v.type == Type::Int) return v;
     if (v.is_integral()) return Value::integer(v.as_int());
     if (prec < 0 || prec > 300 || !std::isfinite(v.f)) {
       const double scale = std::pow(10.0, static_cast<double>(-prec));
@@ -487,7 +490,10 @@ Value f_round(Evaluator&, const Value& v, CallArgs& a) {
 Value f_abs(Evaluator&, const Value& v, CallArgs&) {
   if (v.type == Type::Float) return Value::real(std::fabs(v.f));
   if (!v.is_integral()) throw Error("bad operand type for abs(): '" + type_name(v) + "'");
-  if (v.as_int() == INT64_MIN) throw Error("integer overflow");
+  if (v.is_big() || v.as_int() == INT64_MIN) {
+    const BigInt n = v.as_bigint();
+    return Value::integer(n.negative() ? -n : n);
+  }
   return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
 }
 

@@ -390,13 +390,21 @@ class Lexer {
       }
     }
     const std::string text = strip_underscores(std::string_view(s_).substr(body, end - body));
-    errno = 0;
-    const unsigned long long v = std::strtoull(text.c_str(), nullptr, base);
-    if (errno == ERANGE || v > static_cast<unsigned long long>(std::numeric_limits<int64_t>::max()))
-      fail(p, "integer literal too large");
+    // Python ints have no size limit; past int64 the literal is kept exactly as a BigInt.
+    std::optional<BigInt> v;
+    try {
+      v = BigInt::parse(text, base);
+    } catch (const Error& e) {
+      fail(p, e.what());
+    }
+    if (!v) fail(p, "invalid integer literal");
     Token t;
     t.kind = Tok::Int;
-    t.ival = static_cast<int64_t>(v);
+    if (v->fits_int64()) {
+      t.ival = v->to_int64();
+    } else {
+      t.big = std::make_shared<const BigInt>(std::move(*v));
+    }
     locate(p, t);
     tokens_.push_back(std::move(t));
     return end;

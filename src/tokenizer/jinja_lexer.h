@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tokenizer/jinja_bigint.h"
 
 namespace pagoda::jinja {
 
@@ -29,6 +32,7 @@ struct Token {
   Tok kind = Tok::End;
   std::string text;
   int64_t ival = 0;
+  std::shared_ptr<const BigInt> big;  // an Int literal beyond int64 (then ival is unused)
   double fval = 0;
   int line = 1;
   int col = 1;

@@ -25,8 +25,66 @@ Value missing_attr(const Value& obj, const std::string& name) {
   throw Error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
-// The result of a __builtin_*_overflow call: r once the call has stored it.
-#define PAGODA_CHECKED(call, r) ((call) ? throw Error("integer overflow") : (r))
+// Python int arithmetic: int64 while the result fits, exact BigInt beyond.
+Value int_add(const Value& a, const Value& b) {
+  int64_t r = 0;
+  if (!a.is_big() && !b.is_big() && !__builtin_add_overflow(a.as_int(), b.as_int(), &r)) return Value::integer(r);
+  return Value::integer(a.as_bigint() + b.as_bigint());
+}
+Value int_sub(const Value& a, const Value& b) {
+  int64_t r = 0;
+  if (!a.is_big() && !b.is_big() && !__builtin_sub_overflow(a.as_int(), b.as_int(), &r)) return Value::integer(r);
+  return Value::integer(a.as_bigint() - b.as_bigint());
+}
+Value int_mul(const Value& a, const Value& b) {
+  int64_t r = 0;
+  if (!a.is_big() && !b.is_big() && !__builtin_mul_overflow(a.as_int(), b.as_int(), &r)) return Value::integer(r);
+  return Value::integer(a.as_bigint() * b.as_bigint());
+}
+
+Value int_floordiv_mod(const std::string& op, const Value& a, const Value& b) {
+  if (!a.is_big() && !b.is_big()) {
+    const int64_t x = a.as_int(), y = b.as_int();
+    if (y == 0) throw Error("integer division or modulo by zero");
+    if (!(x == std::numeric_limits<int64_t>::min() && y == -1)) {
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) {
+        --q;
+        m += y;
+      }
+      return Value::integer(op == "//" ? q : m);
+    }
+  }
+  auto [q, m] = BigInt::divmod(a.as_bigint(), b.as_bigint());
+  return Value::integer(op == "//" ? q : m);
+}
+
+Value int_pow(const Value& a, const Value& b) {
+  if (!a.is_big() && !b.is_big()) {
+    int64_t base = a.as_int(), e = b.as_int(), acc = 1;
+    bool overflow = false;
+    while (e > 0 && !overflow) {
+      if ((e & 1) && __builtin_mul_overflow(acc, base, &acc)) overflow = true;
+      e >>= 1;
+      if (e > 0 && __builtin_mul_overflow(base, base, &base)) overflow = true;
+    }
+    if (!overflow) return Value::integer(acc);
+  }
+  return Value::integer(BigInt::pow(a.as_bigint(), b.as_bigint()));
+}
+
+// int / int: Python rounds the exact quotient once; doubles can do that only while both operands
+// are exact in a double.
+Value int_true_div(const Value& a, const Value& b) {
+  constexpr int64_t kExact = int64_t{1} << 53;
+  if (!a.is_big() && !b.is_big()) {
+    const int64_t x = a.as_int(), y = b.as_int();
+    if (y == 0) throw Error("division by zero");
+    if (x >= -kExact && x <= kExact && y >= -kExact && y <= kExact)
+      return Value::real(static_cast<double>(x) / static_cast<double>(y));
+  }
+  return Value::real(BigInt::true_divide(a.as_bigint(), b.as_bigint()));
+}
 
 Value repeat(Evaluator& ev, const Value& seq, int64_t count) {
   if (count <= 0) return seq.is_string() ? Value::string("") : Value::list_of({}, seq.is_tuple);
@@ -47,6 +105,8 @@ Value repeat(Evaluator& ev, const Value& seq, int64_t count) {
 std::optional<int64_t> slice_index(const Value& v) {
   if (v.is_none()) return std::nullopt;
   if (!v.is_integral()) throw Error("slice indices must be integers or None or have an __index__ method");
+  // Python clamps slice bounds to the sequence, so a huge one acts as the extreme it points to.
+  if (v.is_big()) return v.big->negative() ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
   return v.as_int();
 }
 
@@ -118,7 +178,7 @@ Value get_item(const Value& obj, const Value& key) {
       if (const Value* v = obj.dict->find(key)) return *v;
       break;
     case Type::List:
-      if (key.is_integral()) {
+      if (key.is_integral() && !key.is_big()) {
         int64_t k = key.as_int();
         const int64_t n = static_cast<int64_t>(obj.list->size());
         if (k < 0) k += n;
@@ -127,7 +187,7 @@ Value get_item(const Value& obj, const Value& key) {
       }
       break;
     case Type::String:
-      if (key.is_integral()) {
+      if (key.is_integral() && !key.is_big()) {
         const std::vector<uint32_t> cps = code_points(obj.s);
         int64_t k = key.as_int();
         const int64_t n = static_cast<int64_t>(cps.size());
@@ -196,10 +256,9 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
   if (b.is_undefined()) undefined_error(b);
   const bool nums = a.is_number() && b.is_number();
   const bool floats = nums && (a.type == Type::Float || b.type == Type::Float);
-  int64_t r = 0;
   if (op == "+") {
     if (floats) return Value::real(a.as_double() + b.as_double());
-    if (nums) return Value::integer(PAGODA_CHECKED(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+    if (nums) return int_add(a, b);
     if (a.is_string() && b.is_string()) {
       ev.check_size(a.s.size() + b.s.size());
       return Value::string(a.s + b.s);
@@ -214,18 +273,19 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
   }
   if (op == "-") {
     if (floats) return Value::real(a.as_double() - b.as_double());
-    if (nums) return Value::integer(PAGODA_CHECKED(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+    if (nums) return int_sub(a, b);
     unsupported("-", a, b);
   }
   if (op == "*") {
     if (floats) return Value::real(a.as_double() * b.as_double());
-    if (nums) return Value::integer(PAGODA_CHECKED(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+    if (nums) return int_mul(a, b);
     if ((a.is_string() || a.is_list()) && b.is_integral()) return repeat(ev, a, b.as_int());
     if ((b.is_string() || b.is_list()) && a.is_integral()) return repeat(ev, b, a.as_int());
     unsupported("*", a, b);
   }
   if (!nums) unsupported(op, a, b);
   if (op == "/") {
+    if (!floats) return int_true_div(a, b);
     if (b.as_double() == 0) throw Error("division by zero");
     return Value::real(a.as_double() / b.as_double());
   }
@@ -252,29 +312,10 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
       }
       return Value::real(floordiv);
     }
-    const int64_t x = a.as_int(), y = b.as_int();
-    if (y == 0) throw Error("integer division or modulo by zero");
-    if (x == std::numeric_limits<int64_t>::min() && y == -1) {
-      if (op == "%") return Value::integer(0);
-      throw Error("integer overflow");
-    }
-    int64_t q = x / y, m = x % y;
-    if (m != 0 && ((m < 0) != (y < 0))) {
-      --q;
-      m += y;
-    }
-    return Value::integer(op == "//" ? q : m);
+    return int_floordiv_mod(op, a, b);
   }
   if (op == "**") {
-    if (!floats && b.as_int() >= 0) {
-      int64_t base = a.as_int(), e = b.as_int(), acc = 1;
-      while (e > 0) {
-        if ((e & 1) && __builtin_mul_overflow(acc, base, &acc)) throw Error("integer overflow");
-        e >>= 1;
-        if (e > 0 && __builtin_mul_overflow(base, base, &base)) throw Error("integer overflow");
-      }
-      return Value::integer(acc);
-    }
+    if (!floats && !b.as_bigint().negative()) return int_pow(a, b);
     if (a.as_double() == 0 && b.as_double() < 0) throw Error("0.0 cannot be raised to a negative power");
     return Value::real(std::pow(a.as_double(), b.as_double()));
   }
@@ -343,6 +384,12 @@ std::string percent_format(Evaluator& ev, const std::string& fmt, const Value& a
       case 'o': {
         if (!v.is_number()) throw Error(std::string("%") + conv + " format: a real number is required, not " + type_name(v));
         numeric = true;
+        const char* sign_flag = flags.find('+') != std::string::npos ? "+" : flags.find(' ') != std::string::npos ? " " : "";
+        if (v.is_big() && (conv == 'd' || conv == 'i' || conv == 'u')) {
+          piece = v.big->to_string();
+          if (!v.big->negative()) piece = sign_flag + piece;
+          break;
+        }
         const double d = v.as_double();
         if (v.type == Type::Float && !(std::fabs(d) < 9.2e18)) throw Error("cannot convert float to integer");
         const int64_t n = v.type == Type::Float ? static_cast<int64_t>(d) : v.as_int();

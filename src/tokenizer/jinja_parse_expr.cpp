@@ -217,7 +217,7 @@ ExprPtr Parser::parse_primary() {
     case Tok::Int: {
       advance();
       auto e = node(ExprKind::Literal, at);
-      e->value = Value::integer(at.ival);
+      e->value = at.big ? Value::integer(*at.big) : Value::integer(at.ival);
       return e;
     }
     case Tok::Float: {
@@ -299,7 +299,7 @@ ExprPtr Parser::parse_subscript(ExprPtr obj) {
     auto e = node(ExprKind::Getitem, at);
     e->args.push_back(std::move(obj));
     auto idx = node(ExprKind::Literal, cur());
-    idx->value = Value::integer(cur().ival);
+    idx->value = cur().big ? Value::integer(*cur().big) : Value::integer(cur().ival);
     advance();
     e->args.push_back(std::move(idx));
     return seal(std::move(e));

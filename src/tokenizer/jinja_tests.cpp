@@ -38,7 +38,9 @@ bool t_sameas(Evaluator&, const Value& v, CallArgs& a) {
     case Type::None:
     case Type::Undefined: return true;
     case Type::Bool: return v.b == o.b;
-    case Type::Int: return v.i == o.i && v.i >= -5 && v.i <= 256;  // CPython's small-int cache
+    case Type::Int:
+      if (v.is_big() || o.is_big()) return v.big == o.big;  // the same object, as Python's `is`
+      return v.i == o.i && v.i >= -5 && v.i <= 256;           // CPython's small-int cache
     case Type::Float: return v.f == o.f;
     case Type::List: return v.list == o.list;
     case Type::Dict: return v.dict == o.dict;
@@ -60,17 +62,16 @@ bool t_ge(Evaluator&, const Value& v, CallArgs& a) {
   return less_than(o, v) || equals(v, o);
 }
 bool t_in(Evaluator&, const Value& v, CallArgs& a) { return contains(need(a, 0, "seq", "in"), v); }
-int64_t int_subject(const Value& v, const char* test) {
+BigInt int_subject(const Value& v, const char* test) {
   if (!v.is_integral()) throw Error(std::string("test '") + test + "' needs an integer");
-  return v.as_int();
+  return v.as_bigint();
 }
-bool t_odd(Evaluator&, const Value& v, CallArgs&) { return int_subject(v, "odd") % 2 != 0; }
-bool t_even(Evaluator&, const Value& v, CallArgs&) { return int_subject(v, "even") % 2 == 0; }
+bool t_odd(Evaluator&, const Value& v, CallArgs&) { return int_subject(v, "odd").is_odd(); }
+bool t_even(Evaluator&, const Value& v, CallArgs&) { return !int_subject(v, "even").is_odd(); }
 bool t_divisibleby(Evaluator&, const Value& v, CallArgs& a) {
   const Value& n = need(a, 0, "num", "divisibleby");
-  if (!n.is_integral() || n.as_int() == 0) throw Error("divisibleby needs a non-zero integer");
-  if (n.as_int() == -1) return true;
-  return int_subject(v, "divisibleby") % n.as_int() == 0;
+  if (!n.is_integral() || (!n.is_big() && n.as_int() == 0)) throw Error("divisibleby needs a non-zero integer");
+  return BigInt::divmod(int_subject(v, "divisibleby"), n.as_bigint()).second.is_zero();
 }
 bool t_lower(Evaluator&, const Value& v, CallArgs&) {
   const std::string s = to_str(v);

@@ -37,6 +37,13 @@ Value Value::integer(int64_t x) {
   v.i = x;
   return v;
 }
+Value Value::integer(const BigInt& x) {
+  if (x.fits_int64()) return integer(x.to_int64());
+  Value v;
+  v.type = Type::Int;
+  v.big = std::make_shared<const BigInt>(x);
+  return v;
+}
 Value Value::real(double x) {
   Value v;
   v.type = Type::Float;
@@ -49,20 +56,40 @@ Value Value::string(std::string x) {
   v.s = std::move(x);
   return v;
 }
+namespace {
+
+// 1 + the deepest of the items; throws past kMaxNesting.
+uint32_t depth_over(uint32_t deepest) {
+  if (deepest >= kMaxNesting)
+    throw Error("value nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+  return deepest + 1;
+}
+
+}  // namespace
+
 Value Value::list_of(std::vector<Value> items, bool tuple) {
+  uint32_t deepest = 0;
+  for (const Value& x : items) deepest = std::max(deepest, nesting(x));
   Value v;
   v.type = Type::List;
   v.is_tuple = tuple;
+  v.depth = depth_over(deepest);
   v.list = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
 }
 Value Value::dict_of(Dict d) {
+  uint32_t deepest = 0;
+  for (const auto& [k, x] : d.entries) deepest = std::max({deepest, nesting(k), nesting(x)});
   Value v;
   v.type = Type::Dict;
+  v.depth = depth_over(deepest);
   v.dict = std::make_shared<const Dict>(std::move(d));
   return v;
 }
 Value Value::namespace_of(Dict d) {
+  uint32_t deepest = 0;
+  for (const auto& [k, x] : d.entries) deepest = std::max(deepest, nesting(x));
+  d.depth = depth_over(deepest);
   Value v;
   v.type = Type::Namespace;
   v.ns = std::make_shared<Dict>(std::move(d));
@@ -75,34 +102,18 @@ Value Value::function(std::string name, std::function<Value(Evaluator&, CallArgs
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
-  using T = nlohmann::ordered_json::value_t;
-  switch (j.type()) {
-    case T::object: {
-      Dict d;
-      d.entries.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it)
-        d.entries.emplace_back(Value::string(it.key()), from_json(it.value()));
-      return dict_of(std::move(d));
-    }
-    case T::array: {
-      std::vector<Value> items;
-      items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return list_of(std::move(items));
-    }
-    case T::string: return string(j.get<std::string>());
-    case T::boolean: return boolean(j.get<bool>());
-    case T::number_integer: return integer(j.get<int64_t>());
-    case T::number_unsigned: {
-      const uint64_t u = j.get<uint64_t>();
-      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return integer(static_cast<int64_t>(u));
-      return real(static_cast<double>(u));
-    }
-    case T::number_float: return real(j.get<double>());
-    default: return none();
-  }
+void Value::too_big_for_int64() const {
+  throw Error("integer " + big->to_string() + " is beyond 64 bits, which this operation does not support");
+}
+
+uint32_t nesting(const Value& v) {
+  if (v.type == Type::Namespace) return v.ns->depth;
+  return v.depth;
+}
+
+void namespace_set(const Value& ns, Value key, Value value) {
+  ns.ns->depth = std::max(ns.ns->depth, depth_over(nesting(value)));
+  ns.ns->set(std::move(key), std::move(value));
 }
 
 // --- dict -----------------------------------------------------------------------------------------
@@ -250,7 +261,7 @@ bool truthy(const Value& v) {
     case Type::Undefined:
     case Type::None: return false;
     case Type::Bool: return v.b;
-    case Type::Int: return v.i != 0;
+    case Type::Int: return v.big != nullptr || v.i != 0;
     case Type::Float: return v.f != 0.0;
     case Type::String: return !v.s.empty();
     case Type::List: return !v.list->empty();
@@ -259,11 +270,45 @@ bool truthy(const Value& v) {
   }
 }
 
-bool equals(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) {
-    if (a.type == Type::Float || b.type == Type::Float) return a.as_double() == b.as_double();
-    return a.as_int() == b.as_int();
+namespace {
+
+// Python compares an int with a float exactly (2**53 + 1 != 2.0**53): -1, 0 or 1, or 2 when f is
+// NaN. `n` is an Int or Bool of any size.
+int compare_int_float(const Value& n, double f) {
+  if (std::isnan(f)) return 2;
+  if (std::isinf(f)) return f > 0 ? -1 : 1;
+  const double fl = std::floor(f);
+  int c;
+  if (!n.is_big() && std::fabs(fl) < 9.2e18) {
+    const int64_t x = n.as_int(), y = static_cast<int64_t>(fl);
+    c = x < y ? -1 : x > y ? 1 : 0;
+  } else {
+    c = n.as_bigint().compare(BigInt::from_double(fl));
   }
+  if (c != 0) return c;
+  return fl == f ? 0 : -1;  // n == floor(f) < f
+}
+
+// Two numbers (bool, int of any size, float) as Python orders them; 2 when unordered (NaN).
+int compare_numbers(const Value& a, const Value& b) {
+  const bool fa = a.type == Type::Float, fb = b.type == Type::Float;
+  if (fa && fb) return a.f < b.f ? -1 : a.f > b.f ? 1 : a.f == b.f ? 0 : 2;
+  if (fa) {
+    const int c = compare_int_float(b, a.f);
+    return c == 2 ? 2 : -c;
+  }
+  if (fb) return compare_int_float(a, b.f);
+  if (!a.is_big() && !b.is_big()) {
+    const int64_t x = a.as_int(), y = b.as_int();
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  return a.as_bigint().compare(b.as_bigint());
+}
+
+}  // namespace
+
+bool equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) return compare_numbers(a, b) == 0;
   if (a.type != b.type) return false;
   switch (a.type) {
     case Type::Undefined:
@@ -290,10 +335,7 @@ bool equals(const Value& a, const Value& b) {
 }
 
 bool less_than(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) {
-    if (a.type == Type::Float || b.type == Type::Float) return a.as_double() < b.as_double();
-    return a.as_int() < b.as_int();
-  }
+  if (a.is_number() && b.is_number()) return compare_numbers(a, b) == -1;
   if (a.type == Type::String && b.type == Type::String) return a.s < b.s;
   if (a.type == Type::List && b.type == Type::List && a.is_tuple == b.is_tuple) {
     const auto& x = *a.list;
@@ -356,7 +398,7 @@ std::string repr(const Value& v) {
     case Type::Undefined: return "";
     case Type::None: return "None";
     case Type::Bool: return v.b ? "True" : "False";
-    case Type::Int: return std::to_string(v.i);
+    case Type::Int: return v.big ? v.big->to_string() : std::to_string(v.i);
     case Type::Float: return float_repr(v.f);
     case Type::String: return str_repr(v.s);
     case Type::List: {
@@ -446,7 +488,7 @@ std::string json_key(const Value& k) {
     case Type::String: return k.s;
     case Type::Bool: return k.b ? "true" : "false";
     case Type::None: return "null";
-    case Type::Int: return std::to_string(k.i);
+    case Type::Int: return k.big ? k.big->to_string() : std::to_string(k.i);
     case Type::Float: return json_float(k.f);
     default:
       throw Error("keys must be str, int, float, bool or None, not " + type_name(k));
@@ -462,7 +504,7 @@ void dump(std::string& out, const Value& v, const JsonStyle& st, int level, int 
   switch (v.type) {
     case Type::None: out += "null"; return;
     case Type::Bool: out += v.b ? "true" : "false"; return;
-    case Type::Int: out += std::to_string(v.i); return;
+    case Type::Int: out += v.big ? v.big->to_string() : std::to_string(v.i); return;
     case Type::Float: out += json_float(v.f); return;
     case Type::String: json_string(out, v.s, st.ensure_ascii); return;
     case Type::List: {

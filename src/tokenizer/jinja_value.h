@@ -1,7 +1,9 @@
 // The values a chat template computes with, modelled on the Python objects jinja2 works with:
-// Undefined (jinja2's default Undefined), None, bool, int, float, str, list/tuple, dict (keeps
-// insertion order), namespace and callables. Lists and dicts are immutable (as in jinja2's
-// ImmutableSandboxedEnvironment) and shared; a namespace is the one mutable object.
+// Undefined (jinja2's default Undefined), None, bool, int (any size up to Python's 4300-digit
+// printing limit), float, str, list/tuple, dict (keeps insertion order), namespace and callables.
+// Lists and dicts are immutable (as in jinja2's ImmutableSandboxedEnvironment) and shared; a
+// namespace is the one mutable object. Nesting is bounded (kMaxNesting) so that printing, comparing
+// and freeing a value never recurse without bound.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +15,23 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/jinja_bigint.h"
+
 namespace pagoda::jinja {
+
+// How deeply lists, dicts and namespaces may nest inside one another (Python's own recursion limit
+// stops repr() and == near 1000).
+inline constexpr uint32_t kMaxNesting = 512;
+// How deeply request data (JSON) may nest when it becomes template values; the server's JSON parser
+// allows less, this holds without it.
+inline constexpr size_t kMaxJsonNesting = 128;
 
 class Evaluator;
 struct Value;
 
 struct Dict {
   std::vector<std::pair<Value, Value>> entries;
+  uint32_t depth = 1;  // for a namespace: its nesting, kept up to date as attributes are set
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);  // replaces an equal key in place, else appends
@@ -41,7 +53,9 @@ struct Value {
   Type type = Type::Undefined;
   bool is_tuple = false;  // a List that Python would hold as a tuple (prints with parentheses)
   bool b = false;
+  uint32_t depth = 0;  // List / Dict: 1 + the deepest item's depth
   int64_t i = 0;
+  std::shared_ptr<const BigInt> big;  // an Int beyond int64 (then `i` is unused)
   double f = 0;
   std::string s;  // String; for Undefined, the message an error about it would carry
   std::shared_ptr<const std::vector<Value>> list;
@@ -54,12 +68,14 @@ struct Value {
   static Value none();
   static Value boolean(bool v);
   static Value integer(int64_t v);
+  static Value integer(const BigInt& v);  // stored as int64 when it fits
   static Value real(double v);
   static Value string(std::string v);
   static Value list_of(std::vector<Value> items, bool tuple = false);
   static Value dict_of(Dict d);
   static Value namespace_of(Dict d);
   static Value function(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn);
+  // Request data as template values; iterative, throws pagoda::Error past kMaxJsonNesting.
   static Value from_json(const nlohmann::ordered_json& j);
 
   bool is_undefined() const { return type == Type::Undefined; }
@@ -69,10 +85,30 @@ struct Value {
   bool is_integral() const { return type == Type::Int || type == Type::Bool; }
   bool is_list() const { return type == Type::List; }
   bool is_dict() const { return type == Type::Dict; }
-  int64_t as_int() const { return type == Type::Bool ? (b ? 1 : 0) : i; }
-  double as_double() const { return type == Type::Float ? f : static_cast<double>(as_int()); }
+  bool is_big() const { return big != nullptr; }
+  // An Int or Bool as int64; throws pagoda::Error for an integer beyond int64 (the operations
+  // that take any size read `big` first).
+  int64_t as_int() const {
+    if (big) too_big_for_int64();
+    return type == Type::Bool ? (b ? 1 : 0) : i;
+  }
+  // Python's float(x) for a number; throws for an integer beyond the float range.
+  double as_double() const {
+    if (type == Type::Float) return f;
+    return big ? big->to_double() : static_cast<double>(as_int());
+  }
+  // An Int or Bool as a BigInt, whatever its size.
+  BigInt as_bigint() const { return big ? *big : BigInt(as_int()); }
   const std::vector<Value>& items() const { return *list; }
+
+ private:
+  [[noreturn]] void too_big_for_int64() const;
 };
+
+// Nesting of a value: 0 for scalars; a namespace counts what it holds now.
+uint32_t nesting(const Value& v);
+// `set ns.attr = value`: checks the nesting bound and keeps the namespace's depth current.
+void namespace_set(const Value& ns, Value key, Value value);
 
 // Python truthiness (Undefined is false).
 bool truthy(const Value& v);

@@ -1,7 +1,8 @@
 // The chat-template interpreter against Python jinja2 as transformers sets it up: the real Qwen3
-// template over many conversations and small feature templates (fixtures written by
-// tools/chat_template_reference.py), compared byte for byte; then syntax errors, undefined values,
-// raise_exception, template loading and the resource limits.
+// and DeepSeek-V3 templates over many conversations and small feature templates (fixtures written
+// by tools/chat_template_reference.py), compared byte for byte; then null content, integers beyond
+// 64 bits, syntax errors, undefined values, raise_exception, template loading and the resource
+// limits (nesting of request data and of template-built values included).
 #include "tokenizer/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -27,6 +29,37 @@ ordered_json read_json(const std::string& path) {
   EXPECT_TRUE(in.good()) << path << " is missing: run tools/chat_template_reference.py";
   if (!in) return ordered_json::array();
   return ordered_json::parse(in);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path << " is missing";
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A fixture case: the render, or the error jinja2 raised (raise_exception's message alone; other
+// Python exceptions after our "chat template error at line N: " prefix).
+void expect_render(const ChatTemplate& tmpl, const ordered_json& c) {
+  if (!c.contains("error")) {
+    std::string got;
+    ASSERT_NO_THROW(got = tmpl.render(c["context"]));
+    EXPECT_EQ(got, c["render"].get<std::string>());
+    return;
+  }
+  try {
+    tmpl.render(c["context"]);
+    ADD_FAILURE() << "expected an error: " << c["error"];
+  } catch (const Error& e) {
+    const std::string msg = e.what(), want = c["error"].get<std::string>();
+    if (c.contains("error_type")) {
+      EXPECT_EQ(msg.rfind("chat template error at line ", 0), 0u) << msg;
+      EXPECT_EQ(msg.substr(msg.find(": ") + 2), want);
+    } else {
+      EXPECT_EQ(msg, "chat template: " + want);
+    }
+  }
 }
 
 std::string render(const std::string& source, const ordered_json& context = ordered_json::object()) {
@@ -64,17 +97,90 @@ TEST(ChatTemplate, FeatureTemplatesMatchJinja2) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const ChatTemplate tmpl(c["template"].get<std::string>());
-    if (c.contains("error")) {
-      try {
-        tmpl.render(c["context"]);
-        ADD_FAILURE() << "expected raise_exception";
-      } catch (const Error& e) {
-        EXPECT_EQ(std::string(e.what()), "chat template: " + c["error"].get<std::string>());
-      }
-    } else {
-      EXPECT_EQ(tmpl.render(c["context"]), c["render"].get<std::string>());
-    }
+    expect_render(tmpl, c);
   }
+}
+
+TEST(ChatTemplate, DeepSeekV3MatchesJinja2) {
+  // The real template (fixture, see tests/fixtures/chat_templates/README.md) over tool-call
+  // conversations given straight; the request-level cases of this fixture are in
+  // tests/server/openai_request_test.cpp.
+  const ChatTemplate tmpl(read_text(kFixtures + "/deepseek_v3.jinja"));
+  const ordered_json cases = read_json(kFixtures + "/deepseek_v3_renders.json");
+  size_t direct = 0;
+  for (const auto& c : cases) {
+    if (c.contains("request")) continue;
+    SCOPED_TRACE(c["name"].get<std::string>());
+    expect_render(tmpl, c);
+    ++direct;
+  }
+  EXPECT_GE(direct, 5u);
+}
+
+TEST(ChatTemplate, NullContentIsNone) {
+  // jinja2: a None value is `none`, is defined, prints as "None"; "" is a string; a missing key is
+  // undefined. DeepSeek-V3's template renders an assistant's tool calls only on `content is none`.
+  const std::string source =
+      "{% for m in messages %}{% if m.content is none %}N{% elif m.content is string %}S{% else %}U{% endif %}"
+      "{{ m.content is defined }}{{ m.content }}{% if m.tool_calls %}:{{ m.tool_calls[0].function.name }}{% endif %};{% endfor %}";
+  const ordered_json ctx = ordered_json::parse(R"({"messages": [
+      {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}]},
+      {"role": "assistant", "content": ""}, {"role": "assistant"}]})");
+  EXPECT_EQ(render(source, ctx), "NTrueNone:f;STrue;UFalse;");
+}
+
+TEST(ChatTemplate, RequestDataNestedTooDeeplyIsAnError) {
+  // Built directly (no parser in between to refuse it); the conversion to template values must
+  // stop with an error rather than recurse 20,000 levels.
+  ordered_json deep = ordered_json::array();
+  for (int i = 0; i < 20000; ++i) {
+    ordered_json outer = ordered_json::array();
+    outer.push_back(std::move(deep));
+    deep = std::move(outer);
+  }
+  EXPECT_THROW(jinja::Value::from_json(deep), Error);
+  ordered_json ctx = ordered_json::object();
+  ctx["messages"] = std::move(deep);
+  const std::string msg = error_of("{{ messages|length }}", ctx);
+  EXPECT_NE(msg.find("nested too deeply"), std::string::npos) << msg;
+  // 128 levels are fine, 129 are not.
+  ordered_json ok = ordered_json::array();
+  for (int i = 1; i < 128; ++i) ok = ordered_json::array({std::move(ok)});
+  EXPECT_EQ(jinja::Value::from_json(ok).depth, 128u);
+  EXPECT_THROW(jinja::Value::from_json(ordered_json::array({std::move(ok)})), Error);
+}
+
+TEST(ChatTemplate, TemplateBuiltNestingIsBounded) {
+  // A template can nest values itself, one level per loop turn; printing, comparing or freeing
+  // such a value would recurse as deep, so building past the bound is an error.
+  EXPECT_NE(error_of("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}")
+                .find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(x=none) %}{% for i in range(2000) %}{% set ns.x = namespace(n=ns.x) %}{% endfor %}")
+                .find("nested too deeply"),
+            std::string::npos);
+  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(3) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+            "[[[[]]]]");
+}
+
+TEST(ChatTemplate, IntegersBeyond64Bits) {
+  // Expected values are Python's (see also the big_integers feature fixture).
+  EXPECT_EQ(render("{{ 99999999999999999999 }} {{ 99999999999999999999 + 1 }} {{ -99999999999999999999 < -(2 ** 64) }}"),
+            "99999999999999999999 100000000000000000000 True");
+  EXPECT_EQ(render("{{ 2 ** 200 // 3 ** 100 }} {{ 2 ** 200 % 3 ** 100 }} {{ -(2 ** 200) // 3 ** 100 }}"),
+            "3117982410207 485474658062875558680597653734966805650575837169 -3117982410208");
+  EXPECT_EQ(render("{{ 2 ** 200 / 3 ** 100 }} {{ 1 / 3 ** 100 }}"), "3117982410207.942 1.9403252174826328e-48");
+  ordered_json data = {{"u", 18446744073709551615ull}, {"i", INT64_MIN}};
+  EXPECT_EQ(render("{{ u }} {{ u|tojson }} {{ [u]|tojson }} {{ u * 2 }} {{ i - 1 }} {{ -i }}", data),
+            "18446744073709551615 18446744073709551615 [18446744073709551615] 36893488147419103230 "
+            "-9223372036854775809 9223372036854775808");
+  // Past Python's 4300-digit limit for printing an int: an error, never another value.
+  EXPECT_NE(error_of("{{ 10 ** 5000 }}").find("4300 digits"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1" + std::string(4400, '0') + " }}").find("4300 digits"), std::string::npos);
+  EXPECT_NE(error_of("{{ 10 ** 400 * 1.0 }}").find("int too large to convert to float"), std::string::npos);
+  EXPECT_EQ(render("{{ 2 ** 100 * 1e300 }}"), "inf");  // float overflow is inf in Python, not an error
+  EXPECT_NE(error_of("{{ range(2 ** 64) }}").find("beyond 64 bits"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'x' * 2 ** 64 }}").find("beyond 64 bits"), std::string::npos);
 }
 
 TEST(ChatTemplate, WhitespaceControlAsJinja2) {
