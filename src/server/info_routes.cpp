@@ -17,7 +17,8 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
                     {"owned_by", "pagoda"},
                     {"root", ctx.options.model_dir},
                     {"parent", nullptr},
-                    {"max_model_len", ctx.engine.max_model_len()}});
+                    {"max_model_len", ctx.engine.max_model_len()},
+                    {"vocab_size", ctx.engine.model_config().vocab_size}});
   }
   send_json(res, {{"object", "list"}, {"data", data}});
 }
