@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <cstdio>
@@ -307,17 +308,34 @@ TEST(CliGenerate, ChatRendersThePromptThroughTheTemplate) {
   // training.json's greedy continuation of the chat-rendered "Who are you?", made by the training
   // script with PyTorch: `--chat` must render the same prompt and the engine continue it the same.
   const auto samples = default_model_json("training.json")["samples"];
+  const std::string prompt = "<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n";
   std::string expect;
   for (const auto& s : samples)
-    if (s["prompt"] == "<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n") expect = s["greedy"];
+    if (s["prompt"] == prompt) expect = s["greedy"];
   ASSERT_FALSE(expect.empty());
   ASSERT_EQ(expect.substr(expect.size() - 10), "<|im_end|>");
   expect.resize(expect.size() - 10);  // the stop token ends the answer, not part of its text
   const CommandResult r = pagoda("generate --chat --prompt 'Who are you?' --temperature 0 --max-tokens 64");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\n" + expect + "\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("12 prompt tokens"), std::string::npos) << r.out;  // "Who are you?" + the template
+  // The rendered prompt is training.json's prompt text: as many tokens as that text has.
+  const std::string ref_ids = stdin_tokenize(prompt, "").out;
+  const long long ref_count = std::count(ref_ids.begin(), ref_ids.end(), ' ') + 1;
+  EXPECT_NE(r.out.find(std::to_string(ref_count) + " prompt tokens"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(finish: stop)"), std::string::npos) << r.out;
+
+  // The batch file's text prompts go through the template the same way.
+  const std::string in = ::testing::TempDir() + "/pagoda_chat_in.jsonl", out = ::testing::TempDir() + "/pagoda_chat_out.jsonl";
+  std::ofstream(in) << R"({"prompt": "Who are you?", "temperature": 0, "max_tokens": 64})" << "\n";
+  const CommandResult b = pagoda("generate --chat --prompts " + in + " --output " + out);
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::ifstream f(out);
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["text"], expect);
+  EXPECT_EQ(j["num_prompt_tokens"], ref_count);
+  EXPECT_EQ(j["finish_reason"], "stop");
 }
 
 // Issue 13's "Who was Moses?": without --chat the raw text ends at once on this chat model.
