@@ -16,6 +16,7 @@
 
 #include "bench/serve_http.h"
 #include "bench/serve_plot.h"
+#include "bench/serve_vocab.h"
 #include "core/error.h"
 
 namespace pagoda::bench {
@@ -106,6 +107,42 @@ std::string now_text() {
   return buf;
 }
 
+// The dataset; random prompts are drawn from the server's own vocabulary (serve_vocab.h).
+std::vector<BenchRequest> make_requests(const ServeBenchOptions& opt, const ServerUrl& url, const std::string& model,
+                                        const std::optional<ServedModel>& served) {
+  check(opt.tokenizer.empty() || opt.dataset.vocab_size == 0,
+        "bench serve: give --tokenizer DIR or --vocab-size N, not both");
+  std::unique_ptr<PromptVocabulary> vocab;
+  if (opt.dataset.name != "jsonl" && opt.dataset.vocab_size == 0) {
+    if (!opt.tokenizer.empty()) {
+      vocab = local_vocabulary(opt.tokenizer);
+    } else {
+      check(served && served->vocab_size,
+            "bench serve: random prompts need the model's vocabulary and GET /v1/models gives no vocab_size: give "
+            "the model's tokenizer with --tokenizer DIR (a directory with tokenizer.json), or --vocab-size N to "
+            "send token ids from [0, N)");
+      vocab = server_vocabulary(url, opt.api_key, model, *served->vocab_size);
+    }
+    std::fprintf(stderr, "[pagoda] random prompts from %s\n", vocab->describe().c_str());
+  }
+  DatasetStats stats;
+  std::vector<BenchRequest> requests = make_dataset(opt.dataset, vocab.get(), &stats);
+  if (stats.token_mismatch != 0)
+    std::fprintf(stderr, "[pagoda] the prompts have %lld %s tokens in all than asked: decoded and re-encoded "
+                         "random ids do not always keep their count\n",
+                 static_cast<long long>(std::abs(stats.token_mismatch)), stats.token_mismatch > 0 ? "more" : "fewer");
+  if (served && served->max_model_len) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const BenchRequest& r = requests[i];
+      check(r.prompt_len + static_cast<int64_t>(r.output_len) <= *served->max_model_len,
+            "bench serve: request " + std::to_string(i) + " needs " + std::to_string(r.prompt_len) + " prompt + " +
+                std::to_string(r.output_len) + " output tokens, more than the server's max_model_len " +
+                std::to_string(*served->max_model_len) + "; lower --random-input-len / --random-output-len");
+    }
+  }
+  return requests;
+}
+
 }  // namespace
 
 std::string request_body(const ServeBenchOptions& opt, const std::string& model, const BenchRequest& r) {
@@ -139,14 +176,14 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   const std::string base = opt.base_url.empty() ? "http://" + opt.host + ":" + std::to_string(opt.port) : opt.base_url;
   const ServerUrl url = parse_base_url(base);
   ServeBenchRun run;
+  const std::optional<ServedModel> served = served_model(url, opt.api_key, opt.model);
   run.model = opt.model;
   if (run.model.empty()) {
-    const auto id = first_model_id(url, opt.api_key);
-    check(id.has_value(), "bench serve: no --model given and GET " + base + "/v1/models named none "
-                          "(is the server up?)");
-    run.model = *id;
+    check(served.has_value(), "bench serve: no --model given and GET " + base + "/v1/models named none "
+                              "(is the server up?)");
+    run.model = served->id;
   }
-  const std::vector<BenchRequest> requests = make_dataset(opt.dataset);
+  const std::vector<BenchRequest> requests = make_requests(opt, url, run.model, served);
   std::vector<StreamCall> calls;
   for (const auto& r : requests)
     calls.push_back({opt.endpoint, request_body(opt, run.model, r), is_chat(opt.endpoint), opt.api_key});
@@ -217,6 +254,13 @@ void serve_bench_main(const ServeBenchOptions& opt) {
     if (opt.max_concurrency > 0) title += ", concurrency " + std::to_string(opt.max_concurrency);
     if (!opt.label.empty()) title += " (" + opt.label + ")";
     out << latency_svg(run.results, title);
+  }
+  if (run.summary.failed > 0) {
+    const RequestResult* first = nullptr;
+    for (const RequestResult& r : run.results)
+      if (!r.success && (first == nullptr || r.start < first->start)) first = &r;
+    throw Error("bench serve: " + std::to_string(run.summary.failed) + " of " + std::to_string(run.results.size()) +
+                " requests failed; the first error: " + (first ? first->error : "?"));
   }
 }
 

@@ -21,6 +21,7 @@ struct ServeBenchOptions {
   std::string endpoint = "/v1/completions";  // or /v1/chat/completions (text prompts only)
   std::string model;                         // empty: the first of GET /v1/models
   std::string api_key;
+  std::string tokenizer;  // a directory with tokenizer.json; empty: the server's vocabulary (serve_vocab.h)
   DatasetOptions dataset;
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s, Poisson arrivals
   int32_t max_concurrency = 0;                                    // 0: no limit
@@ -42,7 +43,8 @@ struct ServeBenchRun {
 // Sends the requests and measures them; prints nothing but the progress bar (stderr).
 ServeBenchRun run_serve_bench(const ServeBenchOptions& opt);
 
-// The whole command: run, print the table, write --result-file / --plot.
+// The whole command: run, print the table, write --result-file / --plot. Throws pagoda::Error when
+// any request failed (how many, and the first error), after the report is out.
 void serve_bench_main(const ServeBenchOptions& opt);
 
 // The JSON body of one request.

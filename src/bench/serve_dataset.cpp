@@ -36,11 +36,48 @@ double BenchRng::exponential(double rate) { return -std::log(1.0 - uniform()) / 
 
 namespace {
 
-std::vector<int32_t> random_ids(BenchRng& rng, int32_t n, int32_t vocab_size) {
-  const int32_t lo = std::min(1000, vocab_size / 2);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& t : ids) t = static_cast<int32_t>(rng.uniform_int(lo, vocab_size - 1));
-  return ids;
+// Token ids only, [0, V): no specials known, no text.
+class IdVocabulary final : public PromptVocabulary {
+ public:
+  explicit IdVocabulary(int32_t size) : size_(size) {}
+  int32_t size() const override { return size_; }
+  bool usable(int32_t) const override { return true; }
+  bool has_text() const override { return false; }
+  std::string decode(const std::vector<int32_t>&) override { return {}; }
+  std::vector<int32_t> encode(const std::string&) override { return {}; }
+  std::string describe() const override { return "token ids [0, " + std::to_string(size_) + ")"; }
+
+ private:
+  int32_t size_;
+};
+
+constexpr int kMaxRetries = 10;  // vLLM's gen_prompt_decode_to_target_len max_retry
+
+// vLLM's random prompt: `len` consecutive allowed ids from `offset + index`, then (with text)
+// decode -> encode, padding with random allowed ids or truncating, until the text re-encodes to
+// `len` tokens or the retries run out. Returns the mismatch left.
+int64_t make_prompt(BenchRequest& r, BenchRng& rng, PromptVocabulary& vocab, const std::vector<int32_t>& allowed,
+                    int64_t offset, size_t index) {
+  const auto n = static_cast<int64_t>(allowed.size());
+  const auto target = static_cast<size_t>(r.prompt_len);
+  std::vector<int32_t> ids(target);
+  for (size_t k = 0; k < target; ++k)
+    ids[k] = allowed[static_cast<size_t>((offset + static_cast<int64_t>(index + k)) % n)];
+  if (!vocab.has_text()) {
+    r.prompt_ids = std::move(ids);
+    return 0;
+  }
+  std::string text;
+  for (int attempt = 0;; ++attempt) {
+    text = vocab.decode(ids);
+    ids = vocab.encode(text);
+    if (ids.size() == target || attempt == kMaxRetries) break;
+    if (ids.size() > target) ids.resize(target);
+    while (ids.size() < target) ids.push_back(allowed[static_cast<size_t>(rng.uniform_int(0, n - 1))]);
+  }
+  r.prompt_text = std::move(text);
+  r.prompt_len = static_cast<int32_t>(ids.size());
+  return static_cast<int64_t>(ids.size()) - static_cast<int64_t>(target);
 }
 
 int32_t ranged(BenchRng& rng, int32_t len, double ratio) {
@@ -89,9 +126,9 @@ std::vector<BenchRequest> read_jsonl(const DatasetOptions& opt) {
 
 }  // namespace
 
-std::vector<BenchRequest> make_dataset(const DatasetOptions& opt) {
+std::vector<BenchRequest> make_dataset(const DatasetOptions& opt, PromptVocabulary* vocab, DatasetStats* stats) {
   check(opt.num_prompts > 0, "bench serve: --num-prompts must be > 0");
-  check(opt.vocab_size > 1, "bench serve: --vocab-size must be > 1");
+  check(opt.vocab_size >= 0, "bench serve: --vocab-size must be > 0");
   if (opt.name == "jsonl") {
     check(!opt.path.empty(), "bench serve: --dataset-name jsonl needs --dataset-path");
     return read_jsonl(opt);
@@ -114,7 +151,20 @@ std::vector<BenchRequest> make_dataset(const DatasetOptions& opt) {
   } else {
     throw Error("bench serve: --dataset-name must be random, sharegpt-like or jsonl (got '" + opt.name + "')");
   }
-  for (auto& r : out) r.prompt_ids = random_ids(rng, r.prompt_len, opt.vocab_size);
+
+  IdVocabulary ids_only(opt.vocab_size);
+  PromptVocabulary& v = opt.vocab_size > 0 || vocab == nullptr ? ids_only : *vocab;
+  check(v.size() > 1, "bench serve: random prompts need the model's vocabulary: give --tokenizer DIR or "
+                      "--vocab-size N");
+  std::vector<int32_t> allowed;
+  for (int32_t id = 0; id < v.size(); ++id)
+    if (v.usable(id)) allowed.push_back(id);
+  check(allowed.size() > 1, "bench serve: the vocabulary (" + v.describe() + ") has no ordinary tokens");
+  std::vector<int64_t> offsets(out.size());
+  for (auto& o : offsets) o = rng.uniform_int(0, static_cast<int64_t>(allowed.size()) - 1);
+  int64_t mismatch = 0;
+  for (size_t i = 0; i < out.size(); ++i) mismatch += make_prompt(out[i], rng, v, allowed, offsets[i], i);
+  if (stats) stats->token_mismatch = mismatch;
   return out;
 }
 

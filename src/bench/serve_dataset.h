@@ -1,7 +1,10 @@
-// `pagoda bench serve`'s requests: random token-id prompts of fixed (or ranged) lengths, lengths
-// drawn from a ShareGPT-like distribution, or prompts read from a JSONL file. Seeded, and the same
-// on every platform (the generator's arithmetic is our own, not the standard library's
-// distributions, whose results differ between implementations).
+// `pagoda bench serve`'s requests: random prompts of fixed (or ranged) lengths, lengths drawn from
+// a ShareGPT-like distribution, or prompts read from a JSONL file. Random prompts are made as vLLM's
+// random dataset makes them: a run of consecutive ids of the vocabulary (special tokens left out)
+// from a random offset, decoded to text and re-encoded until the text is the asked-for number of
+// tokens; with no way to decode, the ids themselves are the prompt. Seeded, and the same on every
+// platform (the generator's arithmetic is our own, not the standard library's distributions, whose
+// results differ between implementations).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@ struct DatasetOptions {
   int32_t num_prompts = 1000;
   int32_t input_len = 1024, output_len = 128;  // random: the lengths; jsonl: output_len default
   double range_ratio = 0.0;                    // random: lengths uniform in len·[1-r, 1+r]
-  int32_t vocab_size = 10000;                  // token ids drawn from [min(1000, V/2), V)
+  int32_t vocab_size = 0;  // > 0: token-id prompts from [0, V), no tokenizer; 0: a PromptVocabulary's
   std::string path;                            // jsonl
   uint64_t seed = 0;
 };
@@ -49,6 +52,29 @@ struct SharegptLikeShape {
   double output_median = 140, output_sigma = 0.9;
 };
 
-std::vector<BenchRequest> make_dataset(const DatasetOptions& opt);
+// What random prompts are made of: the ids they may use and, where it can, the text those ids are
+// (bench serve's --tokenizer DIR, or the server's /tokenize and /detokenize).
+class PromptVocabulary {
+ public:
+  virtual ~PromptVocabulary() = default;
+  virtual int32_t size() const = 0;                   // ids in [0, size)
+  virtual bool usable(int32_t id) const = 0;          // false: left out (special tokens, holes)
+  virtual bool has_text() const = 0;                  // decode / encode work
+  virtual std::string decode(const std::vector<int32_t>& ids) = 0;
+  virtual std::vector<int32_t> encode(const std::string& text) = 0;  // no special tokens added
+  virtual std::string describe() const = 0;           // where it came from, for the log
+};
+
+// What making the dataset found.
+struct DatasetStats {
+  // Prompt tokens more (+) or fewer (-) than asked, summed: decoding and re-encoding cannot always
+  // hit the length exactly (vLLM warns of the same).
+  int64_t token_mismatch = 0;
+};
+
+// Random / sharegpt-like prompts need a vocabulary: `vocab`, or token ids from [0,
+// opt.vocab_size) when opt.vocab_size > 0 (then `vocab` is not used). JSONL needs neither.
+std::vector<BenchRequest> make_dataset(const DatasetOptions& opt, PromptVocabulary* vocab = nullptr,
+                                       DatasetStats* stats = nullptr);
 
 }  // namespace pagoda::bench

@@ -161,14 +161,4 @@ std::optional<std::string> http_get(const ServerUrl& url, const std::string& pat
   return r->body;
 }
 
-std::optional<std::string> first_model_id(const ServerUrl& url, const std::string& api_key) {
-  const auto body = http_get(url, "/v1/models", api_key);
-  if (!body) return std::nullopt;
-  const auto j = nlohmann::json::parse(*body, nullptr, false);
-  if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) return std::nullopt;
-  const auto& m = j["data"].front();
-  if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) return std::nullopt;
-  return m["id"].get<std::string>();
-}
-
 }  // namespace pagoda::bench

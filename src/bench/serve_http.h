@@ -40,9 +40,6 @@ struct StreamCall {
 void stream_request(const ServerUrl& url, const StreamCall& call, std::chrono::steady_clock::time_point t0,
                     RequestResult& result);
 
-// The first model id of GET /v1/models, if the server answers one.
-std::optional<std::string> first_model_id(const ServerUrl& url, const std::string& api_key);
-
 // The text of GET `path` (e.g. "/metrics"), or nullopt when the server does not answer 200.
 std::optional<std::string> http_get(const ServerUrl& url, const std::string& path, const std::string& api_key);
 

@@ -104,9 +104,12 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
   sv->add_option("--random-range-ratio", o->dataset.range_ratio,
                  "random: lengths uniform in LEN x [1 - r, 1 + r]")
       ->capture_default_str();
+  sv->add_option("--tokenizer", o->tokenizer,
+                 "random: a directory with the model's tokenizer.json; prompts are its random ids decoded to "
+                 "text, as vLLM's (default: the server's vocabulary from GET /v1/models, as text through its "
+                 "/tokenize and /detokenize where it has them)");
   sv->add_option("--vocab-size", o->dataset.vocab_size,
-                 "Random prompt token ids are drawn from [min(1000, V/2), V)")
-      ->capture_default_str();
+                 "random: send token-id prompts drawn from [0, V) instead, no tokenizer used");
   sv->add_option("--seed", o->dataset.seed, "Seed of the dataset and the arrival times")->capture_default_str();
   sv->add_option("--request-rate", *rate, "Requests per second, Poisson arrivals (inf: all at once)")
       ->capture_default_str();

@@ -1,5 +1,6 @@
 // `pagoda generate`: one prompt streamed to the terminal, or an offline batch (vLLM's offline API):
-// --prompts IN.jsonl --output OUT.jsonl, all requests run together through one engine.
+// --prompts IN.jsonl --output OUT.jsonl, all requests run together through one engine. --chat sends
+// each text prompt as one user message through the model's chat template, as vLLM's llm.chat does.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,8 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
 
 namespace pagoda::cli {
 namespace {
@@ -19,10 +22,38 @@ namespace {
 struct GenerateArgs {
   std::string model_dir;
   std::string prompt;
+  bool chat = false;
   std::vector<int32_t> prompt_token_ids;
   std::string prompts_file, output_file;
   EngineFlags engine;
   SamplingParams sampling;
+};
+
+// Text prompts as given, or (--chat) rendered as one user message through the chat template.
+class PromptText {
+ public:
+  PromptText(const std::string& model_dir, bool chat) {
+    if (!chat) return;
+    chat_ = server::ChatPrompt::load(model_dir);
+    check(chat_ != nullptr, "--chat: " + model_dir + " has no chat template (chat_template in "
+                            "tokenizer_config.json, or chat_template.jinja); leave --chat out to send the "
+                            "prompt as it is");
+  }
+  bool chat() const { return chat_ != nullptr; }
+  std::string operator()(const std::string& text) const {
+    if (!chat_) return text;
+    server::ChatPromptRequest r;
+    r.messages = server::Json::array({{{"role", "user"}, {"content", text}}});
+    r.add_generation_prompt = true;
+    try {
+      return chat_->render(r);
+    } catch (const server::ApiError& e) {
+      throw Error(std::string("--chat: the model's chat template failed: ") + e.what());
+    }
+  }
+
+ private:
+  std::unique_ptr<server::ChatPrompt> chat_;
 };
 
 // One input line of the batch file: the prompt and any per-request sampling overrides.
@@ -60,7 +91,7 @@ SamplingParams params_from_json(const nlohmann::json& j, SamplingParams p) {
 }
 
 std::vector<BatchItem> read_batch(const std::string& path, const Engine& engine,
-                                  const SamplingParams& defaults) {
+                                  const SamplingParams& defaults, const PromptText& prompt_text) {
   std::ifstream in(path);
   check(static_cast<bool>(in), "cannot open --prompts file '" + path + "'");
   std::vector<BatchItem> items;
@@ -73,6 +104,8 @@ std::vector<BatchItem> read_batch(const std::string& path, const Engine& engine,
       check(j.is_object(), where + ": each line must be a JSON object");
       BatchItem item;
       if (j.contains("prompt_token_ids")) {
+        check(!prompt_text.chat(), where + ": --chat renders text prompts; \"prompt_token_ids\" cannot "
+                                           "go through the chat template");
         item.prompt_ids = j["prompt_token_ids"].get<std::vector<int32_t>>();
       } else {
         check(j.contains("prompt") && j["prompt"].is_string(),
@@ -81,7 +114,7 @@ std::vector<BatchItem> read_batch(const std::string& path, const Engine& engine,
               where + ": a text prompt needs tokenizer.json in the model directory; "
                       "use \"prompt_token_ids\" instead");
         item.prompt_text = j["prompt"].get<std::string>();
-        item.prompt_ids = engine.tokenizer()->encode(item.prompt_text);
+        item.prompt_ids = engine.tokenizer()->encode(prompt_text(item.prompt_text));
       }
       item.params = params_from_json(j, defaults);
       if (auto err = validate_sampling_params(item.params)) throw Error(where + ": " + *err);
@@ -105,8 +138,8 @@ std::vector<SamplingParams> fan_out(const SamplingParams& p) {
   return out;
 }
 
-void run_batch(Engine& engine, const GenerateArgs& args) {
-  const std::vector<BatchItem> items = read_batch(args.prompts_file, engine, args.sampling);
+void run_batch(Engine& engine, const GenerateArgs& args, const PromptText& prompt_text) {
+  const std::vector<BatchItem> items = read_batch(args.prompts_file, engine, args.sampling, prompt_text);
   struct Slot {
     size_t item, completion;
     std::vector<int32_t> tokens;
@@ -155,12 +188,12 @@ void run_batch(Engine& engine, const GenerateArgs& args) {
   }
 }
 
-void run_single(Engine& engine, const GenerateArgs& args) {
+void run_single(Engine& engine, const GenerateArgs& args, const PromptText& prompt_text) {
   std::vector<int32_t> ids = args.prompt_token_ids;
   if (ids.empty()) {
     check(engine.tokenizer() != nullptr,
           "this model directory has no tokenizer.json; give the prompt as --prompt-token-ids");
-    ids = engine.tokenizer()->encode(args.prompt);
+    ids = engine.tokenizer()->encode(prompt_text(args.prompt));
   }
   check(!ids.empty(), "the prompt is empty: give --prompt TEXT or --prompt-token-ids IDS");
   engine.add_request(ids, args.sampling);
@@ -197,11 +230,16 @@ void run_generate(GenerateArgs args, const CLI::App* cmd) {
   check(sources == 1, "give exactly one of --prompt, --prompt-token-ids or --prompts IN.jsonl");
   check(args.prompts_file.empty() == args.output_file.empty(),
         "--prompts and --output go together (read IN.jsonl, write OUT.jsonl)");
+  check(!args.chat || args.prompt_token_ids.empty(),
+        "--chat renders a text prompt through the chat template; it cannot apply to --prompt-token-ids");
   if (auto err = validate_sampling_params(args.sampling)) throw Error(*err);
-  Engine engine(resolve_model_dir(args.model_dir), engine_config_from(args.engine));
+  const std::string dir = resolve_model_dir(args.model_dir);
+  const PromptText prompt_text(dir, args.chat);  // before the engine loads: a missing template fails fast
+  Engine engine(dir, engine_config_from(args.engine));
   args.sampling = sampling_with_model_defaults(cmd, args.sampling, engine.model_config());
-  if (!args.prompts_file.empty()) run_batch(engine, args);
-  else run_single(engine, args);
+  std::fprintf(stderr, "[pagoda] sampling: %s\n", describe_sampling(args.sampling).c_str());
+  if (!args.prompts_file.empty()) run_batch(engine, args, prompt_text);
+  else run_single(engine, args, prompt_text);
 }
 
 }  // namespace
@@ -213,6 +251,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
   cmd->add_option("--prompt", args->prompt, "Prompt text (streamed answer)");
+  cmd->add_flag("--chat", args->chat,
+                "Send each text prompt as one user message through the model's chat template (as "
+                "vLLM's llm.chat); without it the text is the raw prompt");
   cmd->add_option("--prompt-token-ids", args->prompt_token_ids, "Prompt as token ids");
   cmd->add_option("--prompts", args->prompts_file,
                   "JSONL input: {\"prompt\": ...} or {\"prompt_token_ids\": [...]}, optional "

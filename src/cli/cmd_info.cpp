@@ -1,9 +1,10 @@
-// `pagoda info MODEL_DIR`: what a checkpoint is, before anything is loaded onto a device.
+// `pagoda info [MODEL_DIR]`: what a checkpoint is, before anything is loaded onto a device.
 #include <cstdio>
 #include <map>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "core/format.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
@@ -101,10 +102,11 @@ void print_info(const std::string& dir) {
 void add_info_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("info", "Describe a checkpoint: architecture, layers, sizes");
   auto dir = std::make_shared<std::string>();
-  cmd->add_option("model_dir", *dir, "Checkpoint directory (config.json + *.safetensors)")
-      ->required();
+  cmd->add_option("model_dir", *dir,
+                  "Checkpoint directory, config.json + *.safetensors (default: models/default)");
+  cmd->add_option("--model", *dir, "Same as MODEL_DIR");
   cmd->callback([dir, exit_code] {
-    print_info(*dir);
+    print_info(resolve_model_dir(*dir));
     *exit_code = 0;
   });
 }

@@ -1,5 +1,8 @@
 #include "cli/commands.h"
 
+#include <cstdio>
+
+#include "cli/suggest.h"
 #include "core/error.h"
 
 namespace pagoda::cli {
@@ -15,6 +18,11 @@ int run(int argc, char** argv) {
   add_bench_command(app, &exit_code);
   add_perplexity_command(app, &exit_code);
   add_serve_command(app, &exit_code);
+  // A mistyped command ("pagoda serv") gets suggestions rather than CLI11's "A subcommand is required".
+  if (const auto err = unknown_subcommand_error(app, argc, argv)) {
+    std::fprintf(stderr, "%s\n", err->c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <filesystem>
+#include <sstream>
 
 #include "core/error.h"
 #include "engine/generation_defaults.h"
@@ -57,18 +58,35 @@ EngineConfig engine_config_from(const EngineFlags& f) {
 }
 
 void add_sampling_flags(CLI::App* cmd, SamplingParams& p) {
-  cmd->add_option("--max-tokens", p.max_tokens, "Most tokens to generate per request");
-  cmd->add_option("--temperature", p.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass")->capture_default_str();
-  cmd->add_option("--top-k", p.top_k, "Keep the k most likely tokens (0 = off)");
-  cmd->add_option("--min-p", p.min_p, "Drop tokens below min_p x the top probability");
+  // The five values a checkpoint may recommend have no fixed default: generation_config.json's
+  // value when the model has one (sampling_with_model_defaults), else the built-in one named here.
+  cmd->add_option("--max-tokens", p.max_tokens,
+                  "Most tokens to generate per request (default: " +
+                      (p.max_tokens ? std::to_string(*p.max_tokens) : std::string("up to max-model-len")) + ")");
+  cmd->add_option("--temperature", p.temperature,
+                  "0 = greedy (default: the model's generation_config.json, else 1.0)");
+  cmd->add_option("--top-p", p.top_p, "Nucleus sampling mass (default: generation_config.json, else 1.0)");
+  cmd->add_option("--top-k", p.top_k,
+                  "Keep the k most likely tokens, 0 = off (default: generation_config.json, else 0)");
+  cmd->add_option("--min-p", p.min_p,
+                  "Drop tokens below min_p x the top probability (default: generation_config.json, else 0)");
   cmd->add_option("--seed", p.seed, "Sampling seed");
-  cmd->add_option("--presence-penalty", p.presence_penalty);
-  cmd->add_option("--frequency-penalty", p.frequency_penalty);
-  cmd->add_option("--repetition-penalty", p.repetition_penalty);
+  cmd->add_option("--presence-penalty", p.presence_penalty)->capture_default_str();
+  cmd->add_option("--frequency-penalty", p.frequency_penalty)->capture_default_str();
+  cmd->add_option("--repetition-penalty", p.repetition_penalty,
+                  "Default: generation_config.json, else 1.0 (off)");
   cmd->add_option("--stop", p.stop, "Stop string (repeatable)");
   cmd->add_option("--stop-token-ids", p.stop_token_ids, "Token ids that stop generation");
   cmd->add_flag("--ignore-eos", p.ignore_eos, "Keep generating past end-of-sequence tokens");
+}
+
+std::string describe_sampling(const SamplingParams& p) {
+  std::ostringstream s;
+  s << "temperature " << p.temperature << ", top_p " << p.top_p << ", top_k " << p.top_k << ", min_p "
+    << p.min_p << ", repetition_penalty " << p.repetition_penalty;
+  if (p.max_tokens) s << ", max_tokens " << *p.max_tokens;
+  if (p.seed) s << ", seed " << *p.seed;
+  return s.str();
 }
 
 SamplingParams sampling_with_model_defaults(const CLI::App* cmd, SamplingParams flags,

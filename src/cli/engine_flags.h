@@ -23,6 +23,9 @@ EngineConfig engine_config_from(const EngineFlags& flags);
 // defaults for every request of the command.
 void add_sampling_flags(CLI::App* cmd, SamplingParams& params);
 
+// "temperature 0.7, top_p 0.9, ..." of the values a command's requests will use.
+std::string describe_sampling(const SamplingParams& params);
+
 // The sampling values of `flags` with, for each of --temperature, --top-p, --top-k, --min-p and
 // --repetition-penalty not given on the command line, the checkpoint's recommendation.
 SamplingParams sampling_with_model_defaults(const CLI::App* cmd, SamplingParams flags,

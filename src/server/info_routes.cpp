@@ -15,7 +15,8 @@ HttpReply handle_models(ServerContext& ctx, const HttpRequest&) {
                     {"owned_by", "pagoda"},
                     {"root", ctx.options.model_dir},
                     {"parent", nullptr},
-                    {"max_model_len", ctx.engine.max_model_len()}});
+                    {"max_model_len", ctx.engine.max_model_len()},
+                    {"vocab_size", ctx.engine.model_config().vocab_size}});
   }
   return json_reply({{"object", "list"}, {"data", data}});
 }

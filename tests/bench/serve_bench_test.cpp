@@ -11,7 +11,9 @@
 #include "bench/serve_dataset.h"
 #include "bench/serve_http.h"
 #include "bench/serve_stats.h"
+#include "bench/serve_vocab.h"
 #include "core/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagoda::bench {
 namespace {
@@ -79,7 +81,7 @@ TEST(ServeBenchStats, Summary) {
       << summary_table(s);
 }
 
-TEST(ServeBenchDataset, RandomIsSeededAndWithinBounds) {
+TEST(ServeBenchDataset, RandomIdsAreSeededRunsOfTheVocabulary) {
   DatasetOptions o;
   o.num_prompts = 200;
   o.input_len = 100;
@@ -91,7 +93,7 @@ TEST(ServeBenchDataset, RandomIsSeededAndWithinBounds) {
   o.seed = 8;
   const auto c = make_dataset(o);
   ASSERT_EQ(a.size(), 200u);
-  std::set<int32_t> lens;
+  std::set<int32_t> lens, firsts;
   bool differs = false;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].prompt_ids, b[i].prompt_ids);
@@ -101,28 +103,85 @@ TEST(ServeBenchDataset, RandomIsSeededAndWithinBounds) {
     EXPECT_LE(a[i].prompt_len, 120);
     EXPECT_GE(a[i].output_len, 40);
     EXPECT_LE(a[i].output_len, 60);
-    EXPECT_EQ(a[i].prompt_ids.size(), static_cast<size_t>(a[i].prompt_len));
-    for (int32_t t : a[i].prompt_ids) {
-      ASSERT_GE(t, 1000);
-      ASSERT_LT(t, 5000);
+    EXPECT_TRUE(a[i].prompt_text.empty());
+    ASSERT_EQ(a[i].prompt_ids.size(), static_cast<size_t>(a[i].prompt_len));
+    // vLLM's random prompt: consecutive ids of the vocabulary, wrapping round, from a random offset.
+    for (size_t k = 0; k < a[i].prompt_ids.size(); ++k) {
+      ASSERT_GE(a[i].prompt_ids[k], 0);
+      ASSERT_LT(a[i].prompt_ids[k], 5000);
+      if (k > 0) {
+        ASSERT_EQ(a[i].prompt_ids[k], (a[i].prompt_ids[k - 1] + 1) % 5000);
+      }
     }
     lens.insert(a[i].prompt_len);
+    firsts.insert(a[i].prompt_ids[0]);
   }
   EXPECT_TRUE(differs);
-  EXPECT_GT(lens.size(), 10u);  // the range is used
+  EXPECT_GT(lens.size(), 10u);     // the range is used
+  EXPECT_GT(firsts.size(), 150u);  // the offsets are spread
   o.range_ratio = 0;
   for (const auto& r : make_dataset(o)) {
     EXPECT_EQ(r.prompt_len, 100);
     EXPECT_EQ(r.output_len, 50);
   }
-  o.vocab_size = 512;  // a tiny vocabulary: ids from [256, 512)
-  for (const auto& r : make_dataset(o))
-    for (int32_t t : r.prompt_ids) ASSERT_TRUE(t >= 256 && t < 512) << t;
+  o.vocab_size = 0;  // and no vocabulary given: a clear error, not prompts of made-up ids
+  try {
+    make_dataset(o);
+    ADD_FAILURE() << "no error";
+  } catch (const pagoda::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--tokenizer"), std::string::npos) << e.what();
+  }
+}
+
+// A vocabulary with text: the tiny byte-level tokenizer of the server tests, read from a directory
+// as --tokenizer DIR reads it.
+TEST(ServeBenchDataset, RandomTextFromATokenizer) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "pagoda-bench-tokenizer").string();
+  std::filesystem::create_directories(dir);
+  server::test::write_file(dir + "/tokenizer.json", server::test::tiny_tokenizer_json().dump());
+  const auto tok = Tokenizer::load_dir(dir);
+  auto vocab = local_vocabulary(dir);
+  EXPECT_EQ(vocab->size(), 512);
+  std::set<int32_t> special;
+  for (const auto& t : tok->added_tokens())
+    if (t.special) special.insert(t.id);
+  ASSERT_EQ(special.size(), 6u);  // <|endoftext|>, <|im_start|>, <|im_end|> and three pads
+  for (int32_t id : special) EXPECT_FALSE(vocab->usable(id)) << id;
+  EXPECT_TRUE(vocab->usable(97));
+
+  DatasetOptions o;
+  o.num_prompts = 50;
+  o.input_len = 40;
+  o.output_len = 4;
+  o.seed = 5;
+  DatasetStats stats;
+  const auto a = make_dataset(o, vocab.get(), &stats);
+  ASSERT_EQ(a.size(), 50u);
+  int exact = 0;
+  for (const auto& r : a) {
+    EXPECT_TRUE(r.prompt_ids.empty());  // sent as text, as vLLM sends them
+    ASSERT_FALSE(r.prompt_text.empty());
+    const std::vector<int32_t> ids = tok->encode(r.prompt_text);
+    EXPECT_EQ(static_cast<int32_t>(ids.size()), r.prompt_len) << r.prompt_text;  // the count is the text's own
+    for (int32_t id : ids) EXPECT_EQ(special.count(id), 0u) << r.prompt_text;
+    exact += r.prompt_len == 40;
+    // A prompt cut inside a UTF-8 character decodes to U+FFFD, 3 byte tokens here, and can keep
+    // the count from converging (vLLM's loop has the same limit): a token or two over at most.
+    EXPECT_GE(r.prompt_len, 38);
+    EXPECT_LE(r.prompt_len, 42);
+  }
+  EXPECT_GE(exact, 30);  // most converge to the asked length
+  int64_t mismatch = 0;
+  for (const auto& r : a) mismatch += r.prompt_len - 40;
+  EXPECT_EQ(stats.token_mismatch, mismatch);
+  EXPECT_EQ(make_dataset(o, vocab.get())[9].prompt_text, a[9].prompt_text);  // seeded
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServeBenchDataset, SharegptLikeLengths) {
   DatasetOptions o;
   o.name = "sharegpt-like";
+  o.vocab_size = 10000;
   o.num_prompts = 2000;
   o.seed = 3;
   const auto a = make_dataset(o);
@@ -256,6 +315,97 @@ TEST(ServeBench, AgainstPagodaServeMatchesItsMetrics) {
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("Time to first token"), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+// The shipped default model (what `pagoda serve` runs with no MODEL_DIR) in a folder of its own,
+// its files linked: ServerProcess writes its log into the model folder.
+struct DefaultModelDir {
+  DefaultModelDir() {
+    namespace fs = std::filesystem;
+    std::string tmpl = (fs::temp_directory_path() / "pagoda-default-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) return;
+    path = tmpl;
+    for (const auto& f : fs::directory_iterator(server::test::source_path("models/default")))
+      fs::create_symlink(f.path(), fs::path(path) / f.path().filename());
+  }
+  ~DefaultModelDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+// Sum of one key over the per-request list of a result file ("input_lens", "output_lens").
+int64_t sum_of(const nlohmann::json& j, const char* key) {
+  int64_t sum = 0;
+  for (const auto& v : j[key]) sum += v.get<int64_t>();
+  return sum;
+}
+
+// Issue 13: the defaults (no --vocab-size, no --tokenizer) against the default model served with
+// its defaults complete every request: the prompts come from the server's own vocabulary.
+TEST(ServeBench, DefaultsAgainstTheDefaultModelCompleteEveryRequest) {
+  using server::test::ServerProcess;
+  const DefaultModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {})) << s.log();
+  const auto models = s.get("/v1/models").json();
+  const auto config = nlohmann::json::parse(server::test::read_file(model_dir.path + "/config.json"));
+  EXPECT_EQ(models["data"][0]["vocab_size"], config["vocab_size"]);  // 4096, not the old default 10000
+
+  const std::string bin = std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" +
+                          std::to_string(s.port()) + " --num-prompts 6 --random-input-len 24 --random-output-len 4";
+  for (const std::string& extra : {std::string(), " --tokenizer " + server::test::source_path("models/default")}) {
+    SCOPED_TRACE(extra.empty() ? "the server's vocabulary" : "--tokenizer");
+    const std::string before = s.get("/metrics").body;
+    const std::string result = model_dir.path + "/result.json";
+    const auto r = server::test::run_command(bin + extra + " --result-file " + result + " 2>&1");
+    ASSERT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+    EXPECT_NE(r.out.find(extra.empty() ? "random prompts from the server's vocabulary, 4096 ids, text through its "
+                                         "/tokenize and /detokenize"
+                                       : "random prompts from tokenizer.json of"),
+              std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(server::test::read_file(result), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << server::test::read_file(result);
+    EXPECT_EQ(j["completed"], 6);
+    EXPECT_EQ(j["failed"], 0);
+    EXPECT_EQ(j["total_output_tokens"], 6 * 4);
+    // Text prompts of (nearly always exactly) 24 tokens, as the server counted them.
+    const int64_t in = sum_of(j, "input_lens");
+    EXPECT_EQ(j["total_input_tokens"], in);
+    EXPECT_GE(in, 6 * 24 - 6);
+    EXPECT_LE(in, 6 * 24 + 6);
+    const std::string after = s.get("/metrics").body;
+    EXPECT_EQ(metric_sum(after, "pagoda:prompt_tokens_total") - metric_sum(before, "pagoda:prompt_tokens_total"), in);
+    EXPECT_EQ(metric_sum(after, "pagoda:request_success_total") - metric_sum(before, "pagoda:request_success_total"),
+              6);
+  }
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+// A run where requests fail says so and exits non-zero, after printing its report.
+TEST(ServeBench, FailedRequestsExitNonZero) {
+  using server::test::ServerProcess;
+  const DefaultModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {})) << s.log();
+  const std::string bin = std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" +
+                          std::to_string(s.port()) + " --num-prompts 5 --random-output-len 2";
+  // Every request fails: a model the server does not serve.
+  auto r = server::test::run_command(bin + " --random-input-len 8 --model no-such-model 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("Serving Benchmark Result"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("5 of 5 requests failed; the first error: HTTP 404"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no-such-model"), std::string::npos) << r.out;
+  // Prompts longer than the server's max_model_len are refused before anything is sent.
+  const auto max_len = s.get("/v1/models").json()["data"][0]["max_model_len"].get<int64_t>();
+  r = server::test::run_command(bin + " --random-input-len " + std::to_string(max_len + 10) + " 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("more than the server's max_model_len " + std::to_string(max_len)), std::string::npos)
+      << r.out;
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 

@@ -3,11 +3,13 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -224,6 +226,158 @@ TEST(CliGenerate, Float32DtypeOnTheCpuIsTheDefaultMath) {
                                  "--ignore-eos --max-tokens 32 --max-model-len 512 --prompt-token-ids" + ids);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(expect), std::string::npos) << r.out;
+}
+
+// --- the shipped default model (models/default), as a new user meets it ---------------------------
+
+std::string default_model() { return std::string(PAGODA_SOURCE_DIR) + "/models/default"; }
+
+nlohmann::json default_model_json(const std::string& file) {
+  std::ifstream in(default_model() + "/" + file);
+  return nlohmann::json::parse(in);
+}
+
+TEST(CliInfo, DefaultsToTheShippedModel) {
+  const CommandResult r = pagoda("info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto config = default_model_json("config.json");
+  EXPECT_NE(r.out.find(config["architectures"][0].get<std::string>()), std::string::npos) << r.out;
+  EXPECT_EQ(info_value(r.out, "vocab"), config["vocab_size"].get<long long>()) << r.out;
+  EXPECT_EQ(info_value(r.out, "parameters"), default_model_json("training.json")["parameters"].get<long long>());
+  EXPECT_EQ(pagoda("info --model " + default_model()).out, pagoda("info " + default_model()).out);
+}
+
+// `printf TEXT | pagoda tokenize [DIR]`: the text from standard input.
+CommandResult stdin_tokenize(const std::string& text, const std::string& dir) {
+  return pagoda::testing::run_command("printf '%s' '" + text + "' | " + PAGODA_BINARY + " tokenize " + dir + " 2>&1");
+}
+
+TEST(CliTokenize, DefaultsToTheShippedModel) {
+  // The same ids with MODEL_DIR given, left out, or given as --model.
+  const CommandResult named = pagoda("tokenize " + default_model() + " 'In the beginning'");
+  ASSERT_EQ(named.code, 0) << named.out;
+  ASSERT_NE(named.out, "\n");
+  EXPECT_EQ(pagoda("tokenize 'In the beginning'").out, named.out);
+  EXPECT_EQ(pagoda("tokenize In the beginning").out, named.out);  // words joined by spaces
+  EXPECT_EQ(pagoda("tokenize --model " + default_model() + " 'In the beginning'").out, named.out);
+  EXPECT_EQ(stdin_tokenize("In the beginning", "").out, named.out);
+  const CommandResult back = pagoda("tokenize --decode " + named.out.substr(0, named.out.size() - 1));
+  EXPECT_EQ(back.code, 0) << back.out;
+  EXPECT_EQ(back.out, "In the beginning\n");
+  // The special tokens of tokenizer_config.json, read by the test: recognised in the text.
+  const auto cfg = default_model_json("tokenizer_config.json");
+  std::string im_end;
+  for (const auto& [id, tok] : cfg["added_tokens_decoder"].items())
+    if (tok["content"] == "<|im_end|>") im_end = id;
+  ASSERT_FALSE(im_end.empty());
+  EXPECT_EQ(pagoda("tokenize '<|im_end|>'").out, im_end + "\n");
+}
+
+TEST(CliTokenize, APathThatIsNoDirectoryIsAnError) {
+  CommandResult r = pagoda("tokenize /no/such/model hello");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("'/no/such/model' does not exist"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--model"), std::string::npos) << r.out;
+  // With --model every word is text, path-like or not.
+  r = pagoda("tokenize --model " + default_model() + " /no/such/model");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, stdin_tokenize("/no/such/model", default_model()).out);
+}
+
+TEST(CliCommands, UnknownCommandsGetSuggestions) {
+  CommandResult r = pagoda("serv");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("'serv' is not a command. Did you mean 'serve'?"), std::string::npos) << r.out;
+  r = pagoda("genrate --prompt hi");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("Did you mean 'generate'?"), std::string::npos) << r.out;
+  r = pagoda("bench serv --base-url http://127.0.0.1:1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("pagoda bench: 'serv' is not a command. Did you mean 'serve'?"), std::string::npos) << r.out;
+  r = pagoda("xyzzy");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.find("Did you mean"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("info, tokenize, generate, bench, perplexity, serve"), std::string::npos) << r.out;
+  r = pagoda("");  // no command at all: CLI11's usage error, still 2
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = pagoda("--version");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(CliGenerate, ChatRendersThePromptThroughTheTemplate) {
+  // training.json's greedy continuation of the chat-rendered "Who are you?", made by the training
+  // script with PyTorch: `--chat` must render the same prompt and the engine continue it the same.
+  const auto samples = default_model_json("training.json")["samples"];
+  const std::string prompt = "<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n";
+  std::string expect;
+  for (const auto& s : samples)
+    if (s["prompt"] == prompt) expect = s["greedy"];
+  ASSERT_FALSE(expect.empty());
+  ASSERT_EQ(expect.substr(expect.size() - 10), "<|im_end|>");
+  expect.resize(expect.size() - 10);  // the stop token ends the answer, not part of its text
+  const CommandResult r = pagoda("generate --chat --prompt 'Who are you?' --temperature 0 --max-tokens 64");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\n" + expect + "\n"), std::string::npos) << r.out;
+  // The rendered prompt is training.json's prompt text: as many tokens as that text has.
+  const std::string ref_ids = stdin_tokenize(prompt, "").out;
+  const long long ref_count = std::count(ref_ids.begin(), ref_ids.end(), ' ') + 1;
+  EXPECT_NE(r.out.find(std::to_string(ref_count) + " prompt tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(finish: stop)"), std::string::npos) << r.out;
+
+  // The batch file's text prompts go through the template the same way.
+  const std::string in = ::testing::TempDir() + "/pagoda_chat_in.jsonl", out = ::testing::TempDir() + "/pagoda_chat_out.jsonl";
+  std::ofstream(in) << R"({"prompt": "Who are you?", "temperature": 0, "max_tokens": 64})" << "\n";
+  const CommandResult b = pagoda("generate --chat --prompts " + in + " --output " + out);
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::ifstream f(out);
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["text"], expect);
+  EXPECT_EQ(j["num_prompt_tokens"], ref_count);
+  EXPECT_EQ(j["finish_reason"], "stop");
+}
+
+// Issue 13's "Who was Moses?": without --chat the raw text ends at once on this chat model.
+TEST(CliGenerate, ChatGivesAnAnswerWhereTheRawPromptStops) {
+  const std::regex generated(R"((\d+) generated \(finish)");
+  std::smatch m;
+  const CommandResult chat = pagoda("generate --chat --prompt 'Who was Moses?' --temperature 0 --max-tokens 64");
+  ASSERT_EQ(chat.code, 0) << chat.out;
+  ASSERT_TRUE(std::regex_search(chat.out, m, generated)) << chat.out;
+  EXPECT_GT(std::stoi(m[1]), 5) << chat.out;
+}
+
+TEST(CliGenerate, ChatSaysWhatIsWrong) {
+  CommandResult r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --chat --prompt hello");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("has no chat template"), std::string::npos) << r.out;
+  r = pagoda("generate --chat --prompt-token-ids 5 6");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--prompt-token-ids"), std::string::npos) << r.out;
+}
+
+TEST(CliGenerate, HelpAndRunShowTheSamplingDefaultsUsed) {
+  const CommandResult help = pagoda("generate --help");
+  ASSERT_EQ(help.code, 0) << help.out;
+  for (const char* flag : {"--temperature", "--top-p", "--top-k"}) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(help.out, m, std::regex(std::string(flag) + "[^\n]*"))) << flag;
+    EXPECT_NE(m.str().find("generation_config.json"), std::string::npos) << m.str();
+    EXPECT_EQ(m.str().find("=1"), std::string::npos) << m.str();  // no fixed "=1" default any more
+  }
+  // A run says the values it samples with: generation_config.json's, read here by the test.
+  const auto gen = default_model_json("generation_config.json");
+  std::ostringstream want;
+  want << "sampling: temperature " << gen["temperature"].get<double>() << ", top_p " << gen["top_p"].get<double>()
+       << ", top_k " << gen["top_k"].get<int>();
+  CommandResult r = pagoda("generate --prompt 'In the beginning' --max-tokens 4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(want.str()), std::string::npos) << r.out;
+  r = pagoda("generate --prompt 'In the beginning' --max-tokens 4 --temperature 0.25 --top-k 3");
+  std::ostringstream flags;  // flags given win; the rest stay the model's
+  flags << "sampling: temperature 0.25, top_p " << gen["top_p"].get<double>() << ", top_k 3";
+  EXPECT_NE(r.out.find(flags.str()), std::string::npos) << r.out;
 }
 
 }  // namespace
