@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/generation_defaults.h"
+#include "io/model_config.h"
+#include "io/text_file.h"
 #include "server/async_engine.h"
 #include "server/chat_prompt.h"
 #include "server/engine_metrics.h"
@@ -38,7 +41,26 @@ struct ServeArgs {
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
   bool enable_auto_tool_choice = false;
+  std::string chat_template;              // file or template text; "" = the model's own
+  std::string generation_config = "auto";  // auto | vllm | DIR
+  std::optional<uint64_t> seed;            // vllm serve's --seed: the engine seed
+  std::vector<std::string> ssl;            // --ssl-keyfile / --ssl-certfile: refused, by name
 };
+
+// vllm serve's --generation-config: "auto" = the model's generation_config.json, "vllm" = none
+// (built-in defaults), a directory = its generation_config.json.
+SamplingParams sampling_defaults_for(const std::string& choice, const std::string& model_dir, const Engine& engine) {
+  if (choice == "auto") return with_generation_defaults({}, engine.model_config());
+  if (choice == "vllm") return SamplingParams{};
+  const auto path = std::filesystem::path(choice) / "generation_config.json";
+  check(std::filesystem::exists(path),
+        "--generation-config must be auto, vllm or a directory with generation_config.json; " + path.string() +
+            " does not exist");
+  constexpr size_t kMax = 1 << 20;
+  const ModelConfig cfg = parse_model_config(read_text_file(model_dir + "/config.json", kMax),
+                                             read_text_file(path.string(), kMax));
+  return with_generation_defaults({}, cfg);
+}
 
 void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
   server::HttpLimits& h = o.http;
@@ -126,7 +148,11 @@ void run_serve(ServeArgs& a) {
                                        ? std::filesystem::canonical(dir).filename().string()
                                        : a.model_dir};
 
-  auto engine = std::make_unique<Engine>(dir, engine_config_from(a.engine));
+  check(a.ssl.empty(), "--ssl-keyfile / --ssl-certfile: pagoda serves plain HTTP only for now; put a TLS "
+                      "terminating proxy (nginx, envoy, the inference gateway) in front of it");
+  EngineConfig engine_config = engine_config_from(a.engine);
+  if (a.seed) engine_config.seed = *a.seed;
+  auto engine = std::make_unique<Engine>(dir, engine_config);
   server::MetricsRegistry registry;
   server::EngineMetricsInfo info;
   info.model_name = a.server.served_model_names.front();
@@ -137,10 +163,12 @@ void run_serve(ServeArgs& a) {
   info.max_num_seqs = engine->config().max_num_seqs;
   server::EngineMetrics metrics(registry, info);
   if (!engine->tokenizer()) LOG_WARN(dir << " has no tokenizer.json: only token-id prompts can be served");
-  std::unique_ptr<server::ChatPrompt> chat = server::ChatPrompt::load(dir);
+  // As vLLM: the chat template comes with the tokenizer.
+  const std::string& tok_dir = engine_config.tokenizer_dir.empty() ? dir : engine_config.tokenizer_dir;
+  std::unique_ptr<server::ChatPrompt> chat = server::ChatPrompt::load(tok_dir, a.chat_template);
   if (!chat) LOG_WARN(dir << " has no chat template: /v1/chat/completions will answer 400");
 
-  const SamplingParams defaults = with_generation_defaults({}, engine->model_config());
+  const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
   server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests});
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   const int port = http.bind();
@@ -210,6 +238,19 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--enable-auto-tool-choice", args->enable_auto_tool_choice,
                 "Accepted for vllm serve compatibility (tool calls are parsed whenever tools are given)");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Chat template: a file, or the template itself (default: the model's own)");
+  cmd->add_option("--generation-config", args->generation_config,
+                  "Sampling defaults: auto (the model's generation_config.json), vllm (none) or a directory")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed for requests that bring none (same as --engine-seed)");
+  cmd->add_option("--root-path", args->server.root_path,
+                  "Path prefix a proxy serves pagoda under; removed before routing");
+  cmd->add_flag("--return-tokens-as-token-ids", args->server.return_tokens_as_token_ids,
+                "Logprobs name tokens as 'token_id:N' instead of their text");
+  cmd->add_flag("--enable-prompt-tokens-details", args->server.enable_prompt_tokens_details,
+                "usage.prompt_tokens_details in responses (cached_tokens)");
+  cmd->add_option("--ssl-keyfile,--ssl-certfile", args->ssl, "Refused: TLS belongs to a proxy in front for now");
   add_engine_flags(cmd, args->engine);
   cmd->callback([args, exit_code] {
     run_serve(*args);

@@ -37,6 +37,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--num-gpu-blocks-override", c.num_gpu_blocks_override,
                   "Force a KV pool of N blocks (either device)");
   cmd->add_option("--engine-seed", c.seed, "Seed for requests that bring none");
+  cmd->add_option("--tokenizer", c.tokenizer_dir,
+                  "Directory with tokenizer.json (and the chat template) when not the model's own");
+  // Accepted as vllm serve takes them; pagoda's behaviour is fixed (documented in the README).
+  cmd->add_flag("--trust-remote-code")->description("No effect: pagoda runs no code from checkpoints");
+  cmd->add_flag("--enable-chunked-prefill")->description("No effect: chunked prefill is always on");
   cmd->add_flag("--enforce-eager", c.enforce_eager,
                 "cuda: run every step eagerly (no CUDA graphs for decode steps)");
 }

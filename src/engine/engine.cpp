@@ -64,8 +64,12 @@ Engine::Engine(const std::string& model_dir, EngineConfig config) : config_(std:
     const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
     model_ = load_model(model_config_, ckpt, *backend_);
   }
-  if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json"))
-    tokenizer_ = Tokenizer::load_dir(model_dir);
+  const std::string& tok_dir = config_.tokenizer_dir.empty() ? model_dir : config_.tokenizer_dir;
+  if (!config_.tokenizer_dir.empty())
+    check(std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json"),
+          "--tokenizer " + tok_dir + " has no tokenizer.json");
+  if (std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json"))
+    tokenizer_ = Tokenizer::load_dir(tok_dir);
   plan_and_allocate();
 }
 

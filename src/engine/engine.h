@@ -37,6 +37,7 @@ struct EngineConfig {
   int64_t num_gpu_blocks_override = 0;  // force a pool of N blocks (either device)
   uint64_t seed = 0;
   bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps (as vLLM's --enforce-eager)
+  std::string tokenizer_dir;   // where tokenizer.json is (vLLM's --tokenizer); "" = the model directory
 };
 
 // What one step produced for one request.

@@ -75,6 +75,12 @@ void apply_penalties(std::span<float> row, const SamplingParams& p, std::span<co
   }
 }
 
+void apply_logit_bias(std::span<float> row, const SamplingParams& p) {
+  if (!p.logit_bias) return;
+  for (const auto& [id, bias] : *p.logit_bias)
+    if (id >= 0 && static_cast<size_t>(id) < row.size()) row[static_cast<size_t>(id)] += bias;
+}
+
 void apply_temperature(std::span<float> row, double temperature) {
   if (temperature == 1.0) return;
   const auto inv = static_cast<float>(1.0 / temperature);
@@ -157,6 +163,7 @@ bool Sampler::needs_logits(const Sequence& seq) const {
   const SamplingParams& p = seq.params();
   if (!p.greedy() || p.logprobs) return true;
   if (p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) return true;
+  if (p.logit_bias && !p.logit_bias->empty()) return true;
   // mask_stop_tokens_for_min_tokens would change the row.
   const bool masks = !p.stop_token_ids.empty() || (!p.ignore_eos && !eos_token_ids_.empty());
   return masks && static_cast<int32_t>(seq.output().size()) < p.min_tokens;
@@ -168,6 +175,7 @@ SampleResult Sampler::sample_row(std::span<const float> logits, const SamplingPa
   if (logits.empty()) throw std::logic_error("Sampler: empty logits row");
   std::vector<float> row(logits.begin(), logits.end());
   mask_stop_tokens_for_min_tokens(row, params, eos_token_ids_, static_cast<int32_t>(output.size()));
+  apply_logit_bias(row, params);
   apply_penalties(row, params, prompt, output);
 
   SampleResult result;

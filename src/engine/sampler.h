@@ -4,7 +4,9 @@
 // Order of the logits processors (vLLM's, as in its v0 sampler and Hugging Face's warpers):
 //   1. min_tokens: while fewer than min_tokens tokens are out, EOS (unless ignore_eos) and
 //      stop_token_ids are masked, so that the request cannot stop early
-//   2. repetition penalty over prompt + output tokens (divide positive logits, multiply negative)
+//   2. logit_bias added to the raw logits (OpenAI's; vLLM applies it with the logits processors,
+//      before penalties)
+//   2b. repetition penalty over prompt + output tokens (divide positive logits, multiply negative)
 //   3. frequency and presence penalties over output tokens (OpenAI)
 //   4. temperature                                         (greedy: argmax here, lowest id on ties)
 //   5. top-k (ties with the k-th value are kept)
@@ -63,6 +65,7 @@ class Sampler {
 // The processors, exposed for tests. Each works in place on one row; masked entries become -inf.
 void mask_stop_tokens_for_min_tokens(std::span<float> row, const SamplingParams& p,
                                      std::span<const int32_t> eos_token_ids, int32_t num_output_tokens);
+void apply_logit_bias(std::span<float> row, const SamplingParams& p);
 void apply_penalties(std::span<float> row, const SamplingParams& p, std::span<const int32_t> prompt,
                      std::span<const int32_t> output);
 void apply_temperature(std::span<float> row, double temperature);

@@ -82,6 +82,13 @@ std::optional<std::string> validate_sampling_params(const SamplingParams& p) {
   for (int32_t id : p.stop_token_ids) {
     if (id < 0) return "stop_token_ids must be non-negative token ids, got " + fmt(id) + ".";
   }
+  if (p.logit_bias) {
+    for (const auto& [id, bias] : *p.logit_bias) {
+      if (id < 0) return "logit_bias keys must be token ids, got " + fmt(id) + ".";
+      if (!std::isfinite(bias) || bias < -100.0f || bias > 100.0f)
+        return "logit_bias values must be in [-100, 100], got " + fmt(bias) + ".";
+    }
+  }
   for (const std::string& s : p.stop) {
     if (s.empty()) return "stop cannot contain an empty string.";
   }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pagoda {
@@ -61,6 +62,9 @@ struct SamplingParams {
   StopStrings stop;                    // stop strings, matched on detokenized text by the engine
   bool ignore_eos = false;
   std::optional<int32_t> logprobs;     // top-n logprobs per sampled token, >= 0
+  // OpenAI's logit_bias: added to the raw logits of these token ids, in [-100, 100]. Shared between
+  // the choices of a request like the stop strings.
+  std::shared_ptr<const std::vector<std::pair<int32_t, float>>> logit_bias;
 
   // Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
   static constexpr double kGreedyEpsilon = 1e-5;

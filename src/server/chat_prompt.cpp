@@ -43,9 +43,25 @@ std::string trim(const std::string& s) {
 
 ChatPrompt::~ChatPrompt() = default;
 
-std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir) {
+std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir, const std::string& template_override) {
 #if PAGODA_HAS_CHAT_TEMPLATE
-  std::optional<ChatTemplate> tmpl = ChatTemplate::load_dir(model_dir);
+  std::optional<ChatTemplate> tmpl;
+  if (!template_override.empty()) {
+    std::string source = template_override;
+    std::error_code ec;
+    // As vLLM: a path when one exists there, otherwise the template itself.
+    if (template_override.find('\n') == std::string::npos && std::filesystem::is_regular_file(template_override, ec)) {
+      std::ifstream in(template_override, std::ios::binary);
+      check(in.good(), "--chat-template: cannot read " + template_override);
+      source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } else if (template_override.find("{{") == std::string::npos && template_override.find("{%") == std::string::npos) {
+      throw Error("--chat-template: " + template_override +
+                  " is neither a file nor a Jinja template (no {{ or {% in it)");
+    }
+    tmpl.emplace(std::move(source));
+  } else {
+    tmpl = ChatTemplate::load_dir(model_dir);
+  }
   if (!tmpl) return nullptr;
   std::unique_ptr<ChatPrompt> p(new ChatPrompt());
   p->template_ = std::make_unique<ChatTemplate>(std::move(*tmpl));
@@ -66,6 +82,7 @@ std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir) {
   return p;
 #else
   (void)model_dir;
+  (void)template_override;
   (void)&special_token;
   LOG_WARN("this build has no chat template interpreter; /v1/chat/completions is unavailable");
   return nullptr;

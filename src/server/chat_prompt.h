@@ -17,8 +17,10 @@ namespace pagoda::server {
 
 class ChatPrompt {
  public:
-  // Null when the model directory has no chat template.
-  static std::unique_ptr<ChatPrompt> load(const std::string& model_dir);
+  // Null when the model directory has no chat template. `template_override` (serve's
+  // --chat-template): a file holding a template, or the template text itself; "" = the model's own.
+  // Throws pagoda::Error when the override cannot be read or parsed.
+  static std::unique_ptr<ChatPrompt> load(const std::string& model_dir, const std::string& template_override = "");
   ~ChatPrompt();
 
   // The prompt text. Template errors (raise_exception included) become ApiError 400.

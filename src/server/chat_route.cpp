@@ -62,9 +62,11 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   std::vector<ChoiceSpec> specs;
   fan_out(ids, r.params, specs);
 
-  const Tokenizer* tok = ctx.engine.tokenizer();
+  const bool details = ctx.options.enable_prompt_tokens_details;
+  // Logprobs name tokens by their text, or as "token_id:N" (--return-tokens-as-token-ids).
+  const Tokenizer* tok = ctx.options.return_tokens_as_token_ids ? nullptr : ctx.engine.tokenizer();
   ChatParserOptions popts;
-  popts.reasoning = ctx.options.reasoning_parser && has_token(tok, "<think>") && has_token(tok, "</think>");
+  popts.reasoning = ctx.options.reasoning_parser && has_token(ctx.engine.tokenizer(), "<think>") && has_token(ctx.engine.tokenizer(), "</think>");
   popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
   popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
   auto state = std::make_shared<ChatStream>();
@@ -114,7 +116,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
                       {"created", created},
                       {"model", model},
                       {"choices", out_choices},
-                      {"usage", usage_json(prompt_tokens, completion_tokens)}};
+                      {"usage", usage_json(prompt_tokens, completion_tokens, details)}};
         });
   }
 
@@ -167,7 +169,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
       [=] {
         if (!include_usage) return std::string();
         Json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                  {"choices", Json::array()}, {"usage", usage_json(prompt_tokens, state->completion_tokens)}};
+                  {"choices", Json::array()}, {"usage", usage_json(prompt_tokens, state->completion_tokens, details)}};
         return sse_event(c);
       });
 }

@@ -17,6 +17,7 @@ struct CompletionChoice {
 
 struct StreamState {
   std::vector<int64_t> text_offsets;
+  std::vector<bool> echoed;
   int64_t completion_tokens = 0;
 };
 
@@ -27,23 +28,32 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
   check_model_name(ctx, r.model);
   std::vector<ChoiceSpec> choices;
   int64_t prompt_tokens = 0;
+  auto echo = std::make_shared<std::vector<std::string>>();  // echo: each choice's prompt text
   for (const CompletionPrompt& p : r.prompts) {
     const std::vector<int32_t> ids = p.text ? encode_text(ctx, *p.text, "prompt") : p.token_ids;
     SamplingParams params = r.params;
     fit_prompt(ctx, ids, params, "prompt");
     fan_out(ids, params, choices);
     prompt_tokens += static_cast<int64_t>(ids.size());
+    if (r.echo) {
+      if (!p.text && !ctx.engine.tokenizer())
+        throw bad_request("echo of a token-id prompt needs a tokenizer, and this model has none", "echo");
+      echo->resize(choices.size(), p.text ? *p.text : ctx.engine.tokenizer()->decode(ids));
+    }
   }
   const size_t num_choices = choices.size();
   const std::string id = random_id("cmpl-");
   const int64_t created = unix_now();
   const std::string model = r.model.empty() ? ctx.model_name() : r.model;
-  const Tokenizer* tok = ctx.engine.tokenizer();
+  const bool details = ctx.options.enable_prompt_tokens_details;
+  // Logprobs name tokens by their text, or as "token_id:N" (--return-tokens-as-token-ids).
+  const Tokenizer* tok = ctx.options.return_tokens_as_token_ids ? nullptr : ctx.engine.tokenizer();
   const SamplingParams params = r.params;
   auto channel = submit(ctx, std::move(choices));
 
   if (!r.stream) {
     auto acc = std::make_shared<std::vector<CompletionChoice>>(num_choices);
+    for (size_t i = 0; i < echo->size(); ++i) (*acc)[i].text = (*echo)[i];
     return whole_reply(
         channel,
         [acc](ChoiceOutput& o) {
@@ -71,12 +81,13 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
                       {"created", created},
                       {"model", model},
                       {"choices", out_choices},
-                      {"usage", usage_json(prompt_tokens, completion_tokens)}};
+                      {"usage", usage_json(prompt_tokens, completion_tokens, details)}};
         });
   }
 
   auto state = std::make_shared<StreamState>();
   state->text_offsets.assign(num_choices, 0);
+  state->echoed.assign(num_choices, false);
   const bool include_usage = r.include_usage;
   auto chunk = [=](Json choices_json) {
     Json c = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
@@ -92,9 +103,14 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
           const RequestOutput& out = o.out;
           if (out.finished) state->completion_tokens += out.num_output_tokens;
           const bool has_logprobs = params.logprobs && !out.samples.empty();
-          if (out.new_text.empty() && !out.finished && !has_logprobs) continue;
+          std::string text = out.new_text;
+          if (const auto i = static_cast<size_t>(o.choice); i < echo->size() && !state->echoed[i]) {
+            state->echoed[i] = true;
+            text = (*echo)[i] + text;
+          }
+          if (text.empty() && !out.finished && !has_logprobs) continue;
           Json choice = {{"index", o.choice},
-                         {"text", out.new_text},
+                         {"text", text},
                          {"logprobs", has_logprobs ? completion_logprobs(tok, out.samples,
                                                                          state->text_offsets[static_cast<size_t>(o.choice)])
                                                    : Json(nullptr)},
@@ -107,7 +123,7 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
       [=] {
         if (!include_usage) return std::string();
         Json c = chunk(Json::array());
-        c["usage"] = usage_json(prompt_tokens, state->completion_tokens);
+        c["usage"] = usage_json(prompt_tokens, state->completion_tokens, details);
         return sse_event(c);
       });
 }

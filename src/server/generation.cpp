@@ -30,6 +30,11 @@ void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, Sa
     if (id < 0 || id >= vocab)
       throw bad_request("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                             std::to_string(vocab) + ")", param);
+  if (params.logit_bias)
+    for (const auto& [id, bias] : *params.logit_bias)
+      if (id >= vocab)
+        throw bad_request("logit_bias names token id " + std::to_string(id) + ", outside the vocabulary [0, " +
+                              std::to_string(vocab) + ")", "logit_bias");
   if (!params.stop.empty() && !ctx.engine.tokenizer())
     throw bad_request("stop strings need a tokenizer, and this model has none; use stop_token_ids", "stop");
   const int64_t max_len = ctx.engine.max_model_len();

@@ -204,6 +204,10 @@ awaitable<bool> Connection::read_request(bool first, HttpRequest& req, bool& kee
   }
   if (auto err = check_header(parser, limits_)) co_return co_await fail(*err);
   req = request_head(parser);
+  // Behind a proxy that serves pagoda under a prefix (--root-path), routes are matched without it.
+  if (const std::string& root = env_.ctx.options.root_path;
+      !root.empty() && req.path.rfind(root, 0) == 0 && (req.path.size() == root.size() || req.path[root.size()] == '/'))
+    req.path = req.path.size() == root.size() ? "/" : req.path.substr(root.size());
   if (!authorized(env_.ctx, req)) {
     HttpReply r = error_reply(unauthorized());
     r.close = true;

@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -125,6 +126,39 @@ void read_sampling(const Json& j, SamplingParams& p) {
     }
   }
   if (const Json* v = field(j, "stop_token_ids")) p.stop_token_ids = token_id_list(*v, "stop_token_ids");
+  if (const Json* v = field(j, "logit_bias")) {
+    // {"token id": bias}; ids are checked against the vocabulary once the model is known.
+    if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+    auto bias = std::make_shared<std::vector<std::pair<int32_t, float>>>();
+    bias->reserve(v->size());
+    for (const auto& [key, value] : v->items()) {
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+        throw bad_request("logit_bias keys must be token ids (integers as strings), got '" + key + "'", "logit_bias");
+      if (!value.is_number()) wrong_type("logit_bias", "an object mapping token ids to numbers", *v);
+      bias->emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+    p.logit_bias = std::move(bias);
+  }
+}
+
+// Structured outputs are not there yet: a request that asks for them is told so instead of being
+// served unconstrained.
+void refuse_structured_outputs(const Json& j) {
+  if (const Json* rf = field(j, "response_format")) {
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    const std::string type = opt_string(*rf, "type").value_or("text");
+    if (type != "text")
+      throw bad_request("response_format of type '" + type +
+                            "' is not supported yet: pagoda does not constrain output to a schema (structured "
+                            "outputs are being built); leave response_format out or use type 'text'",
+                        "response_format");
+  }
+  for (const char* key : {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"})
+    if (field(j, key))
+      throw bad_request(std::string(key) + " is not supported yet: pagoda does not constrain output (structured "
+                                           "outputs are being built)", key);
 }
 
 void finish_sampling(SamplingParams& p) {
@@ -299,8 +333,12 @@ CompletionRequest parse_completion_request(const Json& j, const SamplingParams& 
   r.params.max_tokens = static_cast<int32_t>(opt_int(j, "max_tokens").value_or(16));  // OpenAI's default
   if (auto v = opt_int(j, "logprobs", 0, kMaxLogprobs)) r.params.logprobs = static_cast<int32_t>(*v);
   r.echo = opt_bool(j, "echo").value_or(false);
-  if (r.echo) throw bad_request("echo is not supported", "echo");
-  if (opt_string(j, "suffix")) throw bad_request("suffix is not supported", "suffix");
+  if (r.echo && r.params.logprobs)
+    throw bad_request("echo with logprobs is not supported: pagoda does not compute prompt logprobs", "echo");
+  if (opt_string(j, "suffix"))
+    throw bad_request("suffix is not supported (as in vLLM): no model pagoda serves was trained for insertion",
+                      "suffix");
+  refuse_structured_outputs(j);
   if (auto best_of = opt_int(j, "best_of"); best_of && *best_of != r.params.n)
     throw bad_request("best_of other than n is not supported", "best_of");
   read_stream(j, r.stream, r.include_usage);
@@ -332,7 +370,16 @@ ChatRequest parse_chat_request(const Json& j, const SamplingParams& defaults) {
     else wrong_type("tool_choice", "a string or an object", *tc);
     if (tool_choice != "auto" && tool_choice != "none" && tool_choice != "required" && tool_choice != "named")
       throw bad_request("tool_choice must be none, auto, required or a named function", "tool_choice");
+    if (tool_choice == "required" || tool_choice == "named")
+      throw bad_request("tool_choice '" + tool_choice +
+                            "' is not supported yet: pagoda cannot force a tool call until structured outputs exist; "
+                            "use 'auto' (the model may call a tool) or 'none'",
+                        "tool_choice");
   }
+  refuse_structured_outputs(j);
+  // vLLM hands reasoning_effort to the chat template (gpt-oss's reads it); others ignore it.
+  if (auto effort = opt_string(j, "reasoning_effort"); effort && !r.prompt.chat_template_kwargs.contains("reasoning_effort"))
+    r.prompt.chat_template_kwargs["reasoning_effort"] = *effort;
   r.parse_tool_calls = !r.prompt.tools.is_null() && tool_choice != "none";
   read_stream(j, r.stream, r.include_usage);
   finish_sampling(r.params);

@@ -19,7 +19,9 @@ std::string finish_reason_text(FinishReason r);
 // null for EOS, length and abort.
 Json stop_reason_json(const RequestOutput& o, const SamplingParams& params);
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// With `prompt_details`, usage.prompt_tokens_details {cached_tokens} as vLLM's
+// --enable-prompt-tokens-details (no prefix cache yet: 0).
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, bool prompt_details = false);
 
 // Seconds since the epoch, for "created".
 int64_t unix_now();

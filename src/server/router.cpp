@@ -11,10 +11,19 @@ namespace {
 
 HttpReply handle_health(ServerContext&, const HttpRequest&) { return text_reply("", "text/plain"); }
 
+HttpReply handle_version(ServerContext&, const HttpRequest&) { return json_reply({{"version", PAGODA_VERSION}}); }
+
+// vLLM's GET /load: requests in flight (its --enable-server-load-tracking; always on here).
+HttpReply handle_load(ServerContext& ctx, const HttpRequest&) {
+  return json_reply({{"server_load", ctx.engine.num_live_generations()}});
+}
+
 constexpr Route kRoutes[] = {
     {"GET", "/health", handle_health, true},
     {"GET", "/ping", handle_health, true},
     {"POST", "/ping", handle_health, true},
+    {"GET", "/version", handle_version, true},
+    {"GET", "/load", handle_load, true},
     {"GET", "/v1/models", handle_models, true},
     {"GET", "/metrics", handle_metrics, true},
     {"POST", "/v1/completions", handle_completions, false},

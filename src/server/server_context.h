@@ -43,6 +43,9 @@ struct ServerOptions {
   int worker_threads = 2;  // parse, template and tokenize requests off the I/O threads
   HttpLimits http;
   RequestLimits request;
+  std::string root_path;                     // a prefix a proxy adds, removed before routing
+  bool return_tokens_as_token_ids = false;   // logprobs tokens as "token_id:N" (vLLM's flag)
+  bool enable_prompt_tokens_details = false; // usage.prompt_tokens_details (cached_tokens)
   bool reasoning_parser = true;  // <think>...</think> -> reasoning_content (when the vocab has them)
   bool tool_call_parser = true;  // <tool_call>...</tool_call> -> tool_calls (when tools are given)
 };
