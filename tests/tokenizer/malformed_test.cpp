@@ -69,7 +69,7 @@ TEST(MalformedTokenizer, ModelProblems) {
   j["model"]["vocab"] = json::array({"a"});
   expect_error(j, {"model.vocab"});
   j = valid();
-  j["model"]["byte_fallback"] = true;
+  j["model"]["byte_fallback"] = "yes";
   expect_error(j, {"byte_fallback"});
   j = valid();
   j["model"]["dropout"] = 0.1;
