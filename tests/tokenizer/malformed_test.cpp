@@ -154,6 +154,55 @@ TEST(MalformedTokenizer, UnsupportedComponentsAreNamed) {
   expect_error(j, {"pattern"});
 }
 
+TEST(MalformedTokenizer, SentencePieceComponents) {
+  const std::string meta = "\u2581";
+  json j = valid();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", "x"}};
+  expect_error(j, {"normalizer.pattern.String", "empty"});
+  j = valid();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "(x"}}}, {"content", "x"}};
+  expect_error(j, {"normalizer.pattern.Regex", "(x"});
+  j = valid();
+  j["normalizer"] = {{"type", "Prepend"}};
+  expect_error(j, {"normalizer.prepend", "missing"});
+  j = valid();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+  expect_error(j, {"pre_tokenizer.replacement", "one character"});
+  j = valid();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "sometimes"}};
+  expect_error(j, {"prepend_scheme", "sometimes"});
+  j = valid();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "first"},
+                        {"add_prefix_space", false}};
+  expect_error(j, {"add_prefix_space"});
+  j = valid();
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders", {{{"type", "Fuse"}},
+                                {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "b"}}}}};
+  expect_error(j, {"decoder", "only Strip may follow Fuse"});
+  j = valid();
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "ByteFallback"}}}}};
+  expect_error(j, {"decoder", "ByteFallback"});
+  j = valid();
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "ByteLevel"}}, {{"type", "Fuse"}}}}};
+  expect_error(j, {"decoder", "ByteLevel"});
+  j = valid();
+  j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1}};
+  expect_error(j, {"decoder.stop", "missing"});
+  j = valid();
+  j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", -1}, {"stop", 0}};
+  expect_error(j, {"decoder.start"});
+  j = valid();
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}}}},
+                         {"special_tokens", json::object()}};
+  expect_error(j, {"post_processor.special_tokens.<bos>", "missing"});
+  j = valid();
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"Sequence", {{"id", "B"}, {"type_id", 0}}}}}}};
+  expect_error(j, {"post_processor.single[0].Sequence.id"});
+}
+
 TEST(MalformedTokenizer, MissingFileIsNamed) {
   try {
     Tokenizer::load_dir("/nonexistent/dir");
