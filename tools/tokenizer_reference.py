@@ -426,10 +426,16 @@ def main() -> int:
     ap.add_argument("--out", default="tests/fixtures/tokenizer/qwen3_reference.json")
     ap.add_argument("--model", default="qwen3", choices=["qwen3", "all"] + sorted(MODELS))
     ap.add_argument("--backend", default="tokenizers", choices=["tokenizers", "independent"])
+    ap.add_argument("--skip-missing", action="store_true",
+                    help="with --model all: skip models whose tests/data tokenizer is absent")
     args = ap.parse_args()
     if args.model != "qwen3":
-        from tokenizer_reference_models import write_model_fixture
+        from tokenizer_reference_models import ROOT, write_model_fixture
         for name in sorted(MODELS) if args.model == "all" else [args.model]:
+            data = os.path.join(ROOT, "tests", "data", MODELS[name]["dir"], "tokenizer.json")
+            if args.skip_missing and not os.path.exists(data):
+                print(f"{name}: skipped, {data} is missing")
+                continue
             write_model_fixture(name, MODELS[name], args.backend, build_model_strings(name))
         return 0
 
