@@ -211,8 +211,9 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
       auto it = vocab_.find(piece.substr(i, len));
       if (it != vocab_.end()) id = it->second;
     }
-    const std::string_view chars =
-        map_bytes_ ? byte_level::byte_to_utf8(static_cast<uint8_t>(piece[i])) : piece.substr(i, len);
+    const std::string_view chars = map_bytes_
+                                       ? byte_level::byte_to_utf8(static_cast<uint8_t>(piece[i]))
+                                       : piece.substr(i, len);
     i += len;
     if (id >= 0) {
       if (pending_unk >= 0) add(pending_unk);

@@ -1,7 +1,7 @@
-// The BPE model of tokenizer.json: vocab, merges by rank, optional unk token (fuse_unk), SentencePiece
-// byte_fallback (<0xNN> tokens for characters not in the vocab), ignore_merges. Encodes one
-// pre-tokenized piece at a time with Hugging Face's merge order (lowest rank first, leftmost on a
-// tie), caching results per piece.
+// The BPE model of tokenizer.json: vocab, merges by rank, optional unk token (fuse_unk),
+// SentencePiece byte_fallback (<0xNN> tokens for characters not in the vocab), ignore_merges.
+// Encodes one pre-tokenized piece at a time with Hugging Face's merge order (lowest rank first,
+// leftmost on a tie), caching results per piece.
 #pragma once
 
 #include <array>

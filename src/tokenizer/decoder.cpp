@@ -97,9 +97,8 @@ std::string strip(const Decoder::Step& s, std::string_view text) {
   size_t begin = 0;
   for (size_t n = 0; n < s.start && text.substr(begin).starts_with(s.ch); ++n) begin += s.ch.size();
   size_t end = text.size();
-  for (size_t n = 0; n < s.stop && end >= begin + s.ch.size() &&
-                     text.substr(0, end).ends_with(s.ch);
-       ++n) {
+  for (size_t n = 0;
+       n < s.stop && end >= begin + s.ch.size() && text.substr(0, end).ends_with(s.ch); ++n) {
     end -= s.ch.size();
   }
   return std::string(text.substr(begin, end - begin));
@@ -188,7 +187,10 @@ Decoder Decoder::from_json(const Json* j, const Where& where) {
             item.step.strip_first) {
           d.first_differs_ = true;
         }
-        (fused ? d.strips_ : d.byte_fallback_ ? d.after_ : d.before_).push_back(std::move(item.step));
+        (fused              ? d.strips_
+         : d.byte_fallback_ ? d.after_
+                            : d.before_)
+            .push_back(std::move(item.step));
         break;
     }
   }
@@ -245,8 +247,8 @@ void Decoder::push(State& st, int32_t id, std::string& out) const {
   }
   std::string text = token_text(id, index);
   if (byte_fallback_) {
-    const int b = index == 0 && first_differs_ ? byte_token_value(text)
-                                               : byte_[static_cast<size_t>(id)];
+    const int b =
+        index == 0 && first_differs_ ? byte_token_value(text) : byte_[static_cast<size_t>(id)];
     if (b >= 0) {
       // A run of byte tokens is judged whole (valid UTF-8 or not) when it ends.
       st.bytes.push_back(static_cast<char>(b));

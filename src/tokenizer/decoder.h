@@ -37,7 +37,7 @@ class Decoder {
   // What one token stands for out of context (the logprobs "bytes"): a <0xNN> token's byte, a
   // ByteLevel token's bytes, else the token after the per-token steps. Requires has(id).
   std::string token_bytes(int32_t id) const;
-  // True for the ByteLevel decoder (and Tokenizer::token_separator's answer otherwise).
+  // What decode() puts between tokens: " " without a decoder (HF joins the tokens with spaces).
   std::string_view separator() const { return mode_ == Mode::kJoin ? " " : ""; }
 
   // Streaming state of one sequence.
@@ -55,14 +55,14 @@ class Decoder {
   // End of the sequence: appends what was held back and resets st for a new sequence.
   void finish(State& st, std::string& out) const;
 
-  // One per-token step (Replace, Metaspace or Strip), public for the .cpp's helpers.
+  // One per-token step (Replace, Metaspace or Strip); public for the helpers in the .cpp.
   struct Step {
     enum class Kind { kReplace, kMetaspace, kStrip } kind = Kind::kReplace;
     ReplaceRule replace;
-    std::string ch;          // Metaspace replacement / Strip content: one character
+    std::string ch;            // Metaspace replacement / Strip content: one character
     bool strip_first = false;  // Metaspace: drop the replacement in the first token
-    size_t start = 0;        // Strip: at most this many leading `ch`
-    size_t stop = 0;         // Strip: at most this many trailing `ch`
+    size_t start = 0;          // Strip: at most this many leading `ch`
+    size_t stop = 0;           // Strip: at most this many trailing `ch`
   };
 
  private:
@@ -76,8 +76,8 @@ class Decoder {
   Mode mode_ = Mode::kJoin;
   std::vector<Step> before_;  // per token, before ByteFallback (or all of them without it)
   bool byte_fallback_ = false;
-  std::vector<Step> after_;   // per piece, after ByteFallback and before Fuse
-  std::vector<Step> strips_;  // Strip steps on the whole text, after Fuse
+  std::vector<Step> after_;     // per piece, after ByteFallback and before Fuse
+  std::vector<Step> strips_;    // Strip steps on the whole text, after Fuse
   bool first_differs_ = false;  // a `before_` step treats token 0 differently
 
   std::vector<const std::string*> raw_;  // per id: the token string, nullptr for a hole

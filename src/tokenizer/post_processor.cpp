@@ -62,7 +62,8 @@ void PostProcessor::parse(const Json& j, const Where& where, int depth) {
       } else if (const Json* sp = tokjson::find(piece, "SpecialToken", pw)) {
         const std::string& name = tokjson::get_string(*sp, "id", pw.at("SpecialToken"));
         const Where nw = where.at("special_tokens").at(name);
-        const Json* entry = specials == nullptr ? nullptr : tokjson::find(*specials, name.c_str(), nw);
+        const Json* entry =
+            specials == nullptr ? nullptr : tokjson::find(*specials, name.c_str(), nw);
         if (entry == nullptr) tokjson::fail(nw, "missing: the template uses it");
         const Json* ids = tokjson::find(*entry, "ids", nw);
         if (ids == nullptr) tokjson::fail(nw.at("ids"), "missing");

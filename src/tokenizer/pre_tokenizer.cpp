@@ -184,8 +184,9 @@ static void parse_steps(const tokjson::Json& j, const tokjson::Where& where, int
   } else if (type == "Metaspace") {
     steps.push_back(parse_metaspace(j, where));
   } else {
-    tokjson::fail(where.at("type"), "unsupported pre_tokenizer type '" + type +
-                                        "' (supported: Split, ByteLevel, Metaspace, Sequence, null)");
+    tokjson::fail(where.at("type"),
+                  "unsupported pre_tokenizer type '" + type +
+                      "' (supported: Split, ByteLevel, Metaspace, Sequence, null)");
   }
 }
 
@@ -196,8 +197,7 @@ PreTokenizer PreTokenizer::from_json(const tokjson::Json& j, const tokjson::Wher
   return p;
 }
 
-void PreTokenizer::for_each_piece(std::string_view text, const PieceFn& fn,
-                                  bool at_origin) const {
+void PreTokenizer::for_each_piece(std::string_view text, const PieceFn& fn, bool at_origin) const {
   run(0, text, at_origin, fn);
 }
 
@@ -253,8 +253,8 @@ void PreTokenizer::run_split(const Step& s, size_t step, std::string_view text, 
 // HF's Metaspace: spaces become the replacement character, one is prepended (always, or only to
 // the piece at the start of the input, or never) unless the piece starts with one, and then the
 // piece is split before every replacement character (MergedWithNext).
-void PreTokenizer::run_metaspace(const Step& s, size_t step, std::string_view text,
-                                 bool at_origin, const PieceFn& fn) const {
+void PreTokenizer::run_metaspace(const Step& s, size_t step, std::string_view text, bool at_origin,
+                                 const PieceFn& fn) const {
   std::string replaced;
   replaced.reserve(text.size() + s.replacement.size());
   for (char c : text) {
@@ -265,8 +265,8 @@ void PreTokenizer::run_metaspace(const Step& s, size_t step, std::string_view te
     }
   }
   const bool starts_with_it = replaced.compare(0, s.replacement.size(), s.replacement) == 0;
-  if (!starts_with_it && (s.prepend == PrependScheme::kAlways ||
-                          (s.prepend == PrependScheme::kFirst && at_origin))) {
+  if (!starts_with_it &&
+      (s.prepend == PrependScheme::kAlways || (s.prepend == PrependScheme::kFirst && at_origin))) {
     replaced.insert(0, s.replacement);
   }
   const std::string_view out = replaced;
@@ -281,13 +281,13 @@ void PreTokenizer::run_metaspace(const Step& s, size_t step, std::string_view te
   }
   for (const Span& piece :
        apply_behavior(match_spans(matches, out.size(), false), Behavior::kMergedWithNext)) {
-    run(step + 1, out.substr(piece.start, piece.end - piece.start),
-        at_origin && piece.start == 0, fn);
+    run(step + 1, out.substr(piece.start, piece.end - piece.start), at_origin && piece.start == 0,
+        fn);
   }
 }
 
-void PreTokenizer::run_byte_level(const Step& s, size_t step, std::string_view text,
-                                  bool at_origin, const PieceFn& fn) const {
+void PreTokenizer::run_byte_level(const Step& s, size_t step, std::string_view text, bool at_origin,
+                                  const PieceFn& fn) const {
   std::string prefixed;
   if (s.add_prefix_space && text.front() != ' ') {
     prefixed.reserve(text.size() + 1);

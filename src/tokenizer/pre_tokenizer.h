@@ -1,6 +1,7 @@
 // The tokenizer.json "pre_tokenizer": Split (regex or literal, any behaviour), ByteLevel, Metaspace
-// (SentencePiece's "▁" for spaces), or a Sequence of those; null is one piece per segment. Pieces are handed to a callback one at a time
-// so that no list of strings is built for a multi-megabyte text.
+// (SentencePiece's "▁" for spaces), or a Sequence of those; null is one piece per segment. Pieces
+// are handed to a callback one at a time so that no list of strings is built for a multi-megabyte
+// text.
 #pragma once
 
 #include <cstddef>

@@ -82,38 +82,56 @@ std::unique_ptr<pagoda::Tokenizer> make_spm(bool metaspace) {
   for (const std::string t : {meta, std::string("a"), std::string("b"), std::string("\u00e9")})
     vocab[t] = next++;
   json merges = json::array();
-  for (const auto& [l, r] : {std::pair<std::string, std::string>{meta, "a"}, {"a", "b"}, {meta + "a", "b"}}) {
+  for (const auto& [l, r] :
+       {std::pair<std::string, std::string>{meta, "a"}, {"a", "b"}, {meta + "a", "b"}}) {
     if (!vocab.contains(l + r)) vocab[l + r] = next++;
     merges.push_back({l, r});
   }
   json added = json::array();
   for (int i = 0; i < 3; ++i)
-    added.push_back({{"id", i}, {"content", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>"}, {"special", true}});
+    added.push_back({{"id", i},
+                     {"content", i == 0   ? "<unk>"
+                                 : i == 1 ? "<s>"
+                                          : "</s>"},
+                     {"special", true}});
   const json replace = {{"type", "Replace"}, {"pattern", {{"String", meta}}}, {"content", " "}};
   json j = {{"added_tokens", added},
             {"model",
-             {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
-              {"vocab", vocab}, {"merges", merges}}}};
+             {{"type", "BPE"},
+              {"unk_token", "<unk>"},
+              {"fuse_unk", true},
+              {"byte_fallback", true},
+              {"vocab", vocab},
+              {"merges", merges}}}};
   if (metaspace) {
-    j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "first"}};
+    j["pre_tokenizer"] = {
+        {"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "first"}};
     j["decoder"] = {{"type", "Sequence"},
-                    {"decoders", {{{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "first"}},
-                                  {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
-                                  {{"type", "Strip"}, {"content", "a"}, {"start", 1}, {"stop", 2}}}}};
+                    {"decoders",
+                     {{{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "first"}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", "a"}, {"start", 1}, {"stop", 2}}}}};
   } else {
-    j["normalizer"] = {{"type", "Sequence"},
-                       {"normalizers", {{{"type", "Prepend"}, {"prepend", meta}},
-                                        {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", meta}}}}};
+    j["normalizer"] = {
+        {"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", meta}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", meta}}}}};
     j["decoder"] = {{"type", "Sequence"},
-                    {"decoders", {replace, {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
-                                  {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 1}}}}};
+                    {"decoders",
+                     {replace,
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 1}}}}};
   }
   j["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"</s>", 2}}};
   return pagoda::Tokenizer::from_json(j.dump(), "fuzz spm tokenizer");
 }
 
 // encode, decode, stream-decode (must equal decode), and decode of ids taken from the raw bytes.
-void exercise(const pagoda::Tokenizer& tok, std::string_view input, const uint8_t* data, size_t size) {
+void exercise(const pagoda::Tokenizer& tok, std::string_view input, const uint8_t* data,
+              size_t size) {
   const auto ids = tok.encode(input);
   const std::string text = tok.decode(ids);
   pagoda::IncrementalDecoder dec(tok);

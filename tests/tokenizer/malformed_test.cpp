@@ -169,22 +169,28 @@ TEST(MalformedTokenizer, SentencePieceComponents) {
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
   expect_error(j, {"pre_tokenizer.replacement", "one character"});
   j = valid();
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "sometimes"}};
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "sometimes"}};
   expect_error(j, {"prepend_scheme", "sometimes"});
   j = valid();
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "first"},
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", meta},
+                        {"prepend_scheme", "first"},
                         {"add_prefix_space", false}};
   expect_error(j, {"add_prefix_space"});
   j = valid();
   j["decoder"] = {{"type", "Sequence"},
-                  {"decoders", {{{"type", "Fuse"}},
-                                {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "b"}}}}};
+                  {"decoders",
+                   {{{"type", "Fuse"}},
+                    {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "b"}}}}};
   expect_error(j, {"decoder", "only Strip may follow Fuse"});
   j = valid();
-  j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "ByteFallback"}}}}};
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders", {{{"type", "ByteFallback"}}, {{"type", "ByteFallback"}}}}};
   expect_error(j, {"decoder", "ByteFallback"});
   j = valid();
-  j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "ByteLevel"}}, {{"type", "Fuse"}}}}};
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders", {{{"type", "ByteLevel"}}, {{"type", "Fuse"}}}}};
   expect_error(j, {"decoder", "ByteLevel"});
   j = valid();
   j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1}};

@@ -35,8 +35,9 @@ struct Spm {
                     {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
   json post_processor = {
       {"type", "TemplateProcessing"},
-      {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                  {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"single",
+       {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
       {"pair", json::array()},
       {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}};
   bool fuse_unk = true;
@@ -57,9 +58,15 @@ struct Spm {
     }
     json added = json::array();
     for (int i = 0; i < 3; ++i) {
-      added.push_back({{"id", i}, {"content", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>"},
-                       {"special", true}, {"lstrip", false}, {"rstrip", false},
-                       {"single_word", false}, {"normalized", false}});
+      added.push_back({{"id", i},
+                       {"content", i == 0   ? "<unk>"
+                                   : i == 1 ? "<s>"
+                                            : "</s>"},
+                       {"special", true},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"single_word", false},
+                       {"normalized", false}});
     }
     json j = {{"added_tokens", added},
               {"normalizer", normalizer},
@@ -67,8 +74,12 @@ struct Spm {
               {"post_processor", post_processor},
               {"decoder", decoder},
               {"model",
-               {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", fuse_unk},
-                {"byte_fallback", true}, {"vocab", vocab}, {"merges", merges}}}};
+               {{"type", "BPE"},
+                {"unk_token", "<unk>"},
+                {"fuse_unk", fuse_unk},
+                {"byte_fallback", true},
+                {"vocab", vocab},
+                {"merges", merges}}}};
     return Tokenizer::from_json(j.dump(), "spm");
   }
 };
@@ -87,8 +98,9 @@ TEST(SentencePieceNormalizer, ReplaceAndPrependInOrder) {
   // Order matters: Replace first turns the prepended character into nothing it would match.
   const json x_then_prepend = {
       {"type", "Sequence"},
-      {"normalizers", {{{"type", "Replace"}, {"pattern", {{"String", "aa"}}}, {"content", "X"}},
-                       {{"type", "Prepend"}, {"prepend", "aa"}}}}};
+      {"normalizers",
+       {{{"type", "Replace"}, {"pattern", {{"String", "aa"}}}, {"content", "X"}},
+        {{"type", "Prepend"}, {"prepend", "aa"}}}}};
   EXPECT_EQ(norm(x_then_prepend, "aaa"), "aaXa");  // non-overlapping, leftmost first
   const json regex = {{"type", "Replace"}, {"pattern", {{"Regex", "\\s+"}}}, {"content", "_"}};
   EXPECT_EQ(norm(regex, "a \t\n b\u3000c"), "a_b_c");
@@ -98,13 +110,14 @@ std::vector<std::string> metaspace_pieces(const json& j, const std::string& text
   const std::string label = "p";
   const PreTokenizer p = PreTokenizer::from_json(j, tokjson::Where{label, "pre_tokenizer"});
   std::vector<std::string> out;
-  p.for_each_piece(text, [&](std::string_view s) { out.emplace_back(s); }, origin);
+  p.for_each_piece(
+      text, [&](std::string_view s) { out.emplace_back(s); }, origin);
   return out;
 }
 
 json metaspace(const std::string& scheme, bool split) {
-  return {{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", scheme},
-          {"split", split}};
+  return {
+      {"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", scheme}, {"split", split}};
 }
 
 TEST(SentencePiecePreTokenizer, MetaspaceAsInHfTests) {
@@ -118,8 +131,10 @@ TEST(SentencePiecePreTokenizer, MetaspaceAsInHfTests) {
   // gets the prepended character.
   const json seq = {{"type", "Sequence"},
                     {"pretokenizers",
-                     {{{"type", "Split"}, {"pattern", {{"Regex", "(<s>)"}}},
-                       {"behavior", "Isolated"}, {"invert", false}},
+                     {{{"type", "Split"},
+                       {"pattern", {{"Regex", "(<s>)"}}},
+                       {"behavior", "Isolated"},
+                       {"invert", false}},
                       metaspace("first", false)}}};
   EXPECT_EQ(metaspace_pieces(seq, "Hey my friend <s>how" + m + "are you", true),
             (P{m + "Hey" + m + "my" + m + "friend" + m, "<s>", "how" + m + "are" + m + "you"}));
@@ -183,8 +198,8 @@ TEST(SentencePieceDecoder, TrailingStripAndMetaspace) {
                  {{"type", "Strip"}, {"content", "a"}, {"start", 1}, {"stop", 0}}}}};
   auto tok = s.build();
   const int32_t sp = id(*tok, kMeta), a = id(*tok, "a"), ab = id(*tok, "ab");
-  EXPECT_EQ(tok->decode({a, sp, sp, sp}), " ");         // "a   " -> "a " -> " "
-  EXPECT_EQ(tok->decode({ab, sp, sp, sp}), "b ");       // "ab   " -> "ab " -> "b "
+  EXPECT_EQ(tok->decode({a, sp, sp, sp}), " ");          // "a   " -> "a " -> " "
+  EXPECT_EQ(tok->decode({ab, sp, sp, sp}), "b ");        // "ab   " -> "ab " -> "b "
   EXPECT_EQ(tok->decode({sp, sp, ab, sp, sp}), "  ab");  // nothing leading to strip for either
   s.decoder = {{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "always"}};
   tok = s.build();
@@ -199,13 +214,14 @@ TEST(SentencePieceDecoder, TrailingStripAndMetaspace) {
 TEST(SentencePieceDecoder, StreamingEqualsDecode) {
   std::vector<json> decoders;
   decoders.push_back(Spm{}.decoder);
-  decoders.push_back({{"type", "Sequence"},
-                      {"decoders",
-                       {{{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "first"}},
-                        {{"type", "ByteFallback"}},
-                        {{"type", "Strip"}, {"content", "a"}, {"start", 1}, {"stop", 1}},
-                        {{"type", "Fuse"}},
-                        {{"type", "Strip"}, {"content", " "}, {"start", 2}, {"stop", 3}}}}});
+  decoders.push_back(
+      {{"type", "Sequence"},
+       {"decoders",
+        {{{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "first"}},
+         {{"type", "ByteFallback"}},
+         {{"type", "Strip"}, {"content", "a"}, {"start", 1}, {"stop", 1}},
+         {{"type", "Fuse"}},
+         {{"type", "Strip"}, {"content", " "}, {"start", 2}, {"stop", 3}}}}});
   decoders.push_back({{"type", "Sequence"}, {"decoders", json::array()}});
   decoders.push_back(nullptr);
   std::mt19937 rng(5);
@@ -217,7 +233,7 @@ TEST(SentencePieceDecoder, StreamingEqualsDecode) {
       Ids ids;
       for (int k = static_cast<int>(rng() % 12); k > 0; --k) {
         const uint32_t pick = rng() % 4;
-        ids.push_back(pick == 0 ? static_cast<int32_t>(rng() % 3)
+        ids.push_back(pick == 0   ? static_cast<int32_t>(rng() % 3)
                       : pick == 1 ? byte(0x80 + static_cast<int>(rng() % 0x70))
                                   : static_cast<int32_t>(3 + 0xF0 + rng() % 11));
       }
