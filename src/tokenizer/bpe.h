@@ -1,6 +1,7 @@
-// The BPE model of tokenizer.json: vocab, merges by rank, optional unk token. Encodes one
-// pre-tokenized piece at a time with Hugging Face's merge order (lowest rank first, leftmost on a
-// tie), caching results per piece.
+// The BPE model of tokenizer.json: vocab, merges by rank, optional unk token (fuse_unk),
+// SentencePiece byte_fallback (<0xNN> tokens for characters not in the vocab), ignore_merges.
+// Encodes one pre-tokenized piece at a time with Hugging Face's merge order (lowest rank first,
+// leftmost on a tie), caching results per piece.
 #pragma once
 
 #include <array>
@@ -53,6 +54,7 @@ class BpeModel {
   int32_t require_token(const std::string& token, const tokjson::Where& where) const;
   void encode_uncached(std::string_view piece, std::vector<int32_t>& out) const;
   void initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const;
+  bool add_fallback_bytes(std::string_view chars, std::vector<Symbol>& symbols) const;
   void merge_all(std::vector<Symbol>& symbols) const;
   int32_t unk_id() const;
 
@@ -60,9 +62,11 @@ class BpeModel {
   std::vector<const std::string*>
       id_to_token_;  // points into vocab_ keys (stable in unordered_map)
   MergeTable merges_;
-  std::array<int32_t, 256> byte_ids_{};  // id of each byte's byte-level character, -1 if absent
+  std::array<int32_t, 256> byte_ids_{};      // id of each byte's byte-level character, -1 if absent
+  std::array<int32_t, 256> fallback_ids_{};  // id of each byte's <0xNN> token, -1 if absent
   std::optional<std::string> unk_token_;
   bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
   bool ignore_merges_ = false;
   bool map_bytes_ = false;
   mutable PieceCache cache_;

@@ -1,6 +1,7 @@
-// The tokenizer.json "pre_tokenizer": Split (regex or literal, any behaviour), ByteLevel, or a
-// Sequence of those; null is one piece per segment. Pieces are handed to a callback one at a time
-// so that no list of strings is built for a multi-megabyte text.
+// The tokenizer.json "pre_tokenizer": Split (regex or literal, any behaviour), ByteLevel, Metaspace
+// (SentencePiece's "▁" for spaces), or a Sequence of those; null is one piece per segment. Pieces
+// are handed to a callback one at a time so that no list of strings is built for a multi-megabyte
+// text.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,7 @@ namespace pagoda {
 class PreTokenizer {
  public:
   using PieceFn = std::function<void(std::string_view)>;
-  struct Step;  // one Split or ByteLevel, defined in the .cpp
+  struct Step;  // one Split, ByteLevel or Metaspace, defined in the .cpp
 
   static PreTokenizer from_json(const tokjson::Json& j, const tokjson::Where& where);
   PreTokenizer();
@@ -26,8 +27,10 @@ class PreTokenizer {
   PreTokenizer(PreTokenizer&&) noexcept;
   PreTokenizer& operator=(PreTokenizer&&) noexcept;
 
-  // Calls fn for every non-empty piece of `text` (valid UTF-8), in order.
-  void for_each_piece(std::string_view text, const PieceFn& fn) const;
+  // Calls fn for every non-empty piece of `text` (valid UTF-8), in order. at_origin: text starts
+  // at the very beginning of the input (Metaspace's prepend_scheme "first" looks at this, as HF
+  // looks at the piece's original offset being 0).
+  void for_each_piece(std::string_view text, const PieceFn& fn, bool at_origin = true) const;
 
   // True when the last step is ByteLevel: its byte-to-character mapping is then left to the BPE
   // model, which looks the raw bytes up directly (faster, and the same result).
@@ -37,9 +40,13 @@ class PreTokenizer {
   static const char* gpt2_pattern();
 
  private:
-  void run(size_t step, std::string_view text, const PieceFn& fn) const;
-  void run_split(const Step& s, size_t step, std::string_view text, const PieceFn& fn) const;
-  void run_byte_level(const Step& s, size_t step, std::string_view text, const PieceFn& fn) const;
+  void run(size_t step, std::string_view text, bool at_origin, const PieceFn& fn) const;
+  void run_split(const Step& s, size_t step, std::string_view text, bool at_origin,
+                 const PieceFn& fn) const;
+  void run_byte_level(const Step& s, size_t step, std::string_view text, bool at_origin,
+                      const PieceFn& fn) const;
+  void run_metaspace(const Step& s, size_t step, std::string_view text, bool at_origin,
+                     const PieceFn& fn) const;
 
   std::vector<std::unique_ptr<Step>> steps_;
   bool defer_byte_mapping_ = false;

@@ -1,5 +1,5 @@
-// Tokenizer::from_json and the encode/decode pipeline: added tokens -> NFC -> pre-tokenizer -> BPE,
-// and back through the ByteLevel decoder.
+// Tokenizer::from_json and the encode/decode pipeline: added tokens -> normalizer -> pre-tokenizer
+// -> BPE (-> post_processor with special tokens), and back through the decoder.
 #include "tokenizer/tokenizer.h"
 
 #include <fstream>
@@ -8,9 +8,10 @@
 #include "core/error.h"
 #include "tokenizer/added_vocab.h"
 #include "tokenizer/bpe.h"
-#include "tokenizer/byte_level.h"
+#include "tokenizer/decoder.h"
 #include "tokenizer/json_fields.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -20,17 +21,6 @@ namespace {
 
 using tokjson::Json;
 using tokjson::Where;
-
-// null or ByteLevel; returns whether the ByteLevel decoder is on.
-bool parse_decoder(const Json* j, const Where& where) {
-  if (j == nullptr || j->is_null()) return false;
-  const std::string& type = tokjson::get_string(*j, "type", where);
-  if (type != "ByteLevel") {
-    tokjson::fail(where.at("type"),
-                  "unsupported decoder type '" + type + "' (supported: ByteLevel, null)");
-  }
-  return true;
-}
 
 // Settings that would change what encode returns and that this implementation does not do.
 void reject_unsupported_top_level(const Json& root, const Where& where) {
@@ -65,17 +55,24 @@ class HfTokenizer final : public Tokenizer {
         model_(model_json(root, where), where.at("model")),
         added_(tokjson::find(root, "added_tokens", where), model_, normalizer_,
                where.at("added_tokens")),
-        byte_level_decoder_(
-            parse_decoder(tokjson::find(root, "decoder", where), where.at("decoder"))) {
+        decoder_(Decoder::from_json(tokjson::find(root, "decoder", where), where.at("decoder"))),
+        post_processor_(PostProcessor::from_json(tokjson::find(root, "post_processor", where),
+                                                 where.at("post_processor"))) {
     reject_unsupported_top_level(root, where);
     model_.set_map_bytes(pre_tokenizer_.model_maps_bytes());
     build_decode_table();
   }
 
   std::vector<int32_t> encode(std::string_view text) const override;
+  std::vector<int32_t> encode_with_special_tokens(std::string_view text) const override {
+    return post_processor_.apply(encode(text));
+  }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
-  std::string token_bytes(int32_t id) const override { return std::string(decoded(id)); }
-  int32_t vocab_size() const override { return static_cast<int32_t>(decoded_.size()); }
+  std::string token_bytes(int32_t id) const override {
+    check_id(id);
+    return decoder_.token_bytes(id);
+  }
+  int32_t vocab_size() const override { return decoder_.size(); }
   std::optional<int32_t> token_to_id(std::string_view token) const override {
     if (auto id = added_.token_to_id(token)) return id;
     return model_.token_to_id(token);
@@ -85,7 +82,11 @@ class HfTokenizer final : public Tokenizer {
     const AddedToken* t = added_.find_id(id);
     return t != nullptr && t->special;
   }
-  std::string_view token_separator() const override { return byte_level_decoder_ ? "" : " "; }
+  std::string_view token_separator() const override { return decoder_.separator(); }
+  std::unique_ptr<DecodeStream> decode_stream(bool skip_special_tokens) const override;
+
+  void check_id(int32_t id) const;
+  const Decoder& decoder() const { return decoder_; }
 
  private:
   static const Json& field_or_null(const Json& root, const char* key, const Where& where) {
@@ -94,51 +95,70 @@ class HfTokenizer final : public Tokenizer {
     return v == nullptr ? null_json : *v;
   }
   void build_decode_table();
-  const std::string& decoded(int32_t id) const;
-  void encode_plain(std::string_view text, std::vector<int32_t>& ids) const;
+  void encode_plain(std::string_view text, bool at_origin, std::vector<int32_t>& ids) const;
 
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
   BpeModel model_;
   AddedVocabulary added_;
-  bool byte_level_decoder_;
-  std::vector<std::string> decoded_;  // per id: the bytes the decoder turns the token into
-  std::vector<bool> has_token_;
+  Decoder decoder_;
+  PostProcessor post_processor_;
 };
+
+class HfDecodeStream final : public DecodeStream {
+ public:
+  HfDecodeStream(const HfTokenizer& tok, bool skip) : tok_(tok), skip_(skip) {}
+  std::string push(int32_t id) override {
+    tok_.check_id(id);  // even when it is skipped
+    std::string out;
+    if (!(skip_ && tok_.is_special(id))) tok_.decoder().push(state_, id, out);
+    return out;
+  }
+  std::string flush() override {
+    std::string out;
+    tok_.decoder().finish(state_, out);
+    return out;
+  }
+
+ private:
+  const HfTokenizer& tok_;
+  bool skip_;
+  Decoder::State state_;
+};
+
+std::unique_ptr<DecodeStream> HfTokenizer::decode_stream(bool skip_special_tokens) const {
+  return std::make_unique<HfDecodeStream>(*this, skip_special_tokens);
+}
 
 void HfTokenizer::build_decode_table() {
   const int32_t size = std::max(model_.max_id(), added_.max_id()) + 1;
-  decoded_.assign(static_cast<size_t>(size), std::string());
-  has_token_.assign(static_cast<size_t>(size), false);
-  for (int32_t id = 0; id < size; ++id) {
-    // Added tokens win over model tokens with the same id, as in Hugging Face's decode.
+  decoder_.build(size, [this](int32_t id) -> const std::string* {
+    // Added tokens win over model tokens with the same id, as in Hugging Face's decode, and pass
+    // through the decoder too.
     const AddedToken* added = added_.find_id(id);
-    const std::string* token = added != nullptr ? &added->content : model_.id_to_token(id);
-    if (token == nullptr) continue;
-    has_token_[static_cast<size_t>(id)] = true;
-    std::string& out = decoded_[static_cast<size_t>(id)];
-    // HF's ByteLevel decoder keeps a token verbatim when any character is outside the alphabet,
-    // and applies to added tokens too.
-    if (!byte_level_decoder_ || !byte_level::decode(*token, out)) out = *token;
-  }
+    return added != nullptr ? &added->content : model_.id_to_token(id);
+  });
 }
 
-const std::string& HfTokenizer::decoded(int32_t id) const {
-  if (id < 0 || id >= vocab_size() || !has_token_[static_cast<size_t>(id)]) {
+void HfTokenizer::check_id(int32_t id) const {
+  if (!decoder_.has(id)) {
     throw Error("tokenizer decode: token id " + std::to_string(id) +
                 " is not in the vocabulary (size " + std::to_string(vocab_size()) + ")");
   }
-  return decoded_[static_cast<size_t>(id)];
 }
 
-void HfTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
+// at_origin: text starts at offset 0 of the input (for Metaspace's prepend_scheme "first").
+void HfTokenizer::encode_plain(std::string_view text, bool at_origin,
+                               std::vector<int32_t>& ids) const {
   auto on_piece = [&](std::string_view piece) { model_.encode_piece(piece, ids); };
+  bool first = at_origin;
   auto on_normalized_segment = [&](std::string_view segment, int32_t id) {
     if (id >= 0) {
       ids.push_back(id);
     } else {
-      pre_tokenizer_.for_each_piece(segment, on_piece);
+      pre_tokenizer_.for_each_piece(segment, on_piece, first);
     }
+    first = false;
   };
   if (normalizer_.is_identity()) {
     added_.split_normalized(text, on_normalized_segment);
@@ -157,27 +177,28 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
   }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
+  bool first = true;
   added_.split_raw(text, [&](std::string_view segment, int32_t id) {
     if (id >= 0) {
       ids.push_back(id);
     } else {
-      encode_plain(segment, ids);
+      encode_plain(segment, first, ids);
     }
+    first = false;
   });
   return ids;
 }
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
-  std::string bytes;
-  bool first = true;
+  Decoder::State state;
+  std::string out;
   for (int32_t id : ids) {
-    const std::string& piece = decoded(id);
+    check_id(id);
     if (skip_special_tokens && is_special(id)) continue;
-    if (!first) bytes.append(token_separator());
-    first = false;
-    bytes.append(piece);
+    decoder_.push(state, id, out);
   }
-  return utf8::to_valid_lossy(bytes);
+  decoder_.finish(state, out);
+  return out;
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ TEST(MalformedTokenizer, ModelProblems) {
   j["model"]["vocab"] = json::array({"a"});
   expect_error(j, {"model.vocab"});
   j = valid();
-  j["model"]["byte_fallback"] = true;
+  j["model"]["byte_fallback"] = "yes";
   expect_error(j, {"byte_fallback"});
   j = valid();
   j["model"]["dropout"] = 0.1;
@@ -152,6 +152,61 @@ TEST(MalformedTokenizer, UnsupportedComponentsAreNamed) {
   j = valid();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Glob", "*"}};
   expect_error(j, {"pattern"});
+}
+
+TEST(MalformedTokenizer, SentencePieceComponents) {
+  const std::string meta = "\u2581";
+  json j = valid();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", "x"}};
+  expect_error(j, {"normalizer.pattern.String", "empty"});
+  j = valid();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "(x"}}}, {"content", "x"}};
+  expect_error(j, {"normalizer.pattern.Regex", "(x"});
+  j = valid();
+  j["normalizer"] = {{"type", "Prepend"}};
+  expect_error(j, {"normalizer.prepend", "missing"});
+  j = valid();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+  expect_error(j, {"pre_tokenizer.replacement", "one character"});
+  j = valid();
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "sometimes"}};
+  expect_error(j, {"prepend_scheme", "sometimes"});
+  j = valid();
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", meta},
+                        {"prepend_scheme", "first"},
+                        {"add_prefix_space", false}};
+  expect_error(j, {"add_prefix_space"});
+  j = valid();
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders",
+                   {{{"type", "Fuse"}},
+                    {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "b"}}}}};
+  expect_error(j, {"decoder", "only Strip may follow Fuse"});
+  j = valid();
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders", {{{"type", "ByteFallback"}}, {{"type", "ByteFallback"}}}}};
+  expect_error(j, {"decoder", "ByteFallback"});
+  j = valid();
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders", {{{"type", "ByteLevel"}}, {{"type", "Fuse"}}}}};
+  expect_error(j, {"decoder", "ByteLevel"});
+  j = valid();
+  j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1}};
+  expect_error(j, {"decoder.stop", "missing"});
+  j = valid();
+  j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", -1}, {"stop", 0}};
+  expect_error(j, {"decoder.start"});
+  j = valid();
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}}}},
+                         {"special_tokens", json::object()}};
+  expect_error(j, {"post_processor.special_tokens.<bos>", "missing"});
+  j = valid();
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"Sequence", {{"id", "B"}, {"type_id", 0}}}}}}};
+  expect_error(j, {"post_processor.single[0].Sequence.id"});
 }
 
 TEST(MalformedTokenizer, MissingFileIsNamed) {

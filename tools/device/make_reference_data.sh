@@ -4,7 +4,11 @@
 #   bash tools/device/make_reference_data.sh
 #
 # Run from the repository root (the device tool's working directory), with
-# tests/data/qwen3-tokenizer/tokenizer.json carried.  Needs python3 with torch, transformers 5.x,
+# tests/data/qwen3-tokenizer/tokenizer.json carried.  The other tokenizers' references
+# (tools/tokenizer_reference.py --model all) are remade for those of tests/data/{gemma3,llama3_1,
+# deepseek_v3,gptoss,llama2}-tokenizer that are carried too; together they exceed one run's carry
+# limit, so carry them over two runs (e.g. gemma3 + llama2 + deepseek_v3, then gptoss + llama3_1)
+# with TOKENIZERS_ONLY=1, which skips the model fixtures.  Needs python3 with torch, transformers 5.x,
 # safetensors, numpy and tokenizers; no network.  Everything it makes is packed into
 # $OUT/fixtures.tar.gz (paths tests/fixtures/...), next to the two logs and versions.txt;
 # unpack at the repository root with:  tar xzf <files_at>/fixtures.tar.gz
@@ -28,8 +32,14 @@ PYEOF
 cat "$OUT/versions.txt"
 
 status=0
-"$PY" tools/make_fixtures.py --out tests/fixtures/models 2>&1 | tee "$OUT/make_fixtures.log" || status=1
-if [ -f tests/data/qwen3-tokenizer/tokenizer.json ]; then
+if [ -z "${TOKENIZERS_ONLY:-}" ]; then
+  "$PY" tools/make_fixtures.py --out tests/fixtures/models 2>&1 | tee "$OUT/make_fixtures.log" || status=1
+fi
+"$PY" tools/tokenizer_reference.py --model all --backend tokenizers --skip-missing 2>&1 \
+    | tee "$OUT/tokenizer_reference_models.log" || status=1
+if [ -n "${TOKENIZERS_ONLY:-}" ] && [ ! -f tests/data/qwen3-tokenizer/tokenizer.json ]; then
+  echo "qwen3: skipped (not carried)" | tee "$OUT/tokenizer_reference.log"
+elif [ -f tests/data/qwen3-tokenizer/tokenizer.json ]; then
   "$PY" tools/tokenizer_reference.py \
       --tokenizer tests/data/qwen3-tokenizer/tokenizer.json \
       --out tests/fixtures/tokenizer/qwen3_reference.json 2>&1 | tee "$OUT/tokenizer_reference.log" || status=1
