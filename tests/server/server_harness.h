@@ -134,11 +134,18 @@ class ServerProcess {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    std::error_code ec;
+    if (!log_.empty()) {
+      fs::remove(log_, ec);
+      fs::remove(log_ + ".body", ec);
+    }
   }
 
   // Starts `pagoda serve MODEL_DIR --host 127.0.0.1 --port 0 ARGS...` and waits for /health.
   bool start(const std::string& model_dir, const std::vector<std::string>& args) {
-    log_ = model_dir + "/serve-" + std::to_string(++instance_) + ".log";
+    // In the temporary directory: model_dir may be a tracked folder (models/default).
+    log_ = (fs::temp_directory_path() / ("pagoda-serve-" + std::to_string(getpid()) + "-" +
+                                         std::to_string(++instance_) + ".log")).string();
     std::vector<std::string> argv = {PAGODA_BINARY, "serve", model_dir, "--host", "127.0.0.1", "--port", "0",
                                      "--threads", "2"};
     argv.insert(argv.end(), args.begin(), args.end());

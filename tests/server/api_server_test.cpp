@@ -1,0 +1,51 @@
+// `pagoda serve` through tests/server/api_test.mjs (the official `openai` npm client): logit_bias,
+// echo, accepted no-op fields, structured-output fields refused by name, /version /ping /load; and
+// chat messages rendered as jinja2 renders them — Qwen3's template from the model directory, and
+// DeepSeek-V3's given with --chat-template (which also checks the flag).
+#include <gtest/gtest.h>
+
+#include "server_harness.h"
+
+namespace pagoda::server::test {
+namespace {
+
+const std::string kKey = "api-key";
+
+std::string api_test(const ServerProcess& s, const std::string& args) {
+  return "node " + source_path("tests/server/api_test.mjs") + " " + std::to_string(s.port()) + " " + kKey +
+         " tiny " + args + " 2>&1";
+}
+
+TEST(ServerApi, ExtrasThroughTheOpenAiClient) {
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny", "--max-model-len", "1024"}))
+      << s.log();
+  const CommandResult r = run_command(api_test(s, "api"));
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  const CommandResult q = run_command(api_test(s, "render " + source_path("tests/fixtures/chat_templates/qwen3_renders.json")));
+  EXPECT_EQ(q.code, 0) << q.out;
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+TEST(ServerApi, ChatTemplateFlagRendersDeepSeekV3AsJinja2) {
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  // DeepSeek-V3's special tokens; its template comes from the flag, not from this file.
+  write_file(dir.path + "/tokenizer_config.json",
+             nlohmann::json{{"bos_token", "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"},
+                            {"eos_token", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"}}
+                 .dump());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny", "--chat-template",
+                                 source_path("tests/fixtures/chat_templates/deepseek_v3.jinja")}))
+      << s.log();
+  const CommandResult r =
+      run_command(api_test(s, "render " + source_path("tests/fixtures/chat_templates/deepseek_v3_renders.json")));
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+}  // namespace
+}  // namespace pagoda::server::test

@@ -1,0 +1,97 @@
+// The API beyond the basics, through the official `openai` npm client: logit_bias, echo, fields that
+// are accepted and documented as doing nothing, fields refused by name until structured outputs
+// exist, the vLLM side routes; and chat messages (content null with tool calls, text parts)
+// rendered exactly as jinja2 renders them for the request-level cases of a template fixture.
+// Run by tests/server/server_test.cpp:
+//   node api_test.mjs PORT API_KEY MODEL api
+//   node api_test.mjs PORT API_KEY MODEL render FIXTURE.json
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { test } from 'node:test';
+
+import { call, client, model, OpenAI } from './openai_client.mjs';
+
+const [mode, fixture] = process.argv.slice(5);
+const greedy = { model, temperature: 0 };
+
+test('logit_bias changes the greedy tokens', { skip: mode !== 'api' }, async () => {
+  const plain = await client.completions.create({ ...greedy, prompt: 'Hello there', max_tokens: 3, ignore_eos: true });
+  // Id 113 is the byte 'q' in the test tokenizer (ids 0..255 are the bytes).
+  assert.notEqual(plain.choices[0].text, 'qqq');
+  const biased = await client.completions.create({
+    ...greedy, prompt: 'Hello there', max_tokens: 3, ignore_eos: true, logit_bias: { 113: 100 },
+  });
+  assert.equal(biased.choices[0].text, 'qqq');
+  const chat = await client.chat.completions.create({
+    ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, logit_bias: { 113: 100 },
+  });
+  assert.equal(chat.choices[0].message.content, 'qq');
+  await assert.rejects(
+    client.completions.create({ ...greedy, prompt: 'x', max_tokens: 1, logit_bias: { 999999: 1 } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'logit_bias');
+  await assert.rejects(
+    client.completions.create({ ...greedy, prompt: 'x', max_tokens: 1, logit_bias: { 5: 101 } }),
+    (e) => e instanceof OpenAI.BadRequestError);
+});
+
+test('echo puts the prompt before the completion, whole and streamed', { skip: mode !== 'api' }, async () => {
+  const plain = await client.completions.create({ ...greedy, prompt: 'Echo me', max_tokens: 4, ignore_eos: true });
+  const echoed = await client.completions.create({ ...greedy, prompt: 'Echo me', max_tokens: 4, ignore_eos: true, echo: true });
+  assert.equal(echoed.choices[0].text, 'Echo me' + plain.choices[0].text);
+  const stream = await client.completions.create({ ...greedy, prompt: 'Echo me', max_tokens: 4, ignore_eos: true, echo: true, stream: true });
+  let text = '';
+  for await (const chunk of stream) for (const c of chunk.choices) text += c.text;
+  assert.equal(text, echoed.choices[0].text);
+  await assert.rejects(client.completions.create({ ...greedy, prompt: 'x', suffix: 'y', max_tokens: 1 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'suffix');
+});
+
+test('fields that do nothing are accepted', { skip: mode !== 'api' }, async () => {
+  const base = await client.chat.completions.create({ ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  const r = await client.chat.completions.create({
+    ...greedy, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4,
+    user: 'u1', metadata: { k: 'v' }, store: false, service_tier: 'auto', parallel_tool_calls: true,
+    reasoning_effort: 'low', response_format: { type: 'text' },
+  });
+  assert.equal(r.choices[0].message.content, base.choices[0].message.content);
+});
+
+test('structured outputs and forced tool calls are refused by name, not ignored', { skip: mode !== 'api' }, async () => {
+  const messages = [{ role: 'user', content: 'hi' }];
+  const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+  const cases = [
+    [{ response_format: { type: 'json_object' } }, 'response_format'],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }, 'response_format'],
+    [{ tools, tool_choice: 'required' }, 'tool_choice'],
+    [{ tools, tool_choice: { type: 'function', function: { name: 'f' } } }, 'tool_choice'],
+    [{ guided_json: { type: 'object' } }, 'guided_json'],
+  ];
+  for (const [extra, param] of cases) {
+    await assert.rejects(client.chat.completions.create({ ...greedy, messages, max_tokens: 2, ...extra }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === param && /not supported yet/.test(e.message),
+      JSON.stringify(extra));
+  }
+});
+
+test('vLLM side routes: /version, /ping, /load', { skip: mode !== 'api' }, async () => {
+  const v = await call('GET', '/version');
+  assert.equal(v.status, 200);
+  assert.match(v.json().version, /^\d+\.\d+\.\d+$/);
+  assert.equal((await call('GET', '/ping')).status, 200);
+  const load = await call('GET', '/load');
+  assert.equal(load.status, 200);
+  assert.equal(load.json().server_load, 0);
+  const models = await client.models.list();
+  assert.ok(models.data[0].max_model_len > 0);
+});
+
+test('request messages render as jinja2 renders them', { skip: mode !== 'render' }, async () => {
+  const cases = JSON.parse(fs.readFileSync(fixture, 'utf8')).filter((c) => c.request);
+  assert.ok(cases.length >= 3, `${fixture} has no request-level cases`);
+  for (const c of cases) {
+    const tok = await call('POST', '/tokenize', { model, ...c.request });
+    assert.equal(tok.status, 200, `${c.name}: ${tok.text}`);
+    const detok = await call('POST', '/detokenize', { model, tokens: tok.json().tokens });
+    assert.equal(detok.json().prompt, c.render, c.name);
+  }
+});
