@@ -10,12 +10,34 @@ import { test } from 'node:test';
 import { baseURL, apiKey, call, client, model, OpenAI } from './openai_client.mjs';
 
 const greedy = { model, temperature: 0, ignore_eos: true };
+// With these, a response's message parts carry each token's logprob: they pin the prompt (a prompt
+// that differs by one token gives other values even where the greedy text is the same).
+const withLogprobs = { include: ['message.output_text.logprobs'], top_logprobs: 1 };
 
 // The chat completion (greedy) of `messages`, split as the Responses items split it.
 async function chatReference(messages, maxTokens, extra = {}) {
-  const r = await client.chat.completions.create({ ...greedy, messages, max_tokens: maxTokens, ...extra });
+  const r = await client.chat.completions.create({
+    ...greedy, messages, max_tokens: maxTokens, logprobs: true, top_logprobs: 1, ...extra,
+  });
   const m = r.choices[0].message;
-  return { content: m.content ?? '', reasoning: m.reasoning_content ?? '', usage: r.usage, finish: r.choices[0].finish_reason };
+  return {
+    content: m.content ?? '', reasoning: m.reasoning_content ?? '', usage: r.usage, finish: r.choices[0].finish_reason,
+    logprobs: r.choices[0].logprobs.content,
+  };
+}
+
+// The response's output equals the chat completion's: text, reasoning and, when the output is all
+// message text (the fixture's greedy outputs for these prompts are), every token's logprob.
+function assertSameOutput(r, ref) {
+  assert.equal(messageText(r), ref.content);
+  assert.equal(reasoningText(r), ref.reasoning);
+  assert.equal(ref.reasoning, '', 'pick a prompt whose greedy output has no <think>: logprobs go with message text');
+  const lps = itemsOfType(r, 'message').flatMap((m) => m.content.flatMap((c) => c.logprobs));
+  assert.equal(lps.length, ref.logprobs.length);
+  lps.forEach((lp, i) => {
+    assert.equal(lp.token, ref.logprobs[i].token);
+    assert.ok(Math.abs(lp.logprob - ref.logprobs[i].logprob) < 1e-6, `token ${i}: ${lp.logprob} vs ${ref.logprobs[i].logprob}`);
+  });
 }
 
 function itemsOfType(response, type) {
@@ -55,7 +77,7 @@ function checkResponseShape(r, maxTokens) {
 }
 
 test('responses.create: text input is one user message; greedy output equals the chat completion', async () => {
-  const r = await client.responses.create({ ...greedy, input: 'Say hi.', max_output_tokens: 6 });
+  const r = await client.responses.create({ ...greedy, ...withLogprobs, input: 'Say hi.', max_output_tokens: 6 });
   checkResponseShape(r, 6);
   assert.equal(r.status, 'incomplete');
   assert.deepEqual(r.incomplete_details, { reason: 'max_output_tokens' });
@@ -66,9 +88,8 @@ test('responses.create: text input is one user message; greedy output equals the
   assert.equal(r.usage.input_tokens, tok.count);
   const ref = await chatReference(messages, 6);
   assert.equal(ref.finish, 'length');
-  assert.equal(messageText(r), ref.content);
+  assertSameOutput(r, ref);
   assert.equal(r.output_text, ref.content);  // the client's own concatenation of the message items
-  assert.equal(reasoningText(r), ref.reasoning);
 });
 
 test('responses.create: message list with instructions renders like the chat messages', async () => {
@@ -77,7 +98,9 @@ test('responses.create: message list with instructions renders like the chat mes
     { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Blue.', annotations: [] }] },
     { role: 'user', content: 'Another.' },
   ];
-  const r = await client.responses.create({ ...greedy, instructions: 'You are brief.', input, max_output_tokens: 5 });
+  const r = await client.responses.create({
+    ...greedy, ...withLogprobs, instructions: 'You are brief.', input, max_output_tokens: 5,
+  });
   checkResponseShape(r, 5);
   assert.equal(r.instructions, 'You are brief.');
   const messages = [
@@ -88,9 +111,7 @@ test('responses.create: message list with instructions renders like the chat mes
   ];
   const tok = (await call('POST', '/tokenize', { messages })).json();
   assert.equal(r.usage.input_tokens, tok.count);
-  const ref = await chatReference(messages, 5);
-  assert.equal(messageText(r), ref.content);
-  assert.equal(reasoningText(r), ref.reasoning);
+  assertSameOutput(r, await chatReference(messages, 5));
 });
 
 test('responses.create: a function tool conversation renders like its chat form', async () => {
@@ -101,7 +122,7 @@ test('responses.create: a function tool conversation renders like its chat form'
     { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city": "Paris"}' },
     { type: 'function_call_output', call_id: 'call_1', output: '{"temp": 21}' },
   ];
-  const r = await client.responses.create({ ...greedy, input, tools, max_output_tokens: 4 });
+  const r = await client.responses.create({ ...greedy, ...withLogprobs, input, tools, max_output_tokens: 4 });
   checkResponseShape(r, 4);
   assert.deepEqual(r.tools, tools);
   assert.equal(r.tool_choice, 'auto');
@@ -118,8 +139,7 @@ test('responses.create: a function tool conversation renders like its chat form'
   assert.ok(rendered.includes('"name": "get_weather"'), rendered);
   assert.ok(rendered.includes('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'), rendered);
   assert.ok(rendered.includes('<tool_response>\n{"temp": 21}\n</tool_response>'), rendered);
-  const ref = await chatReference(messages, 4, { tools: chatTools });
-  assert.equal(messageText(r), ref.content);
+  assertSameOutput(r, await chatReference(messages, 4, { tools: chatTools }));
   for (const call of itemsOfType(r, 'function_call')) {
     assert.match(call.call_id, /^call_/);
     assert.equal(call.status, 'completed');
