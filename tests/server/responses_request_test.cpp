@@ -261,5 +261,52 @@ TEST(ResponsesRequest, SamplingErrors) {
   EXPECT_400(R"({"input": "x", "model": 3})", "model");
 }
 
+// Every value of a full request, replaced in turn by each JSON type: a request or an ApiError 400,
+// never another exception (which would be a 500) or a crash.
+TEST(ResponsesRequest, EveryFieldOfEveryTypeGivesARequestOrA400) {
+  const Json full = parse_json_body(R"({"model": "m", "instructions": "i", "input": [
+      {"role": "user", "content": [{"type": "input_text", "text": "a"}]},
+      {"type": "message", "role": "assistant", "status": "in_progress", "content": "b"},
+      {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}], "content": [{"type": "reasoning_text", "text": "r"}]},
+      {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "id": "fc_1", "status": "completed"},
+      {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "o"}]}],
+      "tools": [{"type": "function", "name": "f", "description": "d", "parameters": {"type": "object"}, "strict": true}],
+      "tool_choice": "auto", "max_output_tokens": 5, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "seed": 1,
+      "stop": ["x"], "ignore_eos": false, "repetition_penalty": 1.0, "include": ["message.output_text.logprobs"],
+      "top_logprobs": 1, "stream": true, "stream_options": {"include_obfuscation": true}, "store": true,
+      "metadata": {"k": "v"}, "user": "u", "reasoning": {"effort": "low", "summary": "auto"},
+      "text": {"format": {"type": "text"}}, "parallel_tool_calls": true, "max_tool_calls": 1,
+      "service_tier": "auto", "truncation": "disabled", "chat_template_kwargs": {"enable_thinking": false}})");
+  const std::vector<Json> values = {nullptr, true, 0, -1, 1.5, 1e300, "s", "", Json::array(), Json::object(),
+                                    Json::array({nullptr}), Json::array({Json::object()}),
+                                    Json::parse("18446744073709551615"), Json::parse("-9223372036854775808")};
+  size_t cases = 0;
+  // Each (pointer to a value, replacement) pair.
+  std::vector<Json::json_pointer> pointers;
+  const Json flat = full.flatten();
+  for (const auto& [path, v] : flat.items()) {
+    Json::json_pointer ptr(path);
+    while (!ptr.empty()) {  // the leaf and every container above it
+      pointers.push_back(ptr);
+      ptr = ptr.parent_pointer();
+    }
+  }
+  for (const Json::json_pointer& ptr : pointers) {
+    for (const Json& v : values) {
+      Json body = full;
+      body[ptr] = v;
+      ++cases;
+      try {
+        parse_responses_request(body);
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400) << ptr.to_string() << " = " << v.dump();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << ptr.to_string() << " = " << v.dump() << ": " << e.what();
+      }
+    }
+  }
+  EXPECT_GT(cases, 1000u);
+}
+
 }  // namespace
 }  // namespace pagoda::server
