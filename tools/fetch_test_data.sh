@@ -7,7 +7,10 @@ set -euo pipefail
 # --- server tests: the official `openai` npm client (owned by the server tests) -------------------
 # tests/server/openai_client_test.mjs imports it from tests/data/node/node_modules (git-ignored).
 # Idempotent: skipped when the pinned version is already installed.
-openai_package_version="6.30.1"  # no "engines" constraint: runs on Debian 12's Node 18/20
+# The current major (7.x). Every 7.x declares engines {"node": ">=22"} (7.0.0 dropped Node 20 when it
+# reached its end of life), but uses nothing Node 20 lacks: tests/server/*.mjs pass with it on Node 20,
+# where npm only warns (EBADENGINE). Not tried on Debian 12's own Node 18 (tools/setup.sh's fallback).
+openai_package_version="7.57.0"
 node_prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/data/node"
 if grep -qs "\"version\": \"$openai_package_version\"" "$node_prefix/node_modules/openai/package.json"; then
   echo "fetch_test_data: $node_prefix has openai@$openai_package_version"

@@ -38,6 +38,8 @@ struct GenerationReply {
   std::shared_ptr<GenerationChannel> channel;
   bool stream = false;
   // stream: outputs -> server-sent events; on_end -> the last events before "data: [DONE]".
+  // done_marker false: no "data: [DONE]" (the Responses API ends with its own final event).
+  bool done_marker = true;
   std::function<std::string(std::vector<ChoiceOutput>&)> on_events;
   std::function<std::string()> on_end;
   // whole: each output as it comes, then the body once every choice has finished.

@@ -347,7 +347,7 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
       if (finished) {
         const std::string err = g.channel->error();
         text += err.empty() ? g.on_end() : sse_event(internal_error(err).to_json());
-        text += kSseDone;
+        if (g.done_marker) text += kSseDone;
       }
       if (text.empty() && Clock::now() - last_write > kPingEvery) text = kSsePing;
       if (!text.empty()) {

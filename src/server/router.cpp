@@ -28,6 +28,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/metrics", handle_metrics, true},
     {"POST", "/v1/completions", handle_completions, false},
     {"POST", "/v1/chat/completions", handle_chat_completions, false},
+    {"POST", "/v1/responses", handle_responses, false},
     {"POST", "/tokenize", handle_tokenize, false},
     {"POST", "/detokenize", handle_detokenize, false},
 };

@@ -1,4 +1,5 @@
-// `pagoda serve` end to end: the official `openai` npm client (tests/server/openai_client_test.mjs),
+// `pagoda serve` end to end: the official `openai` npm client (tests/server/openai_client_test.mjs,
+// tests/server/responses_test.mjs for /v1/responses),
 // the error cases through curl, overload (503), a load test (tests/server/load_test.mjs) and a
 // clean shutdown on SIGTERM.
 #include <gtest/gtest.h>
@@ -26,6 +27,17 @@ TEST(Server, OpenAiClientConformance) {
   ServerProcess s;
   ASSERT_TRUE(s.start(dir, {"--api-key", kKey, "--served-model-name", "tiny", "--max-model-len", "1024"})) << s.log();
   const CommandResult r = run_command(node_command("openai_client_test.mjs", s, "tiny"));
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+TEST(Server, OpenAiClientResponses) {
+  const TestModelDir model_dir;
+  const std::string& dir = model_dir.path;
+  ASSERT_FALSE(dir.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir, {"--api-key", kKey, "--served-model-name", "tiny", "--max-model-len", "1024"})) << s.log();
+  const CommandResult r = run_command(node_command("responses_test.mjs", s, "tiny"));
   EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
