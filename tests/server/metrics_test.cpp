@@ -486,3 +486,47 @@ TEST(RequestStats, OneGenerationOfTwoChoicesAsVllmCountsIt) {
 
 }  // namespace
 }  // namespace pagoda::server
+
+namespace pagoda::server {
+namespace {
+
+TEST(StatsLog, EngineThreadWritesTheLineWhileBusyAndOnceAfter) {
+  EngineConfig config;
+  config.max_num_seqs = 4;
+  config.max_model_len = 128;
+  config.kv_cache_memory_bytes = 4 << 20;
+  auto engine = std::make_unique<Engine>(testing::fixture_model_dir("qwen3-tiny-tied"), config);
+  MetricsRegistry registry;
+  EngineMetricsInfo info;
+  info.model_name = "tiny";
+  info.max_model_len = 128;
+  EngineMetrics metrics(registry, info);
+  std::mutex mu;
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  AsyncEngineOptions options;
+  options.logging.stats_interval_s = 0.05;
+  options.logging.sink = [&](LogLevel level, const std::string& line) {
+    std::lock_guard lock(mu);
+    lines.emplace_back(level, line);
+  };
+  AsyncEngine async(std::move(engine), metrics, options);
+  std::string why;
+  auto channel = async.submit({{{5, 6, 7}, testing::greedy(20)}}, why);
+  ASSERT_TRUE(channel) << why;
+  std::vector<ChoiceOutput> outs;
+  while (channel->next(outs, std::chrono::milliseconds(1000))) outs.clear();
+  // The engine is idle now: it still writes the line that closes the busy spell.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  async.stop();
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front().first, LogLevel::Info);
+  EXPECT_EQ(lines.front().second.rfind("Engine 000: Avg prompt throughput: ", 0), 0u) << lines.front().second;
+  EXPECT_NE(lines.front().second.find(" reqs, GPU KV cache usage: "), std::string::npos) << lines.front().second;
+  int info_lines = 0;
+  for (const auto& [level, line] : lines) info_lines += level == LogLevel::Info;
+  EXPECT_LE(info_lines, 8) << "an idle engine stops logging";
+}
+
+}  // namespace
+}  // namespace pagoda::server
