@@ -52,7 +52,10 @@ void GenerationChannel::fail(const std::string& message) {
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics, AsyncEngineOptions options)
-    : engine_(std::move(engine)), metrics_(metrics), options_(options) {
+    : engine_(std::move(engine)),
+      metrics_(metrics),
+      options_(options),
+      stats_(metrics, options_.logging, engine_->config().max_model_len) {
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
 }
@@ -79,7 +82,7 @@ std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> c
     }
     unstarted_ += n;
     ++live_generations_;
-    pending_.push_back({channel, std::move(choices)});
+    pending_.push_back({channel, std::move(choices), Clock::now()});
   }
   cv_.notify_one();
   return channel;
@@ -141,12 +144,14 @@ void AsyncEngine::add_pending(std::vector<Pending>& adds) {
   for (Pending& p : adds) {
     const auto n = static_cast<int64_t>(p.choices.size());
     const auto now = Clock::now();
+    auto stats = stats_.begin_generation(p.choices, p.arrival);
     std::vector<int64_t> added;
     try {
       for (size_t i = 0; i < p.choices.size(); ++i) {
         const int64_t id = engine_->add_request(std::move(p.choices[i].prompt), std::move(p.choices[i].params));
         added.push_back(id);
-        live_[id] = Live{p.channel, static_cast<int32_t>(i), now, now, false};
+        live_[id] = Live{p.channel, static_cast<int32_t>(i), false};
+        stats_.added(stats, i, id, now);
       }
       p.channel->engine_ids_ = std::move(added);
     } catch (const std::exception& e) {
@@ -154,6 +159,7 @@ void AsyncEngine::add_pending(std::vector<Pending>& adds) {
       for (int64_t id : added) {
         engine_->abort(id);
         live_.erase(id);
+        stats_.forget(id);
       }
       unstarted_ -= n;
       p.channel->fail(e.what());
@@ -175,29 +181,15 @@ bool AsyncEngine::apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>&
 }
 
 void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
-  const auto now = Clock::now();
   for (RequestOutput& o : outputs) {
     auto it = live_.find(o.id);
     if (it == live_.end()) continue;
     Live& l = it->second;
-    const double since_arrival = std::chrono::duration<double>(now - l.arrival).count();
     if (!l.started) {
       l.started = true;
       --unstarted_;
-      if (!o.new_token_ids.empty()) {
-        metrics_.time_to_first_token_seconds.observe(since_arrival);
-        metrics_.prompt_tokens_total.inc(o.num_prompt_tokens);
-      }
-    } else if (!o.new_token_ids.empty()) {
-      metrics_.inter_token_latency_seconds.observe(std::chrono::duration<double>(now - l.last_token).count());
     }
-    if (!o.new_token_ids.empty()) l.last_token = now;
-    metrics_.generation_tokens_total.inc(static_cast<double>(o.new_token_ids.size()));
     const bool finished = o.finished;
-    if (finished) {
-      metrics_.e2e_request_latency_seconds.observe(since_arrival);
-      metrics_.request_success(o.finish_reason).inc();
-    }
     std::shared_ptr<GenerationChannel> channel = l.channel;
     channel->push(ChoiceOutput{l.choice, std::move(o)});
     if (finished) {
@@ -224,8 +216,10 @@ void AsyncEngine::publish_gauges() {
 
 void AsyncEngine::fail_all(const std::string& message) {
   std::vector<std::shared_ptr<GenerationChannel>> channels;
+  const auto now = Clock::now();
   for (auto& [id, live] : live_) {
     engine_->abort(id);
+    stats_.failed(id, now);
     if (!live.started) --unstarted_;
     bool seen = false;
     for (auto& c : channels) seen |= c == live.channel;
@@ -245,8 +239,12 @@ void AsyncEngine::loop() {
     bool stopping, abort_everything;
     {
       std::unique_lock lock(mu_);
-      if (!engine_->has_unfinished())
-        cv_.wait(lock, [&] { return stopping_ || abort_all_ || !pending_.empty() || !cancels_.empty(); });
+      if (!engine_->has_unfinished()) {
+        auto woken = [&] { return stopping_ || abort_all_ || !pending_.empty() || !cancels_.empty(); };
+        // Idle: sleep until woken, or until the stats line that closes a busy spell is due.
+        if (auto due = stats_.next_tick()) cv_.wait_until(lock, *due, woken);
+        else cv_.wait(lock, woken);
+      }
       adds.swap(pending_);
       cancels.swap(cancels_);
       stopping = stopping_;
@@ -257,7 +255,9 @@ void AsyncEngine::loop() {
     bool aborted = apply_cancels(cancels, abort_everything || stopping);
     if (engine_->has_unfinished() || aborted) {
       try {
+        stats_.step_started(Clock::now());
         std::vector<RequestOutput> outputs = engine_->step();
+        stats_.step_finished(outputs, engine_->scheduler(), Clock::now());
         deliver(outputs);
       } catch (const std::exception& e) {
         LOG_ERROR("engine step failed: " << e.what() << "; failing every request in flight");
@@ -265,6 +265,7 @@ void AsyncEngine::loop() {
       }
     }
     publish_gauges();
+    stats_.tick(engine_->scheduler(), Clock::now());
     if (stopping && !engine_->has_unfinished()) {
       if (!live_.empty()) fail_all("the server is shutting down");
       std::lock_guard lock(mu_);

@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "server/engine_metrics.h"
+#include "server/request_stats.h"
 
 namespace pagoda::server {
 
@@ -71,6 +72,8 @@ class GenerationChannel {
 struct AsyncEngineOptions {
   // Reject new requests (503) while this many choices wait to start. 0 = no limit.
   int32_t max_waiting_requests = 0;
+  // The per-request line and the periodic stats line (--enable-log-requests, --disable-log-stats).
+  RequestLogOptions logging;
 };
 
 class AsyncEngine {
@@ -100,12 +103,12 @@ class AsyncEngine {
   struct Pending {
     std::shared_ptr<GenerationChannel> channel;
     std::vector<ChoiceSpec> choices;
+    std::chrono::steady_clock::time_point arrival;  // submit(): the start of TTFT and e2e
   };
   // Per engine request, engine thread only.
   struct Live {
     std::shared_ptr<GenerationChannel> channel;
     int32_t choice = 0;
-    std::chrono::steady_clock::time_point arrival, last_token;
     bool started = false;
   };
 
@@ -135,6 +138,7 @@ class AsyncEngine {
 
   std::unordered_map<int64_t, Live> live_;  // engine thread only
   int64_t last_preemptions_ = 0;
+  RequestStats stats_;  // engine thread only
   std::thread thread_;
 };
 

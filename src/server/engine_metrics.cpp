@@ -1,67 +1,135 @@
 #include "server/engine_metrics.h"
 
+#include "core/error.h"
+
 namespace pagoda::server {
 namespace {
 
-// Bucket bounds as vLLM's.
+// Bucket bounds as vLLM's (vllm/v1/metrics/loggers.py; docs/metrics.md).
 const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
                                           0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
                                           20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-                                         0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,    5.0,
-                                         10.0, 15.0, 20.0, 30.0, 40.0,  50.0,  60.0,   120.0,
-                                         240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kTpotBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,    5.0,
+                                                    10.0, 15.0, 20.0, 30.0, 40.0,  50.0,  60.0,   120.0,
+                                                    240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kIterationTokenBuckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+const std::vector<double> kParamsNBuckets = {1, 2, 5, 10, 20};
 
-Labels with_reason(const Labels& base, const char* reason) {
+std::string checked_prefix(const std::string& p) {
+  bool ok = !p.empty() && !(p[0] >= '0' && p[0] <= '9');
+  for (char c : p) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  check(ok, "metrics prefix '" + p + "' is not a Prometheus name: use letters, digits and '_' (e.g. vllm or pagoda)");
+  return p + ":";
+}
+
+Labels with(const Labels& base, const char* key, const std::string& value) {
   Labels l = base;
-  l.emplace_back("finished_reason", reason);
+  l.emplace_back(key, value);
   return l;
 }
 
-void register_cache_info(MetricsRegistry& r, const EngineMetricsInfo& info, const Labels& model) {
-  Labels l = model;
-  l.emplace_back("block_size", std::to_string(info.block_size));
-  l.emplace_back("num_gpu_blocks", std::to_string(info.num_kv_blocks));
-  l.emplace_back("cache_dtype", info.kv_cache_dtype);
-  l.emplace_back("max_model_len", std::to_string(info.max_model_len));
-  l.emplace_back("max_num_seqs", std::to_string(info.max_num_seqs));
-  r.gauge("pagoda:cache_config_info", "Information of the KV cache configuration.", l).set(1);
+// vLLM's log_metrics_info("cache_config"): a gauge set to 1 whose labels carry the
+// configuration. vLLM writes every CacheConfig field; pagoda the ones it has.
+void register_cache_info(MetricsRegistry& r, const std::string& prefix, const EngineMetricsInfo& info) {
+  Labels l = {{"block_size", std::to_string(info.block_size)},
+              {"cache_dtype", info.kv_cache_dtype},
+              {"num_gpu_blocks", std::to_string(info.num_kv_blocks)},
+              {"engine", "0"}};
+  r.gauge(prefix + "cache_config_info", "Information of the LLMEngine CacheConfig", l).set(1);
+}
+
+// vllm:engine_sleep_state: pagoda has no sleep mode, so it is always awake.
+void register_sleep_state(MetricsRegistry& r, const std::string& prefix, const Labels& labels) {
+  const char* help =
+      "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+      "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.";
+  for (const char* state : {"awake", "weights_offloaded", "discard_all"})
+    r.gauge(prefix + "engine_sleep_state", help, with(labels, "sleep_state", state)).set(state == std::string("awake"));
 }
 
 }  // namespace
 
+std::vector<double> build_1_2_5_buckets(int64_t max_value) {
+  std::vector<double> out;
+  for (int64_t scale = 1;; scale *= 10)
+    for (int64_t m : {1, 2, 5}) {
+      if (m * scale > max_value) return out;
+      out.push_back(static_cast<double>(m * scale));
+    }
+}
+
 EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
-    : num_requests_running(r.gauge("pagoda:num_requests_running",
-                                   "Number of requests in model execution batches.",
-                                   {{"model_name", info.model_name}})),
-      num_requests_waiting(r.gauge("pagoda:num_requests_waiting", "Number of requests waiting to be processed.",
-                                   {{"model_name", info.model_name}})),
-      kv_cache_usage_perc(r.gauge("pagoda:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-                                  {{"model_name", info.model_name}})),
-      prompt_tokens_total(r.counter("pagoda:prompt_tokens_total", "Number of prefill tokens processed.",
-                                    {{"model_name", info.model_name}})),
-      generation_tokens_total(r.counter("pagoda:generation_tokens_total",
-                                        "Number of generation tokens processed.",
-                                        {{"model_name", info.model_name}})),
-      num_preemptions_total(r.counter("pagoda:num_preemptions_total", "Cumulative number of preemptions.",
-                                      {{"model_name", info.model_name}})),
-      time_to_first_token_seconds(r.histogram("pagoda:time_to_first_token_seconds",
-                                              "Histogram of time to first token in seconds.", kTtftBuckets,
-                                              {{"model_name", info.model_name}})),
-      inter_token_latency_seconds(r.histogram("pagoda:inter_token_latency_seconds",
-                                              "Histogram of inter-token latency in seconds.", kItlBuckets,
-                                              {{"model_name", info.model_name}})),
-      e2e_request_latency_seconds(r.histogram("pagoda:e2e_request_latency_seconds",
-                                              "Histogram of end to end request latency in seconds.",
-                                              kE2eBuckets, {{"model_name", info.model_name}})),
-      success_stop_(r.counter("pagoda:request_success_total", "Count of successfully processed requests.",
-                              with_reason({{"model_name", info.model_name}}, "stop"))),
-      success_length_(r.counter("pagoda:request_success_total", "Count of successfully processed requests.",
-                                with_reason({{"model_name", info.model_name}}, "length"))),
-      success_abort_(r.counter("pagoda:request_success_total", "Count of successfully processed requests.",
-                               with_reason({{"model_name", info.model_name}}, "abort"))) {
-  register_cache_info(r, info, {{"model_name", info.model_name}});
+    : prefix_(checked_prefix(info.metrics_prefix)),
+      labels_{{"model_name", info.model_name}, {"engine", "0"}},
+      num_requests_running(r.gauge(prefix_ + "num_requests_running",
+                                   "Number of requests in model execution batches.", labels_)),
+      num_requests_waiting(r.gauge(prefix_ + "num_requests_waiting",
+                                   "Number of requests waiting to be processed.", labels_)),
+      kv_cache_usage_perc(r.gauge(prefix_ + "kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+                                  labels_)),
+      prefix_cache_queries(r.counter(prefix_ + "prefix_cache_queries",
+                                     "Prefix cache queries, in terms of number of queried tokens.", labels_)),
+      prefix_cache_hits(r.counter(prefix_ + "prefix_cache_hits",
+                                  "Prefix cache hits, in terms of number of cached tokens.", labels_)),
+      num_preemptions_total(r.counter(prefix_ + "num_preemptions",
+                                      "Cumulative number of preemption from the engine.", labels_)),
+      prompt_tokens_total(r.counter(prefix_ + "prompt_tokens", "Number of prefill tokens processed.", labels_)),
+      generation_tokens_total(r.counter(prefix_ + "generation_tokens",
+                                        "Number of generation tokens processed.", labels_)),
+      request_prompt_tokens(r.histogram(prefix_ + "request_prompt_tokens", "Number of prefill tokens processed.",
+                                        build_1_2_5_buckets(info.max_model_len), labels_)),
+      request_generation_tokens(r.histogram(prefix_ + "request_generation_tokens",
+                                            "Number of generation tokens processed.",
+                                            build_1_2_5_buckets(info.max_model_len), labels_)),
+      iteration_tokens_total(r.histogram(prefix_ + "iteration_tokens_total",
+                                         "Histogram of number of tokens per engine_step.", kIterationTokenBuckets,
+                                         labels_)),
+      request_max_num_generation_tokens(r.histogram(prefix_ + "request_max_num_generation_tokens",
+                                                    "Histogram of maximum number of requested generation tokens.",
+                                                    build_1_2_5_buckets(info.max_model_len), labels_)),
+      request_params_n(r.histogram(prefix_ + "request_params_n", "Histogram of the n request parameter.",
+                                   kParamsNBuckets, labels_)),
+      request_params_max_tokens(r.histogram(prefix_ + "request_params_max_tokens",
+                                            "Histogram of the max_tokens request parameter.",
+                                            build_1_2_5_buckets(info.max_model_len), labels_)),
+      time_to_first_token_seconds(r.histogram(prefix_ + "time_to_first_token_seconds",
+                                              "Histogram of time to first token in seconds.", kTtftBuckets, labels_)),
+      time_per_output_token_seconds(r.histogram(prefix_ + "time_per_output_token_seconds",
+                                                "Histogram of time per output token in seconds.DEPRECATED: Use " +
+                                                    prefix_ + "inter_token_latency_seconds instead.",
+                                                kTpotBuckets, labels_)),
+      inter_token_latency_seconds(r.histogram(prefix_ + "inter_token_latency_seconds",
+                                              "Histogram of inter-token latency in seconds.", kTpotBuckets, labels_)),
+      request_time_per_output_token_seconds(r.histogram(prefix_ + "request_time_per_output_token_seconds",
+                                                        "Histogram of time_per_output_token_seconds per request.",
+                                                        kTpotBuckets, labels_)),
+      e2e_request_latency_seconds(r.histogram(prefix_ + "e2e_request_latency_seconds",
+                                              "Histogram of e2e request latency in seconds.", kRequestLatencyBuckets,
+                                              labels_)),
+      request_queue_time_seconds(r.histogram(prefix_ + "request_queue_time_seconds",
+                                             "Histogram of time spent in WAITING phase for request.",
+                                             kRequestLatencyBuckets, labels_)),
+      request_inference_time_seconds(r.histogram(prefix_ + "request_inference_time_seconds",
+                                                 "Histogram of time spent in RUNNING phase for request.",
+                                                 kRequestLatencyBuckets, labels_)),
+      request_prefill_time_seconds(r.histogram(prefix_ + "request_prefill_time_seconds",
+                                               "Histogram of time spent in PREFILL phase for request.",
+                                               kRequestLatencyBuckets, labels_)),
+      request_decode_time_seconds(r.histogram(prefix_ + "request_decode_time_seconds",
+                                              "Histogram of time spent in DECODE phase for request.",
+                                              kRequestLatencyBuckets, labels_)),
+      success_stop_(r.counter(prefix_ + "request_success", "Count of successfully processed requests.",
+                              with(labels_, "finished_reason", "stop"))),
+      success_length_(r.counter(prefix_ + "request_success", "Count of successfully processed requests.",
+                                with(labels_, "finished_reason", "length"))),
+      success_abort_(r.counter(prefix_ + "request_success", "Count of successfully processed requests.",
+                               with(labels_, "finished_reason", "abort"))),
+      success_error_(r.counter(prefix_ + "request_success", "Count of successfully processed requests.",
+                               with(labels_, "finished_reason", "error"))) {
+  register_sleep_state(r, prefix_, labels_);
+  register_cache_info(r, prefix_, info);
 }
 
 Counter& EngineMetrics::request_success(FinishReason reason) {

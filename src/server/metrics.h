@@ -1,6 +1,9 @@
 // A small Prometheus registry: counters, gauges and histograms with fixed label sets, rendered in
-// the text exposition format (version 0.0.4). Every metric is created at start-up; updates are
-// lock-free atomics, so the engine thread never waits for a scrape.
+// the text exposition format (version 0.0.4) the way Python's prometheus_client renders it, since
+// that is what vLLM serves and what dashboards built for it were tested against: counters named
+// `<name>_total`, labels sorted by name, numbers as Python floats ("1.0", "1e+06"), histogram
+// samples as buckets, `_count`, `_sum`. Every metric is created at start-up; updates are lock-free
+// atomics, so the engine thread never waits for a scrape.
 #pragma once
 
 #include <atomic>
@@ -53,13 +56,14 @@ class Histogram {
 class MetricsRegistry {
  public:
   // Adds one series to the family `name` (created on first use with `help`). The returned
-  // reference lives as long as the registry.
+  // reference lives as long as the registry. A counter family is exposed as `<name>_total`
+  // (a `_total` given in `name` is dropped first, as prometheus_client does).
   Counter& counter(const std::string& name, const std::string& help, const Labels& labels = {});
   Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                        const Labels& labels = {});
 
-  // The whole registry in Prometheus text format.
+  // The whole registry in Prometheus text format. No `_created` series: see docs/metrics.md.
   std::string render() const;
 
  private:
@@ -77,7 +81,9 @@ class MetricsRegistry {
   std::vector<std::unique_ptr<Family>> families_;
 };
 
-// Prometheus number formatting: shortest round-trip decimal, +Inf / -Inf / NaN.
+// A number as prometheus_client writes it (its floatToGoString): Python's repr of the float
+// ("0.0", "2.5", "1e-05"), with Go's exponent form past six integer digits ("1.5e+06"), and
+// +Inf / -Inf / NaN.
 std::string format_metric_value(double v);
 
 }  // namespace pagoda::server

@@ -116,24 +116,6 @@ TEST(OpenAiRequest, ChatErrors) {
   EXPECT_EQ(param(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"})"), "tool_choice");
 }
 
-TEST(Metrics, PrometheusText) {
-  MetricsRegistry r;
-  r.counter("pagoda:x_total", "X.", {{"model_name", "m\"q"}}).inc(3);
-  r.gauge("pagoda:g", "G.").set(0.5);
-  Histogram& h = r.histogram("pagoda:h_seconds", "H.", {0.1, 1.0});
-  h.observe(0.0625);
-  h.observe(0.5);
-  h.observe(4);
-  const std::string text = r.render();
-  EXPECT_NE(text.find("# TYPE pagoda:x_total counter\npagoda:x_total{model_name=\"m\\\"q\"} 3\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("pagoda:g 0.5\n"), std::string::npos);
-  EXPECT_NE(text.find("pagoda:h_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("pagoda:h_seconds_bucket{le=\"1\"} 2\n"), std::string::npos);
-  EXPECT_NE(text.find("pagoda:h_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
-  EXPECT_NE(text.find("pagoda:h_seconds_count 3\n"), std::string::npos);
-  EXPECT_NE(text.find("pagoda:h_seconds_sum 4.5625\n"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace pagoda::server
 
