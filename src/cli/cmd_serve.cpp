@@ -25,6 +25,7 @@
 #include "server/chat_prompt.h"
 #include "server/engine_metrics.h"
 #include "server/http_server.h"
+#include "server/request_log.h"
 
 namespace pagoda::cli {
 namespace {
@@ -45,6 +46,8 @@ struct ServeArgs {
   std::string generation_config = "auto";  // auto | vllm | DIR
   std::optional<uint64_t> seed;            // vllm serve's --seed: the engine seed
   std::vector<std::string> ssl;            // --ssl-keyfile / --ssl-certfile: refused, by name
+  std::string metrics_prefix = "pagoda";   // "vllm": dashboards built for vLLM work unchanged
+  server::RequestLogOptions logging;
 };
 
 // vllm serve's --generation-config: "auto" = the model's generation_config.json, "vllm" = none
@@ -158,7 +161,8 @@ void run_serve(ServeArgs& a) {
   info.model_name = a.server.served_model_names.front();
   info.num_kv_blocks = engine->memory_plan().num_blocks;
   info.block_size = engine->config().block_size;
-  info.kv_cache_dtype = dtype_name(parse_kv_cache_dtype(engine->config().kv_cache_dtype, engine->model_config().dtype));
+  info.kv_cache_dtype = engine->config().kv_cache_dtype;  // as configured, as vLLM's cache_config_info shows it
+  info.metrics_prefix = a.metrics_prefix;
   info.max_model_len = engine->config().max_model_len;
   info.max_num_seqs = engine->config().max_num_seqs;
   server::EngineMetrics metrics(registry, info);
@@ -169,7 +173,7 @@ void run_serve(ServeArgs& a) {
   if (!chat) LOG_WARN(dir << " has no chat template: /v1/chat/completions will answer 400");
 
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
-  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests});
+  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.logging});
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   const int port = http.bind();
   // Printed whatever the log level: scripts (and the tests) read the port from it with --port 0.
@@ -251,6 +255,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--enable-prompt-tokens-details", args->server.enable_prompt_tokens_details,
                 "usage.prompt_tokens_details in responses (cached_tokens)");
   cmd->add_option("--ssl-keyfile,--ssl-certfile", args->ssl, "Refused: TLS belongs to a proxy in front for now");
+  cmd->add_option("--metrics-prefix", args->metrics_prefix,
+                  "Prefix of the /metrics names: pagoda, or vllm for dashboards and autoscalers built for vLLM")
+      ->capture_default_str();
+  cmd->add_flag("--enable-log-requests,!--disable-log-requests", args->logging.log_requests,
+                "One log line per finished request (id, prompt tokens, parameters, finish)");
+  cmd->add_flag("!--disable-log-stats", args->logging.log_stats,
+                "No stats line every 10 s (throughput, running/waiting, KV usage)");
   add_engine_flags(cmd, args->engine);
   cmd->callback([args, exit_code] {
     run_serve(*args);

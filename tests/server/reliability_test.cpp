@@ -285,6 +285,23 @@ TEST_F(Reliability, SecondServerOnTheSamePortFails) {
   expect_recovered();
 }
 
+// SIGTERM: the deadline (--shutdown-timeout) covers connections too — a slow client and an idle
+// keep-alive one do not hold the server past it.
+TEST(ReliabilityShutdown, DeadlineCoversSlowAndIdleConnections) {
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--shutdown-timeout", "1", "--request-timeout", "600", "--keep-alive-timeout", "600"}))
+      << s.log();
+  RawConn slow(s.port()), idle(s.port());
+  ASSERT_TRUE(slow.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"));  // never finishes its header
+  ASSERT_TRUE(idle.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));     // then stays open
+  EXPECT_EQ(status_of(idle.read_response(std::chrono::seconds(5))), 200);
+  const auto t = Clock::now();
+  EXPECT_EQ(s.stop(std::chrono::seconds(20)), 0) << s.log();
+  EXPECT_LT(ms_since(t), 4000) << "shutdown waited on the connections past --shutdown-timeout 1";
+}
+
 // The API key is compared in constant time and guards every route but /health; errors carry no
 // file-system paths.
 TEST_F(Reliability, ErrorsCarryNoPaths) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "raw_http.h"
 #include "server_harness.h"
 
 namespace pagoda::server::test {
@@ -148,6 +149,13 @@ TEST(Server, OverloadAnswers503AndShutdownAbortsInFlight) {
   const HttpResult r = s.request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_TRUE(r.json().contains("error")) << r.body;
+  {  // and it tells the client when to come back
+    RawConn c(s.port());
+    c.send(post_request("/v1/completions", R"({"prompt": "x", "max_tokens": 2})", "Connection: close\r\n"));
+    const std::string resp = c.read_all(std::chrono::seconds(10));
+    EXPECT_EQ(status_of(resp), 503) << resp;
+    EXPECT_NE(resp.find("Retry-After: "), std::string::npos) << resp;
+  }
 
   // SIGTERM with --shutdown-timeout 0: what is in flight is aborted at once (4000 tokens each take
   // far longer than this test), and the streams still end cleanly.
