@@ -63,8 +63,21 @@ AsyncEngine::~AsyncEngine() {
 }
 
 std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> choices, std::string& why) {
-  const auto n = static_cast<int64_t>(choices.size());
+  return enqueue(Pending{nullptr, std::move(choices), false}, why);
+}
+
+std::shared_ptr<GenerationChannel> AsyncEngine::submit_embedding(std::vector<std::vector<int32_t>> prompts,
+                                                                 std::string& why) {
+  Pending p{nullptr, {}, true};
+  p.choices.reserve(prompts.size());
+  for (auto& prompt : prompts) p.choices.push_back(ChoiceSpec{std::move(prompt), {}});
+  return enqueue(std::move(p), why);
+}
+
+std::shared_ptr<GenerationChannel> AsyncEngine::enqueue(Pending p, std::string& why) {
+  const auto n = static_cast<int64_t>(p.choices.size());
   auto channel = std::make_shared<GenerationChannel>(static_cast<int32_t>(n));
+  p.channel = channel;
   {
     std::lock_guard lock(mu_);
     if (!accepting_) {
@@ -79,7 +92,7 @@ std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> c
     }
     unstarted_ += n;
     ++live_generations_;
-    pending_.push_back({channel, std::move(choices)});
+    pending_.push_back(std::move(p));
   }
   cv_.notify_one();
   return channel;
@@ -144,7 +157,8 @@ void AsyncEngine::add_pending(std::vector<Pending>& adds) {
     std::vector<int64_t> added;
     try {
       for (size_t i = 0; i < p.choices.size(); ++i) {
-        const int64_t id = engine_->add_request(std::move(p.choices[i].prompt), std::move(p.choices[i].params));
+        const int64_t id = p.embed ? engine_->add_embedding_request(std::move(p.choices[i].prompt))
+                                   : engine_->add_request(std::move(p.choices[i].prompt), std::move(p.choices[i].params));
         added.push_back(id);
         live_[id] = Live{p.channel, static_cast<int32_t>(i), now, now, false};
       }
@@ -186,6 +200,8 @@ void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
       --unstarted_;
       if (!o.new_token_ids.empty()) {
         metrics_.time_to_first_token_seconds.observe(since_arrival);
+        metrics_.prompt_tokens_total.inc(o.num_prompt_tokens);
+      } else if (!o.embedding.empty()) {
         metrics_.prompt_tokens_total.inc(o.num_prompt_tokens);
       }
     } else if (!o.new_token_ids.empty()) {

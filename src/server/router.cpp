@@ -19,6 +19,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/metrics", handle_metrics, true},
     {"POST", "/v1/completions", handle_completions, false},
     {"POST", "/v1/chat/completions", handle_chat_completions, false},
+    {"POST", "/v1/embeddings", handle_embeddings, false},
     {"POST", "/tokenize", handle_tokenize, false},
     {"POST", "/detokenize", handle_detokenize, false},
 };
