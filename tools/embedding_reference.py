@@ -18,6 +18,10 @@ the small byte-level BPE that the server tests build (tests/server/server_harnes
 tiny_tokenizer_json) plus Qwen3-Embedding's post-processor; `tiny_bpe` below re-implements it.
 
     python3 tools/embedding_reference.py --out tests/fixtures/embeddings/qwen3-tiny-tied.json
+
+With --check-hf (where torch, transformers and tokenizers are installed: the GPU machine) it also
+checks the token ids against Hugging Face `tokenizers` and the vectors against transformers'
+Qwen3Model in float64, and records the agreement in the fixture ("hf_check").
 """
 from __future__ import annotations
 
@@ -219,9 +223,59 @@ def normalize(v):
     return [x / max(n, 1e-12) for x in v]  # torch.nn.functional.normalize's eps
 
 
+def tiny_tokenizer_json():
+    """The tokenizer.json the server tests write (server_harness.h) + Qwen3-Embedding's post-processor."""
+    b2u, vocab, _ = tiny_vocab()
+    merges = [[k[0], k[1]] for k in sorted(tiny_vocab()[2], key=lambda k: tiny_vocab()[2][k])]
+    names = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+             "<tool_response>", "</tool_response>", "<|pad_0|>", "<|pad_1|>", "<|pad_2|>"]
+    special = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad_0|>", "<|pad_1|>", "<|pad_2|>"}
+    added = [{"id": 500 + i, "content": n, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": n in special} for i, n in enumerate(names)]
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                              "use_regex": False},
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                          {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}],
+                               "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                                        {"Sequence": {"id": "B", "type_id": 1}},
+                                        {"SpecialToken": {"id": "<|endoftext|>", "type_id": 1}}],
+                               "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [EOS_ID],
+                                                                    "tokens": ["<|endoftext|>"]}}},
+            "decoder": None,  # encoding only
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "vocab": vocab, "merges": merges}}
+
+
+def check_with_hf(cases):
+    """Where torch/transformers/tokenizers are importable (the GPU machine): the same ids from HF
+    tokenizers, and the same vectors from transformers' Qwen3Model (float64) + last token + normalize."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_str(json.dumps(tiny_tokenizer_json()))
+    model = transformers.AutoModel.from_pretrained(MODEL, dtype=torch.float64, attn_implementation="eager").eval()
+    worst = 0.0
+    for c in cases:
+        if isinstance(c["input"], str):
+            ids = tok.encode(c["input"]).ids  # add_special_tokens=True: the post-processor runs
+            assert ids == c["token_ids"], f"{c['name']}: HF tokenizers gives {ids}, tiny_bpe {c['token_ids']}"
+        with torch.no_grad():
+            h = model(torch.tensor([c["token_ids"]])).last_hidden_state[0, -1]
+        e = torch.nn.functional.normalize(h, dim=-1).tolist()
+        worst = max(worst, max(abs(a - b) for a, b in zip(e, c["embedding"])))
+    print(f"transformers {transformers.__version__} Qwen3Model float64 vs this script: max abs diff {worst:.3g}",
+          file=sys.stderr)
+    # transformers' Qwen3RMSNorm computes in float32 whatever the model dtype: ~1e-7 apart.
+    assert worst < 1e-6, worst
+    return {"transformers": transformers.__version__, "max_abs_diff": worst}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--check-hf", action="store_true",
+                    help="also check ids against HF tokenizers and vectors against transformers' Qwen3Model")
     args = ap.parse_args()
     with open(os.path.join(MODEL, "config.json")) as f:
         cfg = json.load(f)
@@ -245,6 +299,8 @@ def main():
         "eos_token_id": EOS_ID,
         "cases": cases,
     }
+    if args.check_hf:
+        out["hf_check"] = check_with_hf(cases)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
