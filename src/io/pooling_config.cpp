@@ -42,8 +42,9 @@ void read_pooling_modes(const fs::path& file, PoolingConfig& pc) {
   for (const auto& [key, value] : j.items())
     if (key.rfind("pooling_mode_", 0) == 0 && value.is_boolean() && value.get<bool>()) modes.push_back(key);
   check(!modes.empty(), file.string() + " sets no pooling_mode_* to true");
-  check(modes.size() == 1, file.string() + " sets several pooling modes at once (" + modes[0] + ", " + modes[1] +
-                               "); pagoda pools the last token only (pooling_mode_lasttoken)");
+  if (modes.size() > 1)
+    throw Error(file.string() + " sets several pooling modes at once (" + modes[0] + ", " + modes[1] +
+                "); pagoda pools the last token only (pooling_mode_lasttoken)");
   check(modes[0] == "pooling_mode_lasttoken",
         file.string() + " asks for " + modes[0] +
             "; pagoda implements last-token pooling only (pooling_mode_lasttoken, as Qwen3-Embedding)");

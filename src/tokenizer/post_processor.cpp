@@ -48,9 +48,11 @@ void apply_template(const json& p, const std::string& where, std::vector<int32_t
       const std::string name = st["id"].get<std::string>();
       check(specials != p.end() && specials->is_object() && specials->contains(name),
             where + ": special token '" + name + "' is not in special_tokens");
-      const json& ids = (*specials)[name]["ids"];
-      check(ids.is_array() && ids.size() <= 64, where + ": special_tokens['" + name + "'].ids must be a short list");
-      for (const json& id : ids) (seen_a ? suffix : prefix).push_back(token_id(id, where + "." + name));
+      const json& entry = (*specials)[name];
+      const auto ids = entry.is_object() ? entry.find("ids") : entry.end();
+      check(ids != entry.end() && ids->is_array() && ids->size() <= 64,
+            where + ": special_tokens['" + name + "'].ids must be a short list");
+      for (const json& id : *ids) (seen_a ? suffix : prefix).push_back(token_id(id, where + "." + name));
     } else {
       throw Error(where + ": unknown template piece " + piece.dump());
     }

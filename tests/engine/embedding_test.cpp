@@ -32,15 +32,15 @@ EngineConfig config(int32_t batched_tokens) {
 
 // Adds every case (and `generate` greedy requests alongside), steps until all finish; returns the
 // normalised embeddings in case order and the generated tokens.
-struct Run {
+struct EmbedRun {
   std::vector<std::vector<float>> embeddings;
   std::vector<RequestOutput> finals;
   std::vector<std::vector<int32_t>> generated;
 };
 
-Run run(Engine& engine, const std::vector<EmbeddingCase>& cases, const std::vector<std::vector<int32_t>>& generate = {}) {
+EmbedRun run(Engine& engine, const std::vector<EmbeddingCase>& cases, const std::vector<std::vector<int32_t>>& generate = {}) {
   std::map<int64_t, size_t> emb, gen;
-  Run r;
+  EmbedRun r;
   r.embeddings.resize(cases.size());
   r.finals.resize(cases.size());
   r.generated.resize(generate.size());
@@ -68,7 +68,7 @@ Run run(Engine& engine, const std::vector<EmbeddingCase>& cases, const std::vect
   return r;
 }
 
-void expect_reference(const Run& r, const std::vector<EmbeddingCase>& cases, const std::string& how) {
+void expect_reference(const EmbedRun& r, const std::vector<EmbeddingCase>& cases, const std::string& how) {
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_TRUE(r.finals[i].finished) << how << " " << cases[i].name;
     EXPECT_EQ(r.finals[i].finish_reason, FinishReason::Stop) << how << " " << cases[i].name;
@@ -83,7 +83,7 @@ TEST(EngineEmbedding, LastTokenHiddenStateMatchesReference) {
   const auto cases = load_embedding_cases();
   ASSERT_GE(cases.size(), 4u);
   Engine engine(testing::fixture_model_dir(kModel), config(2048));
-  const Run r = run(engine, cases);
+  const EmbedRun r = run(engine, cases);
   expect_reference(r, cases, "one-shot");
   // Nothing is kept once they finish.
   EXPECT_EQ(engine.scheduler().kv().num_free_blocks(), engine.memory_plan().num_blocks);
@@ -123,7 +123,7 @@ TEST(EngineEmbedding, ChunkedAndBatchedWithGenerationGiveTheSameVectors) {
     }
   }
   Engine engine(testing::fixture_model_dir(kModel), config(24));  // the 155-token case takes 7+ steps
-  const Run r = run(engine, cases, prompts);
+  const EmbedRun r = run(engine, cases, prompts);
   expect_reference(r, cases, "chunked, mixed");
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.generated[i], alone[i]) << "generation " << i;
   EXPECT_EQ(engine.scheduler().kv().num_free_blocks(), engine.memory_plan().num_blocks);
@@ -137,7 +137,7 @@ TEST(EngineEmbedding, PreemptedEmbeddingIsRecomputed) {
   c.block_size = 16;
   Engine engine(testing::fixture_model_dir(kModel), c);
   std::vector<std::vector<int32_t>> prompts(4, std::vector<int32_t>(40, 11));
-  const Run r = run(engine, cases, prompts);
+  const EmbedRun r = run(engine, cases, prompts);
   EXPECT_GT(engine.scheduler().num_preemptions(), 0) << "the test did not force a preemption";
   expect_reference(r, cases, "preempted");
   EXPECT_EQ(engine.scheduler().kv().num_free_blocks(), 14);

@@ -86,6 +86,7 @@ TEST(PoolingConfig, RefusesWhatItCannotApply) {
   expect_error(kModules, R"({"pooling_mode_mean_tokens": true})", "pooling_mode_mean_tokens");
   expect_error(kModules, R"({"pooling_mode_cls_token": true, "pooling_mode_lasttoken": true})", "several");
   expect_error(kModules, R"({"pooling_mode_lasttoken": false})", "no pooling_mode");
+  expect_error(kModules, R"({"pooling_mode_lasttoken": true, "pooling_mode_mean_tokens": true})", "several");
   expect_error(kModules, "", "1_Pooling/config.json");
   expect_error(R"([{"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
                   {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}])",

@@ -22,11 +22,11 @@ const std::string kAuth = "Authorization: Bearer " + kKey;
 // make_test_model_dir() turned into a Qwen3-Embedding-style directory.
 void make_embedding_model(const std::string& dir) {
   nlohmann::json tok = tiny_tokenizer_json();
-  tok["post_processor"] = {
-      {"type", "TemplateProcessing"},
-      {"single", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, {{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}}}},
-      {"pair", nlohmann::json::array()},
-      {"special_tokens", {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {500}}, {"tokens", {"<|endoftext|>"}}}}}}};
+  tok["post_processor"] = nlohmann::json::parse(R"({"type": "TemplateProcessing",
+    "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}],
+    "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+             {"SpecialToken": {"id": "<|endoftext|>", "type_id": 1}}],
+    "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [500], "tokens": ["<|endoftext|>"]}}})");
   write_file(dir + "/tokenizer.json", tok.dump());
   write_file(dir + "/modules.json", R"([
     {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

@@ -52,6 +52,8 @@ TEST(PostProcessor, MalformedOrUnsupportedIsAnError) {
   EXPECT_THROW(parse(R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "x"}}],
                          "special_tokens": {}})"), Error);  // no $A, unknown special
   EXPECT_THROW(parse(R"({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "B"}}]})"), Error);
+  EXPECT_THROW(parse(R"({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "x"}}],
+                         "special_tokens": {"x": {"id": "x"}}})"), Error);  // no ids
   EXPECT_THROW(parse(R"({"type": "BertProcessing", "sep": ["[SEP]", -1], "cls": ["[CLS]", 101]})"), Error);
   EXPECT_THROW(PostProcessor::from_json("not json", "test"), Error);
   // Sequences nested past the bound.
