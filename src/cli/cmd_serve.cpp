@@ -262,6 +262,15 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                 "One log line per finished request (id, prompt tokens, parameters, finish)");
   cmd->add_flag("!--disable-log-stats", args->logging.log_stats,
                 "No stats line every 10 s (throughput, running/waiting, KV usage)");
+  cmd->add_option("--runner", args->server.runner,
+                  "auto (pooling when the model has a sentence-transformers modules.json with a Pooling "
+                  "module, else generate), generate, or pooling (serve /v1/embeddings: last-token pooling)")
+      ->capture_default_str();
+  cmd->add_option("--task", args->server.task, "vLLM's older form of --runner: auto, generate, or embed (= pooling)")
+      ->capture_default_str();
+  cmd->add_option("--convert", args->server.convert,
+                  "auto, none, or embed (serve a causal LM as an embedding model: implies --runner pooling)")
+      ->capture_default_str();
   add_engine_flags(cmd, args->engine);
   cmd->callback([args, exit_code] {
     run_serve(*args);

@@ -169,6 +169,18 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, SamplingParams params) 
   return id;
 }
 
+int64_t Engine::add_embedding_request(std::vector<int32_t> prompt) {
+  for (int32_t id : prompt)
+    check(id >= 0 && id < model_config_.vocab_size,
+          "prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+              std::to_string(model_config_.vocab_size) + ")");
+  const int64_t id = next_id_++;
+  SamplingParams params;
+  params.max_tokens = 1;  // nothing is sampled; validation wants a positive value
+  scheduler_->add(id, std::move(prompt), std::move(params), /*embed=*/true);
+  return id;
+}
+
 void Engine::emit_text(Sequence& seq, RequestOutput& out) {
   auto it = text_.find(seq.id());
   if (it == text_.end()) return;
@@ -224,9 +236,17 @@ std::vector<RequestOutput> Engine::step() {
   if (!sched.empty()) {
     const std::vector<Sequence*> rows = sched.sampling_seqs();
     // Greedy rows are decided on the device; only the rows the host sampler needs come back.
-    std::vector<uint8_t> host(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) host[i] = sampler_->needs_logits(*rows[i]) ? 1 : 0;
-    const StepLogits& out = runner_->execute_greedy(sched.batch, *kv_, state_.get(), host);
+    // Embedding rows sample nothing: they take the row's hidden state instead.
+    std::vector<uint8_t> host(rows.size()), hidden(rows.size());
+    bool any_hidden = false;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      hidden[i] = rows[i]->embed ? 1 : 0;
+      any_hidden |= rows[i]->embed;
+      host[i] = !rows[i]->embed && sampler_->needs_logits(*rows[i]) ? 1 : 0;
+    }
+    const StepLogits& out = runner_->execute_greedy(sched.batch, *kv_, state_.get(), host,
+                                                    any_hidden ? std::span<const uint8_t>(hidden)
+                                                               : std::span<const uint8_t>());
     const auto vocab = static_cast<size_t>(model_config_.vocab_size);
     std::vector<SampleResult> samples(rows.size());
     std::vector<size_t> on_host;
@@ -255,9 +275,15 @@ std::vector<RequestOutput> Engine::step() {
     std::vector<int32_t> tokens;
     for (const SampleResult& r : samples) tokens.push_back(r.token);
     scheduler_->update_from_output(sched, tokens);
+    const auto H = static_cast<size_t>(model_config_.hidden_size);
     for (size_t i = 0; i < rows.size(); ++i) {
       RequestOutput& o = outs[rows[i]->id()];
       o.id = rows[i]->id();
+      if (rows[i]->embed) {
+        const float* h = out.hidden.data() + static_cast<size_t>(out.hidden_row_of[i]) * H;
+        o.embedding.assign(h, h + H);
+        continue;
+      }
       o.new_token_ids.push_back(tokens[i]);
       o.samples.push_back(std::move(samples[i]));
     }

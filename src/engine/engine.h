@@ -53,6 +53,9 @@ struct RequestOutput {
   std::string finish_detail;
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
+  // An embedding request's one output (finished): the final-norm hidden state of its last prompt
+  // token, fp32, neither truncated nor normalised (the caller applies the pooling head).
+  std::vector<float> embedding;
 };
 
 class Engine {
@@ -76,6 +79,10 @@ class Engine {
   // Queues a request; throws pagoda::Error for an empty or too long prompt or bad parameters.
   // SamplingParams::n is not expanded here: callers add n requests (see fan-out in cli/server).
   int64_t add_request(std::vector<int32_t> prompt, SamplingParams params);
+  // Queues an embedding request: the prompt runs through the model (chunked and batched with the
+  // other requests like any prefill), and its one output carries `embedding`; no token is sampled
+  // and its KV blocks are freed when it finishes. Throws pagoda::Error as add_request does.
+  int64_t add_embedding_request(std::vector<int32_t> prompt);
   // One engine step. Returns an output for every request that got tokens or finished.
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return scheduler_->has_unfinished(); }

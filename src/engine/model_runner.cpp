@@ -150,10 +150,13 @@ const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCa
 
 const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCache& kv,
                                               RecurrentState* recurrent,
-                                              std::span<const uint8_t> host_rows) {
+                                              std::span<const uint8_t> host_rows,
+                                              std::span<const uint8_t> hidden_rows) {
   const int32_t S = batch.num_seqs(), R = static_cast<int32_t>(batch.logits_rows.size());
   check(host_rows.empty() || host_rows.size() == static_cast<size_t>(R),
         "internal: host_rows must have one flag per logits row");
+  check(hidden_rows.empty() || hidden_rows.size() == static_cast<size_t>(R),
+        "internal: hidden_rows must have one flag per logits row");
   // A decode step: one new token per sequence, every sequence samples, rows in order.
   bool decode = !graphs_.empty() && batch.num_tokens() == S && R == S && S > 0 &&
                 batch.max_blocks_per_seq <= max_blocks_per_seq_;
@@ -191,7 +194,39 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
                      static_cast<size_t>(j - i) * row_bytes);
     i = j - 1;
   }
+  copy_hidden_rows(hidden_rows);
   return step_;
+}
+
+void ModelRunner::copy_hidden_rows(std::span<const uint8_t> hidden_rows) {
+  const auto R = static_cast<int32_t>(hidden_rows.size());
+  step_.hidden_row_of.assign(static_cast<size_t>(R), -1);
+  int32_t n = 0;
+  for (int32_t i = 0; i < R; ++i)
+    if (hidden_rows[static_cast<size_t>(i)]) step_.hidden_row_of[static_cast<size_t>(i)] = n++;
+  const int64_t H = model_.config().hidden_size;
+  step_.hidden.resize(static_cast<size_t>(n) * static_cast<size_t>(H));
+  if (n == 0) return;
+  const Tensor rows = model_.last_hidden_rows(R);
+  const DType dt = rows.dtype;
+  check(dt == DType::F32 || dt == DType::BF16 || dt == DType::F16,
+        "internal: hidden rows of an unexpected dtype " + std::string(dtype_name(dt)));
+  const size_t row_bytes = static_cast<size_t>(H) * dtype_size(dt);
+  hidden_staging_.resize(dt == DType::F32 ? 0 : static_cast<size_t>(H));
+  for (int32_t i = 0; i < R; ++i) {
+    const int32_t h = step_.hidden_row_of[static_cast<size_t>(i)];
+    if (h < 0) continue;
+    float* dst = step_.hidden.data() + static_cast<size_t>(h) * static_cast<size_t>(H);
+    const void* src = rows.row(i);
+    if (dt == DType::F32) {
+      be_.copy_to_host(dst, src, row_bytes);
+      continue;
+    }
+    be_.copy_to_host(hidden_staging_.data(), src, row_bytes);
+    for (int64_t k = 0; k < H; ++k)
+      dst[k] = dt == DType::BF16 ? bf16_to_f32(hidden_staging_[static_cast<size_t>(k)])
+                                 : f16_to_f32(hidden_staging_[static_cast<size_t>(k)]);
+  }
 }
 
 std::vector<int32_t> ModelRunner::decode_buckets(int32_t max) {

@@ -25,12 +25,15 @@
 
 namespace pagoda {
 
-// What execute_greedy returns: the device argmax of every logits row, and the full fp32 logits of
-// the rows that asked for them (host_rows[i] != 0), packed in order.
+// What execute_greedy returns: the device argmax of every logits row, the full fp32 logits of
+// the rows that asked for them (host_rows[i] != 0), and the fp32 final-norm hidden state of the
+// rows that asked for it (hidden_rows[i] != 0: embedding requests), each packed in order.
 struct StepLogits {
   std::vector<int32_t> argmax;        // [R]
   std::vector<float> host_logits;     // [number of host rows, vocab]
   std::vector<int32_t> host_row_of;   // [R]: row of host_logits holding row i, or -1
+  std::vector<float> hidden;          // [number of hidden rows, hidden_size]
+  std::vector<int32_t> hidden_row_of; // [R]: row of hidden holding row i, or -1
 };
 
 // Where the wall time of the steps went, summed since construction (PERF.md: the host's share of
@@ -60,9 +63,10 @@ class ModelRunner {
                                     RecurrentState* recurrent = nullptr);
   // Runs the step (as a graph replay when the step is a decode step of a captured bucket) and
   // returns the argmax token of every logits row; rows with host_rows[i] != 0 also come back in
-  // full. host_rows may be empty (no row needed on the host).
+  // full. host_rows may be empty (no row needed on the host); so may hidden_rows.
   const StepLogits& execute_greedy(const StepBatch& batch, PagedKvCache& kv,
-                                   RecurrentState* recurrent, std::span<const uint8_t> host_rows);
+                                   RecurrentState* recurrent, std::span<const uint8_t> host_rows,
+                                   std::span<const uint8_t> hidden_rows = {});
 
   // Captures one decode graph per bucket up to min(max_seqs, max_tokens) when the backend can.
   // `dummy_state_slot`: a recurrent-state slot that no sequence uses (hybrid models), else -1.
@@ -81,6 +85,8 @@ class ModelRunner {
   // Graph-mode decode layout: the batch padded to `bucket` sequences, uploaded at fixed offsets.
   StepMeta upload_padded_decode(const StepBatch* batch, int32_t bucket);
   void forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, RecurrentState* recurrent);
+  // Brings the flagged rows of the model's last hidden rows to the host as fp32.
+  void copy_hidden_rows(std::span<const uint8_t> hidden_rows);
 
   Backend& be_;
   Model& model_;
@@ -90,6 +96,7 @@ class ModelRunner {
   Buffer meta_buf_, logits_buf_, argmax_buf_;
   std::vector<int32_t> staging_;
   std::vector<float> host_logits_;
+  std::vector<uint16_t> hidden_staging_;  // 16-bit hidden rows before widening
   StepLogits step_;
   StepTimes times_;
   std::map<int32_t, int64_t> graphs_;  // bucket → graph handle

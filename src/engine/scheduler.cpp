@@ -29,7 +29,7 @@ Scheduler::Scheduler(SchedulerConfig config)
   check(config_.max_model_len >= 1, "--max-model-len must be >= 1, got " + std::to_string(config_.max_model_len));
 }
 
-Sequence* Scheduler::add(int64_t id, std::vector<int32_t> prompt, SamplingParams params) {
+Sequence* Scheduler::add(int64_t id, std::vector<int32_t> prompt, SamplingParams params, bool embed) {
   check(!prompt.empty(), "request " + std::to_string(id) + ": the prompt is empty");
   check(static_cast<int64_t>(prompt.size()) <= config_.max_model_len,
         "request " + std::to_string(id) + ": the prompt has " + std::to_string(prompt.size()) +
@@ -38,6 +38,7 @@ Sequence* Scheduler::add(int64_t id, std::vector<int32_t> prompt, SamplingParams
   if (auto err = validate_sampling_params(params)) throw Error(*err);
   auto seq = std::make_unique<Sequence>(id, std::move(prompt), std::move(params), config_.seed);
   seq->arrival = next_arrival_++;
+  seq->embed = embed;
   Sequence* raw = seq.get();
   live_.emplace(id, std::move(seq));
   waiting_.push_back(raw);
@@ -274,6 +275,10 @@ void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const i
     if (!s.samples) continue;
     const int32_t token = sampled[k++];
     if (seq->abort_requested) continue;  // its abort is applied below; the token is dropped
+    if (seq->embed) {  // its whole prompt is computed: the engine took its hidden state
+      finish(seq, FinishReason::Stop);
+      continue;
+    }
     seq->append_token(token);
     check_stop(seq);
   }

@@ -77,8 +77,9 @@ class Scheduler {
   }
 
   // Queues a new sequence. Throws pagoda::Error for an empty prompt, a prompt longer than
-  // max_model_len, an id already in use, or invalid sampling params.
-  Sequence* add(int64_t id, std::vector<int32_t> prompt, SamplingParams params);
+  // max_model_len, an id already in use, or invalid sampling params. `embed`: an embedding request
+  // (Sequence::embed), finished with reason Stop once its prompt is computed, no token appended.
+  Sequence* add(int64_t id, std::vector<int32_t> prompt, SamplingParams params, bool embed = false);
 
   // Plans the next step and reserves its KV slots. An empty output means nothing can run.
   SchedulerOutput schedule();

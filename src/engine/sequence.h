@@ -48,6 +48,9 @@ class Sequence {
   uint64_t arrival = 0;         // order of add(), set by the scheduler
   int32_t num_preemptions = 0;
   bool abort_requested = false;
+  // An embedding request: its prompt is run once and the final hidden state of its last token is
+  // its output; it samples nothing and finishes when its prefill does.
+  bool embed = false;
 
   std::mt19937_64& rng() { return rng_; }
 

@@ -54,6 +54,11 @@ DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
   return s;
 }
 
+Tensor DecoderBase::last_hidden_rows(int32_t num_rows) const {
+  check(num_rows >= 0 && num_rows <= max_logits_rows_, "internal: more hidden rows asked for than reserved");
+  return last_rows_.rows(0, num_rows);
+}
+
 void DecoderBase::finish_forward(const StepMeta& meta, Stream& s, bool zero_centered,
                                  Tensor& logits) {
   be_.add_rms_norm(s.h, s.y, final_norm_, s.x, static_cast<float>(cfg_.rms_norm_eps), zero_centered);

@@ -14,6 +14,7 @@ class DecoderBase : public Model {
  public:
   const ModelConfig& config() const override { return cfg_; }
   size_t weight_bytes() const override { return ws_.bytes(); }
+  Tensor last_hidden_rows(int32_t num_rows) const override;
 
  protected:
   DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend);

@@ -33,6 +33,11 @@ class Model {
   // Hybrid models need state.recurrent (its slots indexed by meta.state_slots).
   virtual void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) = 0;
   virtual size_t weight_bytes() const = 0;
+  // The final-norm hidden states of the last forward's meta.logits_rows: [num_rows, hidden_size]
+  // (num_rows = that step's num_logits_rows) in the activation dtype, on the device. What an
+  // embedding model pools; the logits are made from these rows. Valid until the next forward, and
+  // written by graph replays too.
+  virtual Tensor last_hidden_rows(int32_t num_rows) const = 0;
   // Index among the full-attention layers of each layer (-1 for other kinds): the KV pool it uses.
   int attention_index(int layer) const;
 

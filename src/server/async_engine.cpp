@@ -66,8 +66,21 @@ AsyncEngine::~AsyncEngine() {
 }
 
 std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> choices, std::string& why) {
-  const auto n = static_cast<int64_t>(choices.size());
+  return enqueue(Pending{nullptr, std::move(choices), false}, why);
+}
+
+std::shared_ptr<GenerationChannel> AsyncEngine::submit_embedding(std::vector<std::vector<int32_t>> prompts,
+                                                                 std::string& why) {
+  Pending p{nullptr, {}, true};
+  p.choices.reserve(prompts.size());
+  for (auto& prompt : prompts) p.choices.push_back(ChoiceSpec{std::move(prompt), {}});
+  return enqueue(std::move(p), why);
+}
+
+std::shared_ptr<GenerationChannel> AsyncEngine::enqueue(Pending p, std::string& why) {
+  const auto n = static_cast<int64_t>(p.choices.size());
   auto channel = std::make_shared<GenerationChannel>(static_cast<int32_t>(n));
+  p.channel = channel;
   {
     std::lock_guard lock(mu_);
     if (!accepting_) {
@@ -82,7 +95,8 @@ std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> c
     }
     unstarted_ += n;
     ++live_generations_;
-    pending_.push_back({channel, std::move(choices), Clock::now()});
+    p.arrival = Clock::now();
+    pending_.push_back(std::move(p));
   }
   cv_.notify_one();
   return channel;
@@ -148,7 +162,8 @@ void AsyncEngine::add_pending(std::vector<Pending>& adds) {
     std::vector<int64_t> added;
     try {
       for (size_t i = 0; i < p.choices.size(); ++i) {
-        const int64_t id = engine_->add_request(std::move(p.choices[i].prompt), std::move(p.choices[i].params));
+        const int64_t id = p.embed ? engine_->add_embedding_request(std::move(p.choices[i].prompt))
+                                   : engine_->add_request(std::move(p.choices[i].prompt), std::move(p.choices[i].params));
         added.push_back(id);
         live_[id] = Live{p.channel, static_cast<int32_t>(i), false};
         stats_.added(stats, i, id, now);

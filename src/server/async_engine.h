@@ -88,6 +88,9 @@ class AsyncEngine {
 
   // Queues a generation. Returns null when overloaded or shutting down (`why` says which).
   std::shared_ptr<GenerationChannel> submit(std::vector<ChoiceSpec> choices, std::string& why);
+  // Queues embedding requests, one per prompt (Engine::add_embedding_request): choice i's one
+  // output carries the embedding of prompts[i]. Cancelled, overloaded and shut down as submit().
+  std::shared_ptr<GenerationChannel> submit_embedding(std::vector<std::vector<int32_t>> prompts, std::string& why);
   // The client is gone: abort every choice still running. Safe to call more than once.
   void cancel(const std::shared_ptr<GenerationChannel>& channel);
 
@@ -103,8 +106,10 @@ class AsyncEngine {
   struct Pending {
     std::shared_ptr<GenerationChannel> channel;
     std::vector<ChoiceSpec> choices;
+    bool embed = false;  // choices[i].prompt are embedding requests (their params unused)
     std::chrono::steady_clock::time_point arrival;  // submit(): the start of TTFT and e2e
   };
+  std::shared_ptr<GenerationChannel> enqueue(Pending p, std::string& why);
   // Per engine request, engine thread only.
   struct Live {
     std::shared_ptr<GenerationChannel> channel;

@@ -4,6 +4,7 @@
 #include "server/chat_output_parser.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
+#include "server/pooling_runner.h"
 #include "server/routes.h"
 #include "server/sse.h"
 
@@ -53,6 +54,7 @@ struct ChatStream {
 }  // namespace
 
 HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
+  require_generate_runner(ctx, "Chat Completions API");
   ChatRequest r = parse_chat_request(parse_json_body(req.body), ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");

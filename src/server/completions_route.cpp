@@ -3,6 +3,7 @@
 #include "server/chat_output_parser.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
+#include "server/pooling_runner.h"
 #include "server/routes.h"
 #include "server/sse.h"
 
@@ -24,6 +25,7 @@ struct StreamState {
 }  // namespace
 
 HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
+  require_generate_runner(ctx, "Completions API");
   const CompletionRequest r = parse_completion_request(parse_json_body(req.body), ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   std::vector<ChoiceSpec> choices;

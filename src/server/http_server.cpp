@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "server/http_session.h"
+#include "server/pooling_runner.h"
 
 namespace pagoda::server {
 
@@ -90,7 +91,11 @@ net::awaitable<void> HttpServer::Impl::accept_loop() {
   }
 }
 
-HttpServer::HttpServer(ServerContext ctx) : impl_(std::make_unique<Impl>(std::move(ctx))) {}
+HttpServer::HttpServer(ServerContext ctx) {
+  // The runner (generate or pooling) follows --runner / --task and the model directory, as in vLLM.
+  if (!ctx.pooling) ctx.pooling = resolve_runner(ctx.options, ctx.engine.model_config().hidden_size);
+  impl_ = std::make_unique<Impl>(std::move(ctx));
+}
 
 HttpServer::~HttpServer() {
   if (!impl_->threads.empty()) shutdown(std::chrono::milliseconds(0));

@@ -369,9 +369,18 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
         if (!err.empty()) {
           whole = error_reply(internal_error(err));
         } else {
-          auto finish = [&g] { return g.finish(); };  // may build a large body: off the I/O thread
-          const nlohmann::ordered_json body = co_await offload<nlohmann::ordered_json>(env_.workers, finish);
-          whole = json_reply(body);
+          // May build a large body: off the I/O thread. What it throws is the client's answer (an
+          // exception must not escape into the worker pool).
+          auto finish = [&g]() -> HttpReply {
+            try {
+              return json_reply(g.finish());
+            } catch (const ApiError& e) {
+              return error_reply(e);
+            } catch (const std::exception& e) {
+              return error_reply(internal_error(e.what()));
+            }
+          };
+          whole = co_await offload<HttpReply>(env_.workers, finish);
         }
       }
     }

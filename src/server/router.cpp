@@ -29,6 +29,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, false},
     {"POST", "/v1/chat/completions", handle_chat_completions, false},
     {"POST", "/v1/responses", handle_responses, false},
+    {"POST", "/v1/embeddings", handle_embeddings, false},
     {"POST", "/tokenize", handle_tokenize, false},
     {"POST", "/detokenize", handle_detokenize, false},
 };

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,13 @@ struct ServerOptions {
   bool enable_prompt_tokens_details = false; // usage.prompt_tokens_details (cached_tokens)
   bool reasoning_parser = true;  // <think>...</think> -> reasoning_content (when the vocab has them)
   bool tool_call_parser = true;  // <tool_call>...</tool_call> -> tool_calls (when tools are given)
+  // vLLM's --runner / --task / --convert (server/pooling_runner.h decides from them and the model).
+  std::string runner = "auto";
+  std::string task = "auto";
+  std::string convert = "auto";
 };
+
+struct PoolingRunner;
 
 struct ServerContext {
   AsyncEngine& engine;
@@ -56,6 +63,8 @@ struct ServerContext {
   const ChatPrompt* chat = nullptr;  // null: the model has no chat template
   ServerOptions options;
   SamplingParams sampling_defaults;  // for fields a request leaves out (generation_config.json)
+  // Set (by HttpServer, from the options and the model) when the server is an embedding server.
+  std::shared_ptr<const PoolingRunner> pooling;
 
   const std::string& model_name() const { return options.served_model_names.front(); }
 };
