@@ -61,8 +61,11 @@ Engine::Engine(const std::string& model_dir, EngineConfig config) : config_(std:
 
   backend_ = make_backend(config_.device, config_.num_threads, config_.dtype);
   {
+    const auto start = std::chrono::steady_clock::now();
     const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
     model_ = load_model(model_config_, ckpt, *backend_);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (secs > 1.0) LOG_INFO("weights loaded in " << secs << " s");  // the progress lines said how far
   }
   const std::string& tok_dir = config_.tokenizer_dir.empty() ? model_dir : config_.tokenizer_dir;
   if (!config_.tokenizer_dir.empty())

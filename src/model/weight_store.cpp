@@ -1,6 +1,9 @@
 #include "model/weight_store.h"
 
+#include <cstdio>
+
 #include "core/error.h"
+#include "core/log.h"
 #include "io/weight_names.h"
 
 namespace pagoda {
@@ -32,7 +35,22 @@ WeightStore::WeightStore(Backend& backend, const Checkpoint& ckpt) : backend_(ba
     if (!canon) continue;
     check(by_name_.emplace(*canon, t).second,
           "checkpoint holds two tensors that both mean '" + *canon + "' (one is '" + t->name + "')");
+    total_source_bytes_ += static_cast<size_t>(product(t->shape, 0)) * dtype_size(t->dtype);
   }
+}
+
+void WeightStore::loaded(const Tensor& src) {
+  loaded_source_bytes_ += src.nbytes();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - start_ < std::chrono::seconds(1) || now - last_report_ < std::chrono::seconds(1)) return;
+  last_report_ = now;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double secs = std::chrono::duration<double>(now - start_).count();
+  const double done = static_cast<double>(loaded_source_bytes_), total = static_cast<double>(total_source_bytes_);
+  char line[160];
+  std::snprintf(line, sizeof line, "loading weights: %.2f / %.2f GiB (%.0f%%), %.1f s, %.2f GiB/s", done / gib,
+                total / gib, total > 0 ? 100.0 * done / total : 100.0, secs, done / gib / secs);
+  LOG_INFO(line);
 }
 
 const TensorView& WeightStore::find(const std::string& name, const std::vector<int64_t>& shape) const {
@@ -57,6 +75,7 @@ Tensor WeightStore::load(const std::string& name, DType dtype, const std::vector
   Tensor host = host_view(src);
   Tensor dst = allocate(dtype, host.shape[0], host.shape[1]);
   backend_.upload_convert(host, dst);
+  loaded(host);
   if (shape.size() == 1) return dst.reshape({shape[0]});
   return dst;
 }
@@ -75,6 +94,7 @@ Tensor WeightStore::load_rows(const std::vector<std::string>& names, DType dtype
   for (size_t i = 0; i < names.size(); ++i) {
     const Tensor src = host_view(find(names[i], shapes[i]));
     const bool reorder = i < row_orders.size() && !row_orders[i].empty();
+    loaded(src);
     if (!reorder) {
       Tensor part = dst.rows(at, at + shapes[i][0]);
       backend_.upload_convert(src, part);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,11 +30,15 @@ class WeightStore {
  private:
   const TensorView& find(const std::string& name, const std::vector<int64_t>& shape) const;
   Tensor allocate(DType dtype, int64_t rows, int64_t cols);
+  // Progress on loads that take more than a second: a line a second, bytes read of the total.
+  void loaded(const Tensor& src);
 
   Backend& backend_;
   std::map<std::string, const TensorView*> by_name_;  // canonical name -> checkpoint tensor
   std::vector<Buffer> buffers_;
   size_t bytes_ = 0;
+  size_t total_source_bytes_ = 0, loaded_source_bytes_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_report_ = start_;
 };
 
 }  // namespace pagoda

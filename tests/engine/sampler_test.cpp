@@ -156,6 +156,37 @@ TEST(Sampler, PenaltiesSteerGreedyChoice) {
   EXPECT_EQ(sampler.sample_row(row, p, std::vector<int32_t>{0}, {}, rng).token, 0);
 }
 
+TEST(Sampler, LogitBiasAddsToRawLogitsAndSteersGreedy) {
+  Sampler sampler;
+  SamplingParams p;
+  p.temperature = 0;
+  std::mt19937_64 rng(0);
+  const std::vector<float> row{3.0f, 2.5f, -1.0f};
+  EXPECT_EQ(sampler.sample_row(row, p, {}, {}, rng).token, 0);
+  p.logit_bias = std::make_shared<std::vector<std::pair<int32_t, float>>>(
+      std::vector<std::pair<int32_t, float>>{{2, 4.5f}});  // -1 + 4.5 = 3.5 > 3
+  EXPECT_EQ(sampler.sample_row(row, p, {}, {}, rng).token, 2);
+  p.logit_bias = std::make_shared<std::vector<std::pair<int32_t, float>>>(
+      std::vector<std::pair<int32_t, float>>{{2, 3.9f}, {0, -100.0f}});  // 2.9 > 2.5 > -97
+  EXPECT_EQ(sampler.sample_row(row, p, {}, {}, rng).token, 2);
+  std::vector<float> r(row);
+  apply_logit_bias(r, p);
+  EXPECT_FLOAT_EQ(r[0], -97.0f);
+  EXPECT_FLOAT_EQ(r[1], 2.5f);
+  EXPECT_FLOAT_EQ(r[2], 2.9f);
+  // Logprobs stay those of the raw logits (vLLM's default).
+  p.logprobs = 1;
+  const SampleResult s = sampler.sample_row(row, p, {}, {}, rng);
+  const float lse = std::log(std::exp(3.0f) + std::exp(2.5f) + std::exp(-1.0f));
+  EXPECT_NEAR(s.logprob, -1.0f - lse, 1e-5);
+  // A greedy request with a bias cannot take the device's argmax shortcut.
+  SamplingParams greedy_biased;
+  greedy_biased.temperature = 0;
+  EXPECT_FALSE(sampler.needs_logits(Sequence(1, {1}, greedy_biased)));
+  greedy_biased.logit_bias = p.logit_bias;
+  EXPECT_TRUE(sampler.needs_logits(Sequence(2, {1}, greedy_biased)));
+}
+
 TEST(Sampler, TemperatureScales) {
   std::vector<float> row{1.0f, -2.0f, 4.0f};
   apply_temperature(row, 0.5);
