@@ -140,7 +140,7 @@ void check_dimensions(const ServerContext& ctx, const PoolingRunner& pr, int64_t
                           std::to_string(pr.hidden_size), "dimensions");
 }
 
-std::vector<int32_t> input_ids(const ServerContext& ctx, const PoolingRunner& pr, const EmbeddingRequest& r,
+std::vector<int32_t> input_ids(const ServerContext& ctx, const EmbeddingRequest& r,
                                const EmbeddingInput& in) {
   // Text through the tokenizer's post_processor, as tokenizer(text) in transformers and
   // sentence-transformers (Qwen3-Embedding appends <|endoftext|> so); ids as given, as in vLLM.
@@ -196,7 +196,7 @@ HttpReply handle_embeddings(ServerContext& ctx, const HttpRequest& req) {
   std::vector<std::vector<int32_t>> prompts;
   int64_t prompt_tokens = 0;
   for (const EmbeddingInput& in : r.inputs) {
-    prompts.push_back(input_ids(ctx, pr, r, in));
+    prompts.push_back(input_ids(ctx, r, in));
     prompt_tokens += static_cast<int64_t>(prompts.back().size());
   }
   const size_t n = prompts.size();

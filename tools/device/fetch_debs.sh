@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 pkgs=(nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2
       libgtest-dev libgmock-dev
       libcpp-httplib-dev libcpp-httplib0.11 libbenchmark-dev libbenchmark1debian
-      libssl-dev libssl3 zlib1g-dev libbrotli-dev libbrotli1)  # httplib.h includes their headers
+      libssl-dev libssl3 zlib1g-dev libbrotli-dev libbrotli1)  # + Boost headers, below  # httplib.h includes their headers
 mkdir -p .deps/debs .deps/root
 (cd .deps/debs && apt-get download "${pkgs[@]}" >/dev/null)
 for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
@@ -21,4 +21,13 @@ done
 rm -rf .deps/root/usr/share/doc .deps/root/usr/share/man
 # Static archives pagoda does not link (crypto, pcre2-16/32) only cost transfer time.
 find .deps/root \( -name 'libcrypto.a' -o -name 'libssl.a' -o -name 'libpcre2-16*' -o -name 'libpcre2-32*' \) -delete
+# Boost (Asio + Beast, header-only) is 160 MB of headers; carry only those pagoda's sources include,
+# as this machine's compiler resolves them (libboost-dev must be installed here: tools/setup.sh).
+boost_list=$(mktemp)
+for f in src/server/*.cpp tests/server/*.cpp tests/fuzz/http_fuzz.cpp; do
+  g++ -std=c++20 -DBOOST_ASIO_HAS_CO_AWAIT=1 -DBOOST_ASIO_HAS_STD_COROUTINE=1 -Isrc -M "$f" 2>/dev/null || true
+done | tr ' \\' '\n\n' | grep '^/usr/include/boost/' | sort -u > "$boost_list"
+echo /usr/include/boost/version.hpp >> "$boost_list"
+tar cf - -T "$boost_list" 2>/dev/null | tar xf - -C .deps/root
+rm -f "$boost_list"
 du -sh .deps
