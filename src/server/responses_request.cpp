@@ -4,73 +4,20 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 #include "server/request_json.h"
 
 namespace pagoda::server {
 namespace {
 
-const char* type_name(const Json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-[[noreturn]] void wrong_type(const std::string& key, const char* want, const Json& got) {
-  throw bad_request("'" + key + "' must be " + want + ", got " + type_name(got), key);
-}
-
 std::string at(const std::string& where, const std::string& name) { return where.empty() ? name : where + "." + name; }
 std::string at(const std::string& where, size_t index) { return where + "[" + std::to_string(index) + "]"; }
-
-// Absent or null -> nullptr.
-const Json* field(const Json& j, const std::string& name) {
-  auto it = j.find(name);
-  if (it == j.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::optional<double> opt_number(const Json& j, const std::string& name) {
-  const Json* v = field(j, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) wrong_type(name, "a number", *v);
-  const double d = v->get<double>();
-  if (!std::isfinite(d)) throw bad_request("'" + name + "' must be finite", name);
-  return d;
-}
-
-int64_t as_int(const Json& v, const std::string& key, int64_t lo, int64_t hi) {
-  if (!v.is_number()) wrong_type(key, "an integer", v);
-  int64_t i = 0;
-  if (v.is_number_integer()) {
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-      throw bad_request("'" + key + "' is out of range", key);
-    i = v.get<int64_t>();
-  } else {
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9e15) wrong_type(key, "an integer", v);
-    i = static_cast<int64_t>(d);
-  }
-  if (i < lo || i > hi)
-    throw bad_request("'" + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                          std::to_string(i), key);
-  return i;
-}
 
 std::optional<int64_t> opt_int(const Json& j, const std::string& name, int64_t lo = 0,
                                int64_t hi = std::numeric_limits<int32_t>::max()) {
   const Json* v = field(j, name);
   if (!v) return std::nullopt;
   return as_int(*v, name, lo, hi);
-}
-
-std::optional<bool> opt_bool(const Json& j, const std::string& name) {
-  const Json* v = field(j, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) wrong_type(name, "a boolean", *v);
-  return v->get<bool>();
 }
 
 std::optional<std::string> opt_string(const Json& j, const std::string& name, const std::string& where = "") {
@@ -85,9 +32,6 @@ std::string required_string(const Json& j, const std::string& name, const std::s
   if (!s) throw bad_request("'" + at(where, name) + "' is required", at(where, name));
   return *s;
 }
-
-// The field a validate_sampling_params message is about: its first word.
-std::string param_of(const std::string& message) { return message.substr(0, message.find(' ')); }
 
 // A content value (a string, or an array of text parts) as one string: the parts joined by "\n",
 // as vLLM gives templates that take strings. Images, files and audio are a 400: text only.
