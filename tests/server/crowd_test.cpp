@@ -2,6 +2,8 @@
 // against it: 2,000 concurrent streams and 2,000 slow connections (see the script).
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -13,6 +15,12 @@ namespace pagoda::server::test {
 namespace {
 
 TEST(ServerCrowd, TwoThousandStreamsAndTwoThousandSlowClients) {
+  // 4,000 sockets on each side: the client (node) and the server inherit this process's limit.
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  ASSERT_GE(rl.rlim_cur, 8192u) << "the open-file limit (ulimit -Hn) is too low for 2,000 + 2,000 connections";
   const std::string model = source_path("models/default");
   ServerProcess s;
   ASSERT_TRUE(s.start(model, {"--api-key", "crowd-key", "--served-model-name", "kjv", "--max-num-seqs", "256"}))
