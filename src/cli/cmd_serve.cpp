@@ -25,6 +25,7 @@
 #include "server/chat_prompt.h"
 #include "server/engine_metrics.h"
 #include "server/http_server.h"
+#include "server/openai_request.h"
 #include "server/request_log.h"
 
 namespace pagoda::cli {
@@ -93,7 +94,8 @@ void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
                   "Seconds one write may wait on a client that does not read (then it is dropped and its "
                   "request aborted)")
       ->capture_default_str();
-  cmd->add_option("--max-logprobs", r.max_logprobs, "Most top logprobs per token a request may ask for")
+  cmd->add_option("--max-logprobs", r.max_logprobs,
+                  "Most top logprobs per token a request may ask for (at most 20, vLLM's default)")
       ->capture_default_str();
   cmd->add_option("--max-stop-strings", r.max_stop_strings, "Most stop strings in one request")
       ->capture_default_str();
@@ -141,6 +143,8 @@ void run_serve(ServeArgs& a) {
   const server::RequestLimits& rl = a.server.request;
   check(rl.max_logprobs >= 0 && rl.max_stop_strings >= 0 && rl.max_stop_bytes >= 0 && rl.max_output_budget > 0,
         "the per-request limits cannot be negative");
+  check(rl.max_logprobs <= server::kMaxLogprobs,
+        "--max-logprobs can lower the limit of " + std::to_string(server::kMaxLogprobs) + ", not raise it");
   a.server.reasoning_parser = parser_enabled(a.reasoning_parser, "--reasoning-parser");
   a.server.tool_call_parser = parser_enabled(a.tool_call_parser, "--tool-call-parser");
   const std::string dir = resolve_model_dir(a.model_dir);
