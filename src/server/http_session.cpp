@@ -146,6 +146,7 @@ class Connection {
     }
   }
   awaitable<bool> handshake();
+  awaitable<bool> client_gone();
   awaitable<void> tls_close();
   awaitable<bool> read_request(bool first, HttpRequest& req, bool& keep_alive);
   awaitable<HttpReply> answer(const HttpRequest& req);
@@ -367,7 +368,7 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
   while (ok && !finished) {
     if (waker->peer_event) {
       waker->peer_event = false;
-      if (peer_gone(raw())) {
+      if (co_await client_gone()) {
         ok = false;
         break;
       }
@@ -461,6 +462,23 @@ awaitable<bool> Connection<Stream>::handshake() {
     co_return false;
   }
   co_return true;
+}
+
+// The socket became readable while a generation runs. Plain: see peer_gone. TLS: the bytes waiting
+// may be a close_notify (curl sends one before it closes), so they are read through the TLS layer,
+// briefly: end of stream or an error is a client gone; a request (pipelined) stays in buffer_.
+template <typename Stream>
+awaitable<bool> Connection<Stream>::client_gone() {
+  if (peer_gone(raw())) co_return true;
+  if constexpr (kTls) {
+    error_code ec;
+    deadline_.arm(0.25);  // only a record that does not come whole waits; its end comes with it
+    const size_t n = co_await stream_.async_read_some(buffer_.prepare(16 << 10), net::redirect_error(use_awaitable, ec));
+    deadline_.disarm();
+    if (!ec) buffer_.commit(n);
+    co_return ec && !deadline_.expired();
+  }
+  co_return false;
 }
 
 // HTTPS: close_notify, so that the client knows that nothing was cut. One way: the client's own
