@@ -224,7 +224,9 @@ awaitable<bool> Connection<Stream>::read_request(bool first, HttpRequest& req, b
     return parse_error_reply(ec);
   };
   co_await http::async_read_header(stream_, buffer_, parser, net::redirect_error(use_awaitable, ec));
-  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) {
+  // (TLS: a client that closes without close_notify, as most do, truncates the stream.)
+  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == ssl::error::stream_truncated) {
     deadline_.disarm();
     co_return false;
   }
