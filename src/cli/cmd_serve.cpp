@@ -27,6 +27,7 @@
 #include "server/http_server.h"
 #include "server/openai_request.h"
 #include "server/request_log.h"
+#include "server/tls_context.h"
 
 namespace pagoda::cli {
 namespace {
@@ -46,7 +47,7 @@ struct ServeArgs {
   std::string chat_template;              // file or template text; "" = the model's own
   std::string generation_config = "auto";  // auto | vllm | DIR
   std::optional<uint64_t> seed;            // vllm serve's --seed: the engine seed
-  std::vector<std::string> ssl;            // --ssl-keyfile / --ssl-certfile: refused, by name
+  server::TlsOptions tls;                  // --ssl-*: HTTPS (as vllm serve / uvicorn)
   std::string metrics_prefix = "pagoda";   // "vllm": dashboards built for vLLM work unchanged
   server::RequestLogOptions logging;
 };
@@ -155,8 +156,10 @@ void run_serve(ServeArgs& a) {
                                        ? std::filesystem::canonical(dir).filename().string()
                                        : a.model_dir};
 
-  check(a.ssl.empty(), "--ssl-keyfile / --ssl-certfile: pagoda serves plain HTTP only for now; put a TLS "
-                      "terminating proxy (nginx, envoy, the inference gateway) in front of it");
+  // Before the model loads: a bad certificate or key stops serve at once.
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  if (a.tls.enabled() || !a.tls.keyfile.empty() || !a.tls.ca_certs.empty() || a.tls.cert_reqs != 0)
+    tls = server::make_tls_context(a.tls);
   EngineConfig engine_config = engine_config_from(a.engine);
   if (a.seed) engine_config.seed = *a.seed;
   auto engine = std::make_unique<Engine>(dir, engine_config);
@@ -179,10 +182,11 @@ void run_serve(ServeArgs& a) {
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
   server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.logging});
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
+  if (tls) http.use_tls(tls);
   const int port = http.bind();
   // Printed whatever the log level: scripts (and the tests) read the port from it with --port 0.
-  std::fprintf(stderr, "pagoda: serving %s on http://%s:%d\n", a.server.served_model_names.front().c_str(),
-               a.server.host.c_str(), port);
+  std::fprintf(stderr, "pagoda: serving %s on %s://%s:%d\n", a.server.served_model_names.front().c_str(),
+               tls ? "https" : "http", a.server.host.c_str(), port);
   std::fflush(stderr);
 
   std::atomic<bool> http_done{false};
@@ -258,7 +262,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                 "Logprobs name tokens as 'token_id:N' instead of their text");
   cmd->add_flag("--enable-prompt-tokens-details", args->server.enable_prompt_tokens_details,
                 "usage.prompt_tokens_details in responses (cached_tokens)");
-  cmd->add_option("--ssl-keyfile,--ssl-certfile", args->ssl, "Refused: TLS belongs to a proxy in front for now");
+  cmd->add_option("--ssl-certfile", args->tls.certfile, "Serve HTTPS with this PEM certificate chain");
+  cmd->add_option("--ssl-keyfile", args->tls.keyfile, "The PEM private key of --ssl-certfile (default: in that file)");
+  cmd->add_option("--ssl-ca-certs", args->tls.ca_certs, "PEM CA certificates that client certificates are checked "
+                                                        "against (with --ssl-cert-reqs)");
+  cmd->add_option("--ssl-cert-reqs", args->tls.cert_reqs,
+                  "Client certificates, as Python's ssl.CERT_*: 0 not asked, 1 optional, 2 required")
+      ->capture_default_str();
   cmd->add_option("--metrics-prefix", args->metrics_prefix,
                   "Prefix of the /metrics names: pagoda, or vllm for dashboards and autoscalers built for vLLM")
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -62,6 +63,7 @@ struct HttpServer::Impl {
   std::atomic<bool> trim_queued{false};
   net::thread_pool workers;
   SessionEnv env;
+  std::shared_ptr<net::ssl::context> tls;
   std::vector<std::thread> threads;
 };
 
@@ -123,6 +125,11 @@ int HttpServer::bind() {
   a.listen(net::socket_base::max_listen_connections, ec);
   check(!ec, "cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + ec.message());
   return a.local_endpoint().port();
+}
+
+void HttpServer::use_tls(std::shared_ptr<net::ssl::context> tls) {
+  impl_->tls = std::move(tls);
+  impl_->env.tls = impl_->tls.get();
 }
 
 void HttpServer::run() {

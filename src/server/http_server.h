@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "server/server_context.h"
+#include "server/tls_context.h"
 
 namespace pagoda::server {
 
@@ -19,6 +20,8 @@ class HttpServer {
   // Binds host:port (port 0 = any free port; SO_REUSEADDR but never SO_REUSEPORT, so a second
   // server on a port in use fails) and returns the port. Throws pagoda::Error.
   int bind();
+  // Serves HTTPS (every connection does the TLS handshake first) instead of plain HTTP. Before run().
+  void use_tls(std::shared_ptr<boost::asio::ssl::context> tls);
   // Serves until shutdown(); returns once the I/O threads have stopped.
   void run();
   // Stops accepting new connections (those open stay served).

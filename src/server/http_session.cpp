@@ -7,11 +7,13 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -28,6 +30,7 @@ namespace pagoda::server {
 
 namespace net = boost::asio;
 namespace http = boost::beast::http;
+namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using boost::system::error_code;
 using net::awaitable;
@@ -115,14 +118,36 @@ bool peer_gone(tcp::socket& socket) {
   return false;
 }
 
+// Over a plain socket (HTTP) or a TLS stream on one (HTTPS). Reads and writes go through the
+// stream; what concerns the socket itself (deadlines, readiness, peeking, shutdown) through raw().
+template <typename Stream>
 class Connection {
  public:
-  Connection(SessionEnv& env, tcp::socket socket)
-      : env_(env), limits_(env.ctx.options.http), socket_(std::move(socket)), deadline_(socket_) {}
+  static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
+
+  Connection(SessionEnv& env, tcp::socket& socket)  // moved from
+      : env_(env), limits_(env.ctx.options.http), stream_(make_stream(socket, env.tls)), deadline_(raw()) {}
 
   awaitable<void> run();
 
  private:
+  static Stream make_stream(tcp::socket& socket, ssl::context* tls) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), *tls);
+    } else {
+      return std::move(socket);
+    }
+  }
+  tcp::socket& raw() {
+    if constexpr (kTls) {
+      return stream_.next_layer();
+    } else {
+      return stream_;
+    }
+  }
+  awaitable<bool> handshake();
+  awaitable<bool> client_gone();
+  awaitable<void> tls_close();
   awaitable<bool> read_request(bool first, HttpRequest& req, bool& keep_alive);
   awaitable<HttpReply> answer(const HttpRequest& req);
   awaitable<bool> write_reply(HttpReply& reply, bool keep_alive, bool head);
@@ -134,16 +159,19 @@ class Connection {
 
   SessionEnv& env_;
   const HttpLimits& limits_;
-  tcp::socket socket_;
+  Stream stream_;
   Deadline deadline_;
   boost::beast::flat_buffer buffer_;
   bool read_a_lot_ = false;
+  bool tls_closed_ = false;
 };
 
-awaitable<void> Connection::run() {
+template <typename Stream>
+awaitable<void> Connection<Stream>::run() {
   error_code ec;
-  socket_.set_option(tcp::no_delay(true), ec);
-  for (bool first = true;; first = false) {
+  raw().set_option(tcp::no_delay(true), ec);
+  const bool secured = co_await handshake();
+  for (bool first = true; secured; first = false) {
     HttpRequest req;
     bool keep_alive = false;
     if (!co_await read_request(first, req, keep_alive)) break;
@@ -163,19 +191,21 @@ awaitable<void> Connection::run() {
     trim_memory(request_bytes);
     if (!keep) break;
   }
-  socket_.shutdown(tcp::socket::shutdown_both, ec);
-  socket_.close(ec);
+  if (secured) co_await tls_close();
+  raw().shutdown(tcp::socket::shutdown_both, ec);
+  raw().close(ec);
   if (read_a_lot_) trim_memory(size_t{1} << 20);
 }
 
 // Reads one request; false when the connection is done (closed, idle, or an error already answered).
-awaitable<bool> Connection::read_request(bool first, HttpRequest& req, bool& keep_alive) {
+template <typename Stream>
+awaitable<bool> Connection<Stream>::read_request(bool first, HttpRequest& req, bool& keep_alive) {
   error_code ec;
   if (buffer_.size() == 0) {
     // Between requests a connection may idle for the keep-alive timeout; a new one gets the whole
     // request deadline for its first byte.
     deadline_.arm(first ? limits_.request_timeout_s : limits_.keep_alive_timeout_s);
-    const size_t n = co_await socket_.async_read_some(buffer_.prepare(16 << 10), net::redirect_error(use_awaitable, ec));
+    const size_t n = co_await stream_.async_read_some(buffer_.prepare(16 << 10), net::redirect_error(use_awaitable, ec));
     deadline_.disarm();
     if (ec) co_return false;
     buffer_.commit(n);
@@ -193,8 +223,10 @@ awaitable<bool> Connection::read_request(bool first, HttpRequest& req, bool& kee
     }
     return parse_error_reply(ec);
   };
-  co_await http::async_read_header(socket_, buffer_, parser, net::redirect_error(use_awaitable, ec));
-  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) {
+  co_await http::async_read_header(stream_, buffer_, parser, net::redirect_error(use_awaitable, ec));
+  // (TLS: a client that closes without close_notify, as most do, truncates the stream.)
+  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == ssl::error::stream_truncated) {
     deadline_.disarm();
     co_return false;
   }
@@ -215,14 +247,14 @@ awaitable<bool> Connection::read_request(bool first, HttpRequest& req, bool& kee
   }
   if (boost::beast::iequals(parser.get()[http::field::expect], "100-continue")) {
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    co_await net::async_write(socket_, net::buffer(kContinue, sizeof kContinue - 1),
+    co_await net::async_write(stream_, net::buffer(kContinue, sizeof kContinue - 1),
                               net::redirect_error(use_awaitable, ec));
     if (ec) {
       deadline_.disarm();
       co_return false;
     }
   }
-  if (!parser.is_done()) co_await http::async_read(socket_, buffer_, parser, net::redirect_error(use_awaitable, ec));
+  if (!parser.is_done()) co_await http::async_read(stream_, buffer_, parser, net::redirect_error(use_awaitable, ec));
   if (ec) {
     HttpReply r = timeout_or_error();
     co_return co_await fail(r);
@@ -240,7 +272,8 @@ awaitable<bool> Connection::read_request(bool first, HttpRequest& req, bool& kee
   co_return true;
 }
 
-awaitable<HttpReply> Connection::answer(const HttpRequest& req) {
+template <typename Stream>
+awaitable<HttpReply> Connection<Stream>::answer(const HttpRequest& req) {
   HttpReply reply;
   const Route* route = find_route(req.method, req.path, reply);
   if (!route) co_return reply;
@@ -250,7 +283,8 @@ awaitable<HttpReply> Connection::answer(const HttpRequest& req) {
   co_return co_await offload<HttpReply>(env_.workers, work);
 }
 
-awaitable<bool> Connection::fail(HttpReply& reply) {
+template <typename Stream>
+awaitable<bool> Connection<Stream>::fail(HttpReply& reply) {
   deadline_.disarm();
   read_a_lot_ = reply.status == 413 || reply.status == 431;  // trimmed once the parser is gone
   co_await write_reply(reply, false, false);
@@ -258,7 +292,8 @@ awaitable<bool> Connection::fail(HttpReply& reply) {
   co_return false;
 }
 
-awaitable<bool> Connection::write_reply(HttpReply& reply, bool keep_alive, bool head) {
+template <typename Stream>
+awaitable<bool> Connection<Stream>::write_reply(HttpReply& reply, bool keep_alive, bool head) {
   http::response<http::string_body> res;
   res.version(11);
   res.result(static_cast<unsigned>(reply.status));
@@ -271,16 +306,17 @@ awaitable<bool> Connection::write_reply(HttpReply& reply, bool keep_alive, bool 
   if (head) res.body().clear();  // Content-Length stays that of the GET
   error_code ec;
   deadline_.arm(limits_.write_timeout_s);
-  co_await http::async_write(socket_, res, net::redirect_error(use_awaitable, ec));
+  co_await http::async_write(stream_, res, net::redirect_error(use_awaitable, ec));
   deadline_.disarm();
   co_return !ec && res.keep_alive();
 }
 
-awaitable<bool> Connection::write_stream_text(const std::string& text) {
+template <typename Stream>
+awaitable<bool> Connection<Stream>::write_stream_text(const std::string& text) {
   error_code ec;
   deadline_.arm(limits_.write_timeout_s);
   const auto chunk = http::make_chunk(net::buffer(text));
-  co_await net::async_write(socket_, chunk, net::redirect_error(use_awaitable, ec));
+  co_await net::async_write(stream_, chunk, net::redirect_error(use_awaitable, ec));
   deadline_.disarm();
   co_return !ec;
 }
@@ -288,8 +324,9 @@ awaitable<bool> Connection::write_stream_text(const std::string& text) {
 // Takes the generation's outputs as the engine makes them, waiting on a timer that the engine (new
 // outputs) or the socket (the client sent something or left) cancels. Returns whether the
 // connection stays open.
-awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
-  auto waker = std::make_shared<Waker>(socket_.get_executor());
+template <typename Stream>
+awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
+  auto waker = std::make_shared<Waker>(raw().get_executor());
   g.channel->set_notify([w = std::weak_ptr<Waker>(waker)] {
     auto s = w.lock();
     if (!s || s->posted.exchange(true)) return;
@@ -300,7 +337,7 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
   });
   bool watching = true;
   auto watch = [&] {
-    socket_.async_wait(tcp::socket::wait_read, [waker](error_code ec) {
+    raw().async_wait(tcp::socket::wait_read, [waker](error_code ec) {
       if (ec) return;
       waker->peer_event = true;
       waker->timer.cancel();
@@ -321,7 +358,7 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
     http::response_serializer<http::empty_body> sr(res);
     error_code ec;
     deadline_.arm(limits_.write_timeout_s);
-    co_await http::async_write_header(socket_, sr, net::redirect_error(use_awaitable, ec));
+    co_await http::async_write_header(stream_, sr, net::redirect_error(use_awaitable, ec));
     deadline_.disarm();
     ok = !ec;
   }
@@ -333,7 +370,7 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
   while (ok && !finished) {
     if (waker->peer_event) {
       waker->peer_event = false;
-      if (peer_gone(socket_)) {
+      if (co_await client_gone()) {
         ok = false;
         break;
       }
@@ -358,7 +395,7 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
         error_code ec;
         deadline_.arm(limits_.write_timeout_s);
         const auto last = http::make_chunk_last();
-        co_await net::async_write(socket_, last, net::redirect_error(use_awaitable, ec));
+        co_await net::async_write(stream_, last, net::redirect_error(use_awaitable, ec));
         deadline_.disarm();
         ok = !ec;
       }
@@ -393,7 +430,7 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
   g.channel->set_notify(nullptr);
   if (watching) {
     error_code ec;
-    socket_.cancel(ec);  // the readiness wait; nothing else is pending
+    raw().cancel(ec);  // the readiness wait; nothing else is pending
   }
   if (!finished) {
     env_.ctx.engine.cancel(g.channel);  // the client is gone: free its blocks at the next step
@@ -403,15 +440,76 @@ awaitable<bool> Connection::drive(GenerationReply& g, bool keep_alive) {
   co_return ok && keep_alive;
 }
 
+// HTTPS: the TLS handshake first, under the request deadline (a client that connects and says
+// nothing is one that sends no request). When it fails the connection closes; a plain-HTTP request
+// gets a plain 400 that says what to do.
+template <typename Stream>
+awaitable<bool> Connection<Stream>::handshake() {
+  if constexpr (kTls) {
+    error_code ec;
+    deadline_.arm(limits_.request_timeout_s);
+    co_await stream_.async_handshake(ssl::stream_base::server, net::redirect_error(use_awaitable, ec));
+    deadline_.disarm();
+    if (!ec) co_return true;
+    LOG_DEBUG("TLS handshake failed: " << ec.message());
+    if (ec.category() == net::error::get_ssl_category() && ERR_GET_REASON(ec.value()) == SSL_R_HTTP_REQUEST) {
+      const std::string body = "This port serves HTTPS: use https:// to reach it.\n";
+      const std::string answer = "HTTP/1.1 400 Bad Request\r\nServer: pagoda\r\nContent-Type: text/plain\r\n"
+                                 "Connection: close\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\n\r\n" + body;
+      deadline_.arm(limits_.write_timeout_s);
+      co_await net::async_write(raw(), net::buffer(answer), net::redirect_error(use_awaitable, ec));
+      deadline_.disarm();
+    }
+    co_return false;
+  }
+  co_return true;
+}
+
+// The socket became readable while a generation runs. Plain: see peer_gone. TLS: the bytes waiting
+// may be a close_notify (curl sends one before it closes), so they are read through the TLS layer,
+// briefly: end of stream or an error is a client gone; a request (pipelined) stays in buffer_.
+template <typename Stream>
+awaitable<bool> Connection<Stream>::client_gone() {
+  if (peer_gone(raw())) co_return true;
+  if constexpr (kTls) {
+    error_code ec;
+    deadline_.arm(0.25);  // only a record that does not come whole waits; its end comes with it
+    const size_t n = co_await stream_.async_read_some(buffer_.prepare(16 << 10), net::redirect_error(use_awaitable, ec));
+    deadline_.disarm();
+    if (!ec) buffer_.commit(n);
+    co_return ec && !deadline_.expired();
+  }
+  co_return false;
+}
+
+// HTTPS: close_notify, so that the client knows that nothing was cut. One way: the client's own
+// close_notify is not awaited (a client idle in a connection pool would hold the connection open).
+template <typename Stream>
+awaitable<void> Connection<Stream>::tls_close() {
+  if constexpr (kTls) {
+    if (tls_closed_) co_return;
+    tls_closed_ = true;
+    SSL_set_shutdown(stream_.native_handle(), SSL_RECEIVED_SHUTDOWN);
+    error_code ec;
+    deadline_.arm(2.0);
+    co_await stream_.async_shutdown(net::redirect_error(use_awaitable, ec));
+    deadline_.disarm();
+  }
+  co_return;
+}
+
 // After an error answered before the body was read: stop sending, drain what the client is still
 // sending for a moment, so that its kernel does not reset the connection before it reads our answer.
-awaitable<void> Connection::linger_close() {
+template <typename Stream>
+awaitable<void> Connection<Stream>::linger_close() {
+  co_await tls_close();
   error_code ec;
-  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  raw().shutdown(tcp::socket::shutdown_send, ec);
   deadline_.arm(2.0);
   char sink[16 << 10];
   for (size_t total = 0; total < (size_t{4} << 20);) {
-    const size_t n = co_await socket_.async_read_some(net::buffer(sink), net::redirect_error(use_awaitable, ec));
+    const size_t n = co_await raw().async_read_some(net::buffer(sink), net::redirect_error(use_awaitable, ec));
     if (ec) break;
     total += n;
   }
@@ -420,7 +518,8 @@ awaitable<void> Connection::linger_close() {
 
 // glibc keeps the freed memory of a large request in its arenas; give it back. One trim queued at a
 // time: the call walks the heap.
-void Connection::trim_memory(size_t request_bytes) {
+template <typename Stream>
+void Connection<Stream>::trim_memory(size_t request_bytes) {
   constexpr size_t kLarge = size_t{1} << 20;
   if (request_bytes < kLarge || env_.trim_queued.exchange(true)) return;
   net::post(env_.workers, [&queued = env_.trim_queued] {
@@ -432,8 +531,13 @@ void Connection::trim_memory(size_t request_bytes) {
 }  // namespace
 
 awaitable<void> serve_connection(SessionEnv& env, tcp::socket socket) {
-  Connection c(env, std::move(socket));
-  co_await c.run();
+  if (env.tls) {
+    Connection<ssl::stream<tcp::socket>> c(env, socket);
+    co_await c.run();
+  } else {
+    Connection<tcp::socket> c(env, socket);
+    co_await c.run();
+  }
 }
 
 }  // namespace pagoda::server

@@ -11,6 +11,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "server/server_context.h"
+#include "server/tls_context.h"
 
 namespace pagoda::server {
 
@@ -19,6 +20,7 @@ struct SessionEnv {
   boost::asio::thread_pool& workers;  // route work that may take a while (parse, template, tokenize)
   std::atomic<int64_t>& active_requests;
   std::atomic<bool>& trim_queued;  // memory is about to be returned to the OS
+  boost::asio::ssl::context* tls = nullptr;  // HTTPS when set (--ssl-certfile)
 };
 
 boost::asio::awaitable<void> serve_connection(SessionEnv& env, boost::asio::ip::tcp::socket socket);

@@ -129,6 +129,10 @@ class ServerProcess {
  public:
   ServerProcess() = default;
   ServerProcess(const ServerProcess&) = delete;
+
+  // For a server started with --ssl-certfile: "https", and curl's options to trust it ("--cacert F").
+  std::string scheme = "http";
+  std::string curl_options;
   ~ServerProcess() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
@@ -160,7 +164,7 @@ class ServerProcess {
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) return false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    const std::regex listening(R"(on http://127\.0\.0\.1:(\d+))");
+    const std::regex listening(R"(on https?://127\.0\.0\.1:(\d+))");
     while (std::chrono::steady_clock::now() < deadline) {
       if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
         pid_ = -1;
@@ -193,14 +197,14 @@ class ServerProcess {
 
   int port() const { return port_; }
   int pid() const { return pid_; }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::string url(const std::string& path) const { return scheme + "://127.0.0.1:" + std::to_string(port_) + path; }
   std::string log() const { return read_file(log_); }
 
   // One request through curl. `headers`: extra -H values.
   HttpResult request(const std::string& method, const std::string& path, const std::string& body = "",
                      const std::vector<std::string>& headers = {}) const {
     const std::string body_file = log_ + ".body";
-    std::string cmd = "curl -s -m 60 -o - -w '\\n%{http_code}' -X " + method;
+    std::string cmd = "curl -s -m 60 -o - -w '\\n%{http_code}' " + curl_options + " -X " + method;
     for (const auto& h : headers) cmd += " -H '" + h + "'";
     if (!body.empty()) {
       write_file(body_file, body);
