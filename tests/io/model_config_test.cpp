@@ -1,4 +1,5 @@
 #include "io/model_config.h"
+#include "model/registry.h"
 
 #include "core/error.h"
 #include "engine/generation_defaults.h"
@@ -89,7 +90,7 @@ std::string parse_error(const json& config, const std::string& gen = "") {
 
 TEST(ModelConfig, Qwen3_0_6B) {
   const ModelConfig c = parse_model_config(kQwen3_0_6B, kQwen3Generation);
-  EXPECT_EQ(c.arch, ModelArch::Qwen3);
+  EXPECT_EQ(c.family, "Qwen3");
   EXPECT_EQ(c.model_type, "qwen3");
   EXPECT_EQ(c.architecture, "Qwen3ForCausalLM");
   EXPECT_EQ(c.dtype, DType::BF16);
@@ -119,7 +120,7 @@ TEST(ModelConfig, Qwen3_0_6B) {
 
 TEST(ModelConfig, Qwen3_5_0_8B_Nested) {
   const ModelConfig c = parse_model_config(kQwen3_5_0_8B, "");
-  EXPECT_EQ(c.arch, ModelArch::Qwen3_5);
+  EXPECT_EQ(c.family, "Qwen3.5");
   EXPECT_EQ(c.model_type, "qwen3_5");
   EXPECT_EQ(c.architecture, "Qwen3_5ForConditionalGeneration");
   EXPECT_EQ(c.vocab_size, 248320);
@@ -196,7 +197,7 @@ TEST(ModelConfig, Qwen3_5TextOnlyFlat) {
   c["partial_rotary_factor"] = 0.5;
   c["tie_word_embeddings"] = false;
   const ModelConfig m = parse(c);
-  EXPECT_EQ(m.arch, ModelArch::Qwen3_5);
+  EXPECT_EQ(m.family, "Qwen3.5");
   EXPECT_EQ(m.model_type, "qwen3_5_text");
   EXPECT_EQ(m.architecture, "Qwen3_5ForCausalLM");
   EXPECT_DOUBLE_EQ(m.rope_theta, 5e6);
@@ -384,7 +385,6 @@ TEST(ModelConfig, LoadsFromDirectory) {
 }
 
 TEST(ModelConfig, Names) {
-  EXPECT_STREQ(model_arch_name(ModelArch::Qwen3_5), "Qwen3.5");
   EXPECT_STREQ(layer_kind_name(LayerKind::LinearAttention), "linear_attention");
 }
 
