@@ -11,6 +11,7 @@ namespace pagoda {
 // line in this list.
 std::vector<ModelFamily> qwen3_families();
 std::vector<ModelFamily> qwen3_5_families();
+std::vector<ModelFamily> llama_families();
 
 namespace {
 
@@ -19,6 +20,7 @@ using FamiliesOf = std::vector<ModelFamily> (*)();
 constexpr FamiliesOf kRegistered[] = {
     qwen3_families,
     qwen3_5_families,
+    llama_families,
 };
 
 constexpr size_t kMaxConfigBytes = 16u * 1000 * 1000;
