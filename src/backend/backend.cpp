@@ -1,7 +1,9 @@
 #include "backend/backend.h"
 
 #include <cassert>
+#include <cmath>
 #include <cstdio>
+#include <numbers>
 #include <utility>
 
 #include "backend/cpu/cpu_backend.h"
@@ -14,6 +16,45 @@ namespace pagoda {
 // headers; this file does not).
 std::unique_ptr<Backend> make_cuda_backend(int device, DType activation);
 #endif
+
+void Backend::add_bias(Tensor&, const Tensor&) {
+  throw Error("the " + name() + " backend has no add_bias yet, which models with biased "
+              "projections (attention_bias) need; run this model with --device cpu");
+}
+
+std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim) {
+  const int64_t rot = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
+  const int64_t half = rot / 2;
+  // inv_freq[i] = theta^(-2i/rot), in fp32 as the reference computes it.
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(rot);
+    inv_freq[static_cast<size_t>(i)] =
+        1.0f /
+        static_cast<float>(std::pow(static_cast<double>(rope.theta), static_cast<double>(e)));
+  }
+  if (rope.scaling == RopeScaling::Llama3) {
+    // transformers' _compute_llama3_parameters: wavelen = 2π/f; f/factor where wavelen > old/low,
+    // f where wavelen < old/high, else (1 - s)·f/factor + s·f with s = (old/wavelen - low)/(high - low).
+    // Every step in fp32, with the scalars cast to fp32, as torch evaluates it on an fp32 tensor.
+    const auto f32 = [](double v) { return static_cast<float>(v); };
+    const float old = f32(rope.original_max_positions), low = f32(rope.low_freq_factor),
+                factor = f32(rope.factor);
+    const float low_wavelen = f32(rope.original_max_positions / rope.low_freq_factor);
+    const float high_wavelen = f32(rope.original_max_positions / rope.high_freq_factor);
+    const float spread = f32(rope.high_freq_factor - rope.low_freq_factor);
+    for (float& f : inv_freq) {
+      const float wavelen = f32(2.0 * std::numbers::pi) / f;
+      if (wavelen > low_wavelen) {
+        f = f / factor;
+      } else if (!(wavelen < high_wavelen)) {
+        const float smooth = (old / wavelen - low) / spread;
+        f = (1.0f - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
+  return inv_freq;
+}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/step_meta.h"
 #include "core/tensor.h"
@@ -48,10 +49,23 @@ struct AttentionParams {
   float softcap = 0.0f;        // 0 = none; else scores = softcap * tanh(scores / softcap)
 };
 
+// RoPE frequency scaling, as transformers' rope_type names it. None: inv_freq_j = theta^(-2j/rot).
+// Llama3 (Llama 3.1+): long wavelengths divided by `factor`, short ones kept, a smooth blend between
+// (MODELS.md "Llama 3.x").
+enum class RopeScaling : int32_t { None, Llama3 };
+
 struct RopeParams {
   int32_t rotary_dim = 0;  // leading dims rotated (NeoX pairing i, i + rotary_dim/2); rest pass through
   float theta = 10000.0f;
+  RopeScaling scaling = RopeScaling::None;
+  // Llama3 scaling: factor, low_freq_factor, high_freq_factor, original_max_position_embeddings.
+  double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
+  double original_max_positions = 8192.0;
 };
+
+// inv_freq of every rotary pair (rotary_dim / 2 values; rotary_dim 0 = head_dim), in fp32 as
+// transformers computes them, with the scaling applied. Host-side; what a backend's rope uses.
+std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
 
 class Backend {
  public:
@@ -85,6 +99,9 @@ class Backend {
                             float eps, bool zero_centered) = 0;
   // out[T, N] = x[T, K] · w[N, K]^T (weights stored [out_features, in_features]).
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // x[t, :] += bias for every row t; x [T, N] in the activation dtype, bias [N] fp32. Models with
+  // biased projections need it; the default throws, naming the backend.
+  virtual void add_bias(Tensor& x, const Tensor& bias);
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
   // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
@@ -92,8 +109,9 @@ class Backend {
   // act [T, I] (activation dtype) is scratch: a backend that fuses the activation into the
   // projection leaves it unwritten, any other writes silu_mul's result there.
   virtual void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) = 0;
-  // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (weights [D]), RoPE at meta.positions on
-  // both, then k and v [T, Hkv, D] written to the paged caches at meta.slot_mapping.
+  // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (weights [D]; empty weights: no norm — the
+  // CPU backend only so far), RoPE at meta.positions on both, then k and v [T, Hkv, D] written to
+  // the paged caches at meta.slot_mapping.
   // q is updated in place; the caches are [num_blocks, block_size, Hkv, D].
   virtual void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
                                       const Tensor& k_norm_w, float eps, bool zero_centered,

@@ -7,6 +7,7 @@
 #include "cli/engine_flags.h"
 #include "core/format.h"
 #include "io/model_config.h"
+#include "model/registry.h"
 #include "io/safetensors.h"
 #include "io/weight_names.h"
 
@@ -52,7 +53,7 @@ void print_info(const std::string& dir) {
 
   std::printf("model dir          %s\n", dir.c_str());
   std::printf("architecture       %s (model_type %s, family %s)\n", cfg.architecture.c_str(),
-              cfg.model_type.c_str(), model_arch_name(cfg.arch));
+              cfg.model_type.c_str(), cfg.family.c_str());
   std::printf("dtype              %s\n", dtype_name(cfg.dtype));
   std::printf("layers             %lld: %s\n", static_cast<long long>(cfg.num_layers),
               layer_pattern(cfg).c_str());

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "engine/generation_defaults.h"
 #include "io/model_config.h"
+#include "model/registry.h"
 #include "io/text_file.h"
 #include "server/async_engine.h"
 #include "server/chat_prompt.h"

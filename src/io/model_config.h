@@ -1,8 +1,11 @@
-// config.json + generation_config.json of a Hugging Face checkpoint, as pagoda needs them.
-// Every value is read from the files; nothing is hard-coded per model (MODELS.md).
+// The common core of a checkpoint's config.json + generation_config.json: what the engine, the KV
+// cache and `pagoda info` need of any model. Every value is read from the files; nothing is
+// hard-coded per model (MODELS.md). Each family parses its config (src/model/<family>.cpp, found
+// through src/model/registry.h); config_reader.h has the shared readers.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,14 +14,18 @@
 
 namespace pagoda {
 
-enum class ModelArch { Qwen3, Qwen3_5 };
 enum class LayerKind { FullAttention, LinearAttention };  // linear = Gated DeltaNet
 
-const char* model_arch_name(ModelArch arch);
 const char* layer_kind_name(LayerKind kind);
 
+// Fields that only one family's model reads: that family's own struct, derived from this, parsed
+// by the family (src/model/<family>.cpp) and reached with ModelConfig::family_fields_as.
+struct FamilyFields {
+  virtual ~FamilyFields() = default;
+};
+
 struct ModelConfig {
-  ModelArch arch = ModelArch::Qwen3;
+  std::string family;        // the family's name, e.g. Qwen3.5 (what `pagoda info` prints)
   std::string model_type;    // as written: qwen3, qwen3_5, qwen3_5_text
   std::string architecture;  // architectures[0], e.g. Qwen3ForCausalLM
   DType dtype = DType::BF16; // `dtype` / `torch_dtype` of the checkpoint
@@ -38,7 +45,8 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // size num_layers
 
-  // Gated DeltaNet (Qwen3.5); zero for Qwen3.
+  // Gated DeltaNet layers (hybrid families such as Qwen3.5), zero for others; in the core because the
+  // engine sizes the recurrent state from them.
   int64_t linear_num_key_heads = 0;    // Hk
   int64_t linear_num_value_heads = 0;  // Hv
   int64_t linear_key_head_dim = 0;     // dk
@@ -53,6 +61,13 @@ struct ModelConfig {
     std::optional<int64_t> top_k;
   } generation_defaults;
   int64_t bos_token_id = -1;
+  std::shared_ptr<const FamilyFields> family_fields;  // null when the family has none
+
+  // The family's own fields as `T`; null when absent or of another type.
+  template <class T>
+  const T* family_fields_as() const {
+    return dynamic_cast<const T*>(family_fields.get());
+  }
 
   int64_t num_layers_of(LayerKind kind) const;
   // KV cache bytes per token over all full-attention layers, for a cache of element type `kv`.
@@ -65,12 +80,5 @@ struct ModelConfig {
   int64_t state_bytes_per_sequence() const { return state_bytes_per_sequence(dtype); }
   int64_t conv_dim() const;  // 2*Hk*dk + Hv*dv
 };
-
-// Reads dir/config.json (required) and dir/generation_config.json (optional). Throws pagoda::Error
-// for a missing file, bad JSON, an unsupported architecture (listing the supported ones) or a
-// missing/invalid field (naming it).
-ModelConfig load_model_config(const std::string& dir);
-// The same from JSON text (tests, fuzzing). `generation_json` may be empty.
-ModelConfig parse_model_config(const std::string& config_json, const std::string& generation_json);
 
 }  // namespace pagoda

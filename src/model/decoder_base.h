@@ -1,6 +1,6 @@
-// What both model families share around their layers: the embedding, the residual stream and its
+// What every decoder family shares around its layers: the embedding, the residual stream and its
 // scratch buffers, the final norm and the lm_head (only for the rows that sample). A family adds
-// its layers and its forward loop.
+// its layers and its forward loop (or uses dense_decoder.h's).
 #pragma once
 
 #include <vector>

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace pagoda {
 namespace {
 
@@ -10,7 +12,9 @@ std::string layer_prefix(int layer) { return "model.layers." + std::to_string(la
 }  // namespace
 
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
-                                bool gated) {
+                                const AttentionOptions& opt) {
+  const bool gated = opt.gated;
+  check(!(gated && opt.bias), "internal: gated attention with biases is not implemented");
   const std::string p = layer_prefix(layer) + "self_attn.";
   const int64_t H = cfg.hidden_size, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
   const int64_t q_rows = Hq * D * (gated ? 2 : 1);
@@ -26,8 +30,16 @@ AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int lay
   w.qkv = ws.load_rows({p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"}, wdtype,
                        {{q_rows, H}, {Hkv * D, H}, {Hkv * D, H}}, {q_order, {}, {}});
   w.o = ws.load(p + "o_proj.weight", wdtype, {H, Hq * D});
-  w.q_norm = ws.load(p + "q_norm.weight", DType::F32, {D});
-  w.k_norm = ws.load(p + "k_norm.weight", DType::F32, {D});
+  if (opt.qk_norm) {
+    w.q_norm = ws.load(p + "q_norm.weight", DType::F32, {D});
+    w.k_norm = ws.load(p + "k_norm.weight", DType::F32, {D});
+  }
+  if (opt.bias) {
+    w.q_bias = ws.load(p + "q_proj.bias", DType::F32, {Hq * D});
+    w.k_bias = ws.load(p + "k_proj.bias", DType::F32, {Hkv * D});
+    w.v_bias = ws.load(p + "v_proj.bias", DType::F32, {Hkv * D});
+    w.o_bias = ws.load(p + "o_proj.bias", DType::F32, {H});
+  }
   return w;
 }
 
@@ -40,22 +52,32 @@ MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wd
   return w;
 }
 
-void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeights& w, bool gated,
-                       const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, const Tensor& x,
-                       LayerScratch& s, Tensor& out) {
+void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
+                       const AttentionOptions& opt, const StepMeta& meta, Tensor& k_cache,
+                       Tensor& v_cache, const Tensor& x, LayerScratch& s, Tensor& out) {
+  const bool gated = opt.gated;
   const int64_t T = meta.num_tokens, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
   const int64_t q_cols = Hq * D * (gated ? 2 : 1);
   Tensor qkv = s.qkv.rows(0, T);
   be.linear(x, w.qkv, qkv);
+  if (opt.bias) {
+    Tensor q_part = qkv.cols(0, Hq * D), k_part = qkv.cols(q_cols, q_cols + Hkv * D);
+    Tensor v_part = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D);
+    be.add_bias(q_part, w.q_bias);
+    be.add_bias(k_part, w.k_bias);
+    be.add_bias(v_part, w.v_bias);
+  }
 
   Tensor qv = qkv.cols(0, Hq * D).reshape({T, Hq, D});
   Tensor k = qkv.cols(q_cols, q_cols + Hkv * D).reshape({T, Hkv, D});
   Tensor v = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D).reshape({T, Hkv, D});
 
-  RopeParams rope{static_cast<int32_t>(cfg.rotary_dim), static_cast<float>(cfg.rope_theta)};
-  const bool zc = cfg.arch == ModelArch::Qwen3_5;  // Qwen3.5 norms are zero-centred (1 + w)
-  be.qk_norm_rope_and_cache(qv, k, v, w.q_norm, w.k_norm, static_cast<float>(cfg.rms_norm_eps), zc,
-                            rope, meta, k_cache, v_cache);
+  RopeParams rope = opt.rope_scaling;
+  rope.rotary_dim = static_cast<int32_t>(cfg.rotary_dim);
+  rope.theta = static_cast<float>(cfg.rope_theta);
+  // Without q/k norm the weights are empty tensors: the backend ropes and caches only.
+  be.qk_norm_rope_and_cache(qv, k, v, w.q_norm, w.k_norm, static_cast<float>(cfg.rms_norm_eps),
+                            opt.zero_centered_qk_norm, rope, meta, k_cache, v_cache);
   Tensor attn = s.attn.rows(0, T).reshape({T, Hq, D});
   AttentionParams ap;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -63,6 +85,7 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   Tensor attn2d = attn.reshape({T, Hq * D});
   if (gated) be.sigmoid_gate(attn2d, qkv.cols(Hq * D, 2 * Hq * D), attn2d);
   be.linear(attn2d, w.o, out);
+  if (opt.bias) be.add_bias(out, w.o_bias);
 }
 
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out) {

@@ -1,8 +1,7 @@
 #include "model/model.h"
 
 #include "core/error.h"
-#include "model/qwen3.h"
-#include "model/qwen3_5.h"
+#include "model/registry.h"
 
 namespace pagoda {
 
@@ -12,11 +11,7 @@ int Model::attention_index(int layer) const {
 
 std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
                                   Backend& backend) {
-  switch (config.arch) {
-    case ModelArch::Qwen3: return make_qwen3(config, ckpt, backend);
-    case ModelArch::Qwen3_5: return make_qwen3_5(config, ckpt, backend);
-  }
-  throw Error("unsupported model architecture");
+  return model_family_of(config).make(config, ckpt, backend);
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend) {

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/recurrent_state.h"
+#include "model/registry.h"
 
 namespace pagoda {
 
@@ -46,7 +47,7 @@ class Model {
 };
 
 // Loads the checkpoint in `dir` (config.json + safetensors) onto `backend`, choosing the model
-// class from the config's architecture.
+// family from the config's architecture (model/registry.h).
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend);
 std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
                                   Backend& backend);

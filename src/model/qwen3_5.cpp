@@ -1,12 +1,19 @@
-#include "model/qwen3_5.h"
-
+// Qwen3.5 (hybrid, `qwen3_5` / `qwen3_5_text`): Gated DeltaNet layers mixed with output-gated full
+// attention (partial RoPE), SwiGLU MLP, zero-centred (1 + w) RMSNorm everywhere (MODELS.md). Text
+// decoder only; the multimodal checkpoints keep its settings under text_config.
 #include "core/error.h"
+#include "io/config_reader.h"
 #include "model/decoder_base.h"
 #include "model/gated_delta_net_layer.h"
 #include "model/layers.h"
+#include "model/registry.h"
 
 namespace pagoda {
 namespace {
+
+constexpr AttentionOptions kAttention{.gated = true, .qk_norm = true,
+                                      .zero_centered_qk_norm = true};
+constexpr bool kZeroCenteredNorm = true;  // input, post-attention and final norms use 1 + w
 
 struct Qwen3_5Layer {
   LayerKind kind = LayerKind::FullAttention;
@@ -31,7 +38,7 @@ class Qwen3_5Model final : public DecoderBase {
       l.input_norm = ws_.load(p + "input_layernorm.weight", DType::F32, {H});
       l.post_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
       if (l.kind == LayerKind::FullAttention) {
-        l.attn = load_attention(ws_, cfg, i, wdt, /*gated=*/true);
+        l.attn = load_attention(ws_, cfg, i, wdt, kAttention);
         attention_index_.push_back(num_attention++);
         gdn_index_.push_back(-1);
       } else {
@@ -67,7 +74,7 @@ class Qwen3_5Model final : public DecoderBase {
           "internal: a Qwen3.5 forward pass needs the recurrent state of its " +
               std::to_string(num_gdn_) + " Gated DeltaNet layers");
     const float eps = static_cast<float>(cfg_.rms_norm_eps);
-    constexpr bool zc = true;  // Qwen3.5's input, post-attention and final norms use 1 + w
+    constexpr bool zc = kZeroCenteredNorm;
     Stream s = begin_forward(meta);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Qwen3_5Layer& l = layers_[i];
@@ -76,7 +83,7 @@ class Qwen3_5Model final : public DecoderBase {
       else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
       if (l.kind == LayerKind::FullAttention) {
         const int a = attention_index_[i];
-        attention_forward(be_, cfg_, l.attn, /*gated=*/true, meta, state.kv.k(a), state.kv.v(a),
+        attention_forward(be_, cfg_, l.attn, kAttention, meta, state.kv.k(a), state.kv.v(a),
                           s.x, s_, s.y);
       } else {
         const int g = gdn_index_[i];
@@ -96,11 +103,48 @@ class Qwen3_5Model final : public DecoderBase {
   GatedDeltaNetScratch g_;
 };
 
-}  // namespace
+// Gated DeltaNet sizes of Qwen3_5TextConfig (required: no defaults worth trusting).
+void read_linear_attention(const ConfigReader& r, ModelConfig* c) {
+  using namespace config_limits;
+  c->linear_num_key_heads = r.required_int("linear_num_key_heads", kMaxHeads);
+  c->linear_num_value_heads = r.required_int("linear_num_value_heads", kMaxHeads);
+  c->linear_key_head_dim = r.required_int("linear_key_head_dim", kMaxHeadDim);
+  c->linear_value_head_dim = r.required_int("linear_value_head_dim", kMaxHeadDim);
+  c->linear_conv_kernel_dim = r.required_int("linear_conv_kernel_dim", kMaxConvKernel);
+  check(c->linear_num_value_heads % c->linear_num_key_heads == 0,
+        "config.json: " + r.prefix() + "linear_num_value_heads (" +
+            std::to_string(c->linear_num_value_heads) + ") is not a multiple of " + r.prefix() +
+            "linear_num_key_heads (" + std::to_string(c->linear_num_key_heads) + ")");
+}
+
+// Qwen3_5TextConfig: a quarter of the head rotates by default; without layer_types every
+// full_attention_interval-th layer (default 4) is full attention, the rest Gated DeltaNet.
+void read_qwen3_5_config(const ConfigReader& r, ModelConfig* c) {
+  refuse_rope_scaling(r);
+  read_rotary_dim(r, /*default_factor=*/0.25, c);
+  const int64_t interval =
+      r.find("layer_types").value != nullptr
+          ? 1
+          : r.optional_int("full_attention_interval", 1, config_limits::kMaxLayers).value_or(4);
+  read_layer_types(r, /*allow_linear=*/true, interval, c);
+  read_linear_attention(r, c);
+  refuse_unimplemented_features(r);
+}
 
 std::unique_ptr<Model> make_qwen3_5(const ModelConfig& config, const Checkpoint& ckpt,
                                     Backend& backend) {
   return std::make_unique<Qwen3_5Model>(config, ckpt, backend);
+}
+
+}  // namespace
+
+std::vector<ModelFamily> qwen3_5_families() {
+  return {
+      {"Qwen3.5", "qwen3_5", "Qwen3_5ForConditionalGeneration", /*nested=*/true,
+       /*default_head_dim=*/256, read_qwen3_5_config, make_qwen3_5},
+      {"Qwen3.5", "qwen3_5_text", "Qwen3_5ForCausalLM", /*nested=*/false,
+       /*default_head_dim=*/256, read_qwen3_5_config, make_qwen3_5},
+  };
 }
 
 }  // namespace pagoda

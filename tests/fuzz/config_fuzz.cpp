@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/model_config.h"
+#include "model/registry.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

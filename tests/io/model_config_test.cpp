@@ -1,4 +1,5 @@
 #include "io/model_config.h"
+#include "model/registry.h"
 
 #include "core/error.h"
 #include "engine/generation_defaults.h"
@@ -89,7 +90,7 @@ std::string parse_error(const json& config, const std::string& gen = "") {
 
 TEST(ModelConfig, Qwen3_0_6B) {
   const ModelConfig c = parse_model_config(kQwen3_0_6B, kQwen3Generation);
-  EXPECT_EQ(c.arch, ModelArch::Qwen3);
+  EXPECT_EQ(c.family, "Qwen3");
   EXPECT_EQ(c.model_type, "qwen3");
   EXPECT_EQ(c.architecture, "Qwen3ForCausalLM");
   EXPECT_EQ(c.dtype, DType::BF16);
@@ -119,7 +120,7 @@ TEST(ModelConfig, Qwen3_0_6B) {
 
 TEST(ModelConfig, Qwen3_5_0_8B_Nested) {
   const ModelConfig c = parse_model_config(kQwen3_5_0_8B, "");
-  EXPECT_EQ(c.arch, ModelArch::Qwen3_5);
+  EXPECT_EQ(c.family, "Qwen3.5");
   EXPECT_EQ(c.model_type, "qwen3_5");
   EXPECT_EQ(c.architecture, "Qwen3_5ForConditionalGeneration");
   EXPECT_EQ(c.vocab_size, 248320);
@@ -196,7 +197,7 @@ TEST(ModelConfig, Qwen3_5TextOnlyFlat) {
   c["partial_rotary_factor"] = 0.5;
   c["tie_word_embeddings"] = false;
   const ModelConfig m = parse(c);
-  EXPECT_EQ(m.arch, ModelArch::Qwen3_5);
+  EXPECT_EQ(m.family, "Qwen3.5");
   EXPECT_EQ(m.model_type, "qwen3_5_text");
   EXPECT_EQ(m.architecture, "Qwen3_5ForCausalLM");
   EXPECT_DOUBLE_EQ(m.rope_theta, 5e6);
@@ -289,12 +290,13 @@ TEST(ModelConfig, DtypeFromEitherKey) {
 
 TEST(ModelConfig, UnknownArchitectureListsSupported) {
   json c = json::parse(kQwen3_0_6B);
-  c["model_type"] = "llama";
-  c["architectures"] = {"LlamaForCausalLM"};
+  c["model_type"] = "mistral";
+  c["architectures"] = {"MistralForCausalLM"};
   EXPECT_TRUE(contains(parse_error(c),
-                       "unsupported architecture 'LlamaForCausalLM' (model_type 'llama'); pagoda "
-                       "supports: qwen3 (Qwen3ForCausalLM), qwen3_5 "
-                       "(Qwen3_5ForConditionalGeneration), qwen3_5_text (Qwen3_5ForCausalLM)"));
+                       "unsupported architecture 'MistralForCausalLM' (model_type 'mistral'); "
+                       "pagoda supports: qwen3 (Qwen3ForCausalLM), qwen3_5 "
+                       "(Qwen3_5ForConditionalGeneration), qwen3_5_text (Qwen3_5ForCausalLM), "
+                       "llama (LlamaForCausalLM)"));
   c["model_type"] = "qwen3";
   c["architectures"] = {"Qwen3_5ForCausalLM"};  // disagrees with model_type
   EXPECT_TRUE(contains(parse_error(c), "unsupported architecture 'Qwen3_5ForCausalLM'"));
@@ -383,8 +385,66 @@ TEST(ModelConfig, LoadsFromDirectory) {
   EXPECT_TRUE(contains(msg, "config.json is not valid JSON"));
 }
 
+// config.json in the layout of meta-llama/Llama-3.1-8B-Instruct (transformers 4.43: rope_scaling
+// and rope_theta at the top, no head_dim).
+constexpr const char* kLlama3_1_8B = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "hidden_act": "silu",
+  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256
+})";
+
+TEST(ModelConfig, Llama3_1_8B) {
+  const ModelConfig c = parse_model_config(kLlama3_1_8B, "");
+  EXPECT_EQ(c.family, "Llama");
+  EXPECT_EQ(c.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(c.dtype, DType::BF16);
+  EXPECT_EQ(c.head_dim, 128);  // hidden_size / num_attention_heads, as LlamaConfig derives it
+  EXPECT_EQ(c.rotary_dim, 128);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{128001, 128008, 128009}));
+  EXPECT_EQ(c.bos_token_id, 128000);
+  EXPECT_EQ(c.num_layers_of(LayerKind::FullAttention), 32);
+  EXPECT_EQ(c.kv_bytes_per_token(DType::BF16), 32 * 2 * 8 * 128 * 2);
+  EXPECT_EQ(c.state_bytes_per_sequence(), 0);
+  EXPECT_NE(c.family_fields, nullptr);  // the llama3 RoPE settings, read by the Llama model
+
+  json j = json::parse(kLlama3_1_8B);
+  j["head_dim"] = 64;  // explicit head_dim wins
+  EXPECT_EQ(parse(j).head_dim, 64);
+}
+
+TEST(ModelConfig, LlamaRefusesWhatItDoesNotImplement) {
+  json c = json::parse(kLlama3_1_8B);
+  c["rope_scaling"]["rope_type"] = "yarn";
+  EXPECT_TRUE(contains(parse_error(c), "rope_scaling.rope_type is 'yarn'; pagoda implements "
+                                       "default and llama3 RoPE for llama"));
+  c = json::parse(kLlama3_1_8B);
+  c["rope_scaling"].erase("low_freq_factor");
+  EXPECT_TRUE(contains(parse_error(c), "rope_scaling.low_freq_factor is missing"));
+  c = json::parse(kLlama3_1_8B);
+  c["mlp_bias"] = true;
+  EXPECT_TRUE(contains(parse_error(c), "mlp_bias is true"));
+  c = json::parse(kLlama3_1_8B);
+  c["hidden_act"] = "gelu";
+  EXPECT_TRUE(contains(parse_error(c), "hidden_act must be 'silu'"));
+  c = json::parse(kLlama3_1_8B);
+  c["attention_bias"] = true;  // supported: q/k/v/o biases
+  EXPECT_EQ(parse(c).family, "Llama");
+  c.erase("rope_scaling");  // plain RoPE
+  EXPECT_EQ(parse(c).rotary_dim, 128);
+}
+
 TEST(ModelConfig, Names) {
-  EXPECT_STREQ(model_arch_name(ModelArch::Qwen3_5), "Qwen3.5");
   EXPECT_STREQ(layer_kind_name(LayerKind::LinearAttention), "linear_attention");
 }
 

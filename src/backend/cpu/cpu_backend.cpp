@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cpu/check.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
 
@@ -68,6 +69,17 @@ void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w
 }
 void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   cpu::linear(pool_, x, w, out);
+}
+void CpuBackend::add_bias(Tensor& x, const Tensor& bias) {
+  cpu::require_dtype(x, DType::F32, "add_bias", "x");
+  cpu::require_dtype(bias, DType::F32, "add_bias", "bias");
+  const int64_t n = x.row_numel();
+  cpu::require(bias.numel() == n, "add_bias", "bias must have one value per column of x");
+  const float* b = bias.ptr<const float>();
+  for (int64_t t = 0; t < x.size(0); ++t) {
+    auto* row = static_cast<float*>(x.row(t));
+    for (int64_t i = 0; i < n; ++i) row[i] += b[i];
+  }
 }
 void CpuBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cpu::silu_mul(pool_, gate_up, out);

@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
                     bool zero_centered) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void add_bias(Tensor& x, const Tensor& bias) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;
   // q_norm_w / k_norm_w may be empty tensors (data == nullptr): no norm. rotary_dim 0 = head_dim.

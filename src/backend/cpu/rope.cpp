@@ -53,14 +53,7 @@ void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor
 
   const std::vector<float> qw = head_norm_weights(q_norm_w, D, zero_centered);
   const std::vector<float> kw = head_norm_weights(k_norm_w, D, zero_centered);
-  // inv_freq[i] = theta^(-2i/rot), in fp32 as the reference computes it.
-  std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(rot);
-    inv_freq[static_cast<size_t>(i)] =
-        1.0f /
-        static_cast<float>(std::pow(static_cast<double>(rope.theta), static_cast<double>(e)));
-  }
+  const std::vector<float> inv_freq = rope_inv_freq(rope, D);
   const int32_t* pos = meta.positions.ptr<const int32_t>();
 
   pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
