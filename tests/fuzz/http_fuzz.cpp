@@ -52,6 +52,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const ApiError& e) {
     if (e.status < 400 || e.status > 599) __builtin_trap();
   } catch (const pagoda::Error&) {
+  } catch (const std::exception&) {
+    // The server answers these with a 500 (run_route); what the fuzzer looks for is memory errors,
+    // undefined behaviour, hangs and unbounded memory, which no catch hides.
   }
   return 0;
 }
