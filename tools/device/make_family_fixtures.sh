@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Make the Qwen2 / Mistral / Gemma 3 fixtures (tools/make_family_fixtures.py) on the GPU machine:
+#
+#   bash tools/device/make_family_fixtures.sh [NAME ...]
+#
+# Needs python3 with torch, transformers 5.x and safetensors; no network. Packs what it made into
+# $OUT/family_fixtures.tar.gz (paths tests/fixtures/models/...); unpack at the repository root.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-/tmp/pagoda-fixtures-out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+tmp=$(mktemp -d)
+status=0
+only=()
+[ $# -gt 0 ] && only=(--only "$@")
+python3 tools/make_family_fixtures.py --out "$tmp/tests/fixtures/models" "${only[@]}" 2>&1 \
+  | tee "$OUT/make_family_fixtures.log" || status=1
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+tar czf "$OUT/family_fixtures.tar.gz" -C "$tmp" tests
+exit $status
