@@ -22,6 +22,8 @@ void Backend::add_bias(Tensor&, const Tensor&) {
               "projections (attention_bias) need; run this model with --device cpu");
 }
 
+float rope_attention_scale(const RopeParams&) { return 1.0f; }
+
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim) {
   const int64_t rot = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
   const int64_t half = rot / 2;

@@ -66,6 +66,8 @@ struct RopeParams {
 // inv_freq of every rotary pair (rotary_dim / 2 values; rotary_dim 0 = head_dim), in fp32 as
 // transformers computes them, with the scaling applied. Host-side; what a backend's rope uses.
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
+// What cos and sin are multiplied by (yarn's attention factor; 1 for every other scaling).
+float rope_attention_scale(const RopeParams& rope);
 
 class Backend {
  public:

@@ -225,13 +225,14 @@ void CudaBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, 
                                          const Tensor& k_norm_w, float eps, bool zero_centered,
                                          const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
                                          Tensor& v_cache) {
-  // The kernel computes unscaled inv_freq itself; scaled RoPE (Llama 3) runs on the CPU until it
-  // reads rope_inv_freq's table.
-  if (rope.scaling != RopeScaling::None)
-    throw Error("the CUDA backend has no scaled RoPE yet (rope_scaling llama3); run this model with --device cpu");
   activate();
   cuda::launch_qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache,
                                       stream_);
+}
+
+void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
+  activate();
+  cuda::launch_add_bias(x, bias, stream_);
 }
 
 void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,

@@ -15,6 +15,8 @@ void launch_gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, cudaSt
 void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps,
                      bool zero_centered, cudaStream_t stream);
 void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
+// x[t, :] += bias (x [T, N] in F32/BF16, dim 0 may be strided; bias [N] F32).
+void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream);
 void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream);
 
 // out[i] = argmax of logits row i (F32 [R, V], lowest index on ties, NaN never wins) → I32 [R].
