@@ -144,8 +144,8 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
           "k " + shape_str(k) + " and v " + shape_str(v) + " do not match q " + shape_str(q));
   require(q.dtype == k.dtype && q.dtype == v.dtype, op, "q, k and v must have one dtype");
   // Empty q and k norm weights: no norm (the contract in backend.h).
-  const bool has_norm = q_norm_w.numel() > 0;
-  require(has_norm == (k_norm_w.numel() > 0), op, "q and k norm weights must be both given or both empty");
+  const bool has_norm = !q_norm_w.empty();
+  require(has_norm == !k_norm_w.empty(), op, "q and k norm weights must be both given or both empty");
   if (has_norm) {
     require(q_norm_w.numel() == d && k_norm_w.numel() == d && q_norm_w.dtype == k_norm_w.dtype, op,
             "q/k norm weights must be [" + std::to_string(d) + "] of one dtype");
