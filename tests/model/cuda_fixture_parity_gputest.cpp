@@ -60,6 +60,7 @@ TEST_P(CudaFixtureParity, Fp32GreedyTokensEqualTransformers) {
     size_t longest = 0;
     for (const auto& rc : cases) longest = std::max(longest, rc.prompt_ids.size() + rc.generated_ids.size());
     c.num_gpu_blocks_override = static_cast<int64_t>((longest + 15) / 16 + 1);
+    c.max_model_len = static_cast<int32_t>(c.num_gpu_blocks_override * 16);
   }
   Engine engine(fixture_model_dir(name), c);
   ASSERT_EQ(engine.backend().activation_dtype(), DType::F32);
