@@ -25,7 +25,10 @@ constexpr Tol kRoundBf16{0, 8e-3};  // one rounding to bf16 (half an ulp is 2^-9
 
 std::string dims(std::initializer_list<int64_t> d) {
   std::string s;
-  for (int64_t v : d) s += (s.empty() ? "" : "x") + std::to_string(v);
+  for (int64_t v : d) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(v);
+  }
   return s;
 }
 

@@ -2,6 +2,7 @@
 // naive formula of op_table_naive*.h and, for a backend other than the CPU, against the CPU op on
 // the same inputs. A backend that is not compiled in or has no device skips (with the reason), and
 // a case a backend cannot run is named as skipped — neither counts as passed.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -128,7 +129,7 @@ TEST_P(OpTable, MatchesNaiveAndCpu) {
 INSTANTIATE_TEST_SUITE_P(Backends, OpTable,
                          ::testing::Combine(::testing::Values("cpu", "cuda", "cuda_fp32"),
                                             ::testing::ValuesIn(op_names())),
-                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+                         [](const auto& p) { return std::get<0>(p.param) + "_" + std::get<1>(p.param); });
 
 TEST(OpTableCases, EveryOpHasCasesAndAFormula) {
   const std::set<std::string> want = {"embedding", "rms_norm", "add_rms_norm", "linear", "silu_mul",
