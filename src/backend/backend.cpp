@@ -104,6 +104,12 @@ Buffer Backend::alloc(size_t bytes) {
   return Buffer(this, p, bytes);
 }
 
+AttentionPlan Backend::plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                                      const AttentionLengths& lengths) {
+  return plan_attention_tiles(shape, meta.num_tokens, meta.num_seqs, meta.block_size, meta.max_seq_len,
+                              meta.max_query_len, lengths, 1);
+}
+
 void Backend::begin_capture() { throw Error(name() + " cannot capture graphs"); }
 int64_t Backend::end_capture() { throw Error(name() + " cannot capture graphs"); }
 void Backend::replay(int64_t) { throw Error(name() + " cannot replay graphs"); }

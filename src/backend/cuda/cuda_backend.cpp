@@ -241,15 +241,27 @@ void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, const Tens
   cuda::launch_reshape_and_cache(k, v, slot_mapping, k_cache, v_cache, stream_);
 }
 
+namespace {
+cuda::AttentionContext attention_context(int num_sms, size_t max_smem_optin, float* split_workspace) {
+  cuda::AttentionContext ctx;
+  ctx.num_sms = num_sms;
+  ctx.max_smem_optin = max_smem_optin;
+  ctx.split_workspace = split_workspace;
+  ctx.split_workspace_floats = CudaBackend::kSplitWorkspaceBytes / sizeof(float);
+  return ctx;
+}
+}  // namespace
+
+AttentionPlan CudaBackend::plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                                          const AttentionLengths& lengths) {
+  return cuda::plan_paged_attention(meta, shape, lengths, attention_context(num_sms_, max_smem_optin_, split_workspace_));
+}
+
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const StepMeta& meta, const AttentionParams& params, Tensor& out) {
   activate();
-  cuda::AttentionContext ctx;
-  ctx.num_sms = num_sms_;
-  ctx.max_smem_optin = max_smem_optin_;
-  ctx.split_workspace = split_workspace_;
-  ctx.split_workspace_floats = kSplitWorkspaceBytes / sizeof(float);
-  cuda::launch_paged_attention(q, k_cache, v_cache, meta, params, out, ctx, stream_);
+  cuda::launch_paged_attention(q, k_cache, v_cache, meta, params, out,
+                               attention_context(num_sms_, max_smem_optin_, split_workspace_), stream_);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
