@@ -338,8 +338,6 @@ void add_qk_norm_rope(std::vector<OpCase>& out) {
     };
     c.outputs = {"q", "k_cache", "v_cache"};
     c.tol = tol_by_act({1e-4, 1e-4}, {2e-2, 2e-2});
-    if (!r.norm) c.unsupported = not_on_cuda("the cuda qk_norm_rope_and_cache requires q/k norm weights");
-    if (r.llama3) c.unsupported = not_on_cuda("the cuda backend has no scaled RoPE yet");
     out.push_back(std::move(c));
   }
 }

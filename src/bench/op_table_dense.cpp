@@ -1,5 +1,5 @@
 // Op table test cases of the row-wise and matrix ops: embedding, rms_norm, add_rms_norm, linear,
-// silu_mul, linear_silu_mul, gather_rows, sigmoid_gate, argmax_rows.
+// silu_mul, linear_silu_mul, gather_rows, sigmoid_gate, add_bias, argmax_rows.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -197,6 +197,22 @@ void add_glu(std::vector<OpCase>& out) {
     c.run = [](Backend& be, DeviceData& d, int) { be.sigmoid_gate(d.t("a"), d.t("gate"), d.t("a")); };
     c.outputs = {"a"};
     c.tol = tol_by_act({1e-6, 1e-5}, kBf16);
+    out.push_back(std::move(c));
+  }
+  for (auto [t, n] : {std::pair<int64_t, int64_t>{1, 40}, {7, 1000}}) {
+    OpCase c;
+    c.op = "add_bias";
+    c.label = "T=" + std::to_string(t) + " N=" + std::to_string(n);
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["x"] = random_tensor(static_cast<uint32_t>(3 * t + n), act, {t, n}, -2.0f, 2.0f);
+      d.t["x"].row_pad = 8;  // q, k and v are column views of the fused projection
+      d.t["bias"] = random_tensor(static_cast<uint32_t>(5 * t + n), DType::F32, {n}, -1.0f, 1.0f);
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.add_bias(d.t("x"), d.t("bias")); };
+    c.outputs = {"x"};
+    c.tol = tol_by_act({1e-6, 1e-6}, kRoundBf16);
     out.push_back(std::move(c));
   }
 }

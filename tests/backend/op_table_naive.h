@@ -108,6 +108,14 @@ inline Outputs sigmoid_gate(const OpData& in) {
   return {{"a", out}};
 }
 
+inline Outputs add_bias(const OpData& in) {
+  const HostTensor &x = in.at("x"), &b = in.at("bias");
+  const size_t n = b.f.size();
+  std::vector<double> out;
+  for (size_t i = 0; i < x.f.size(); ++i) out.push_back(rnd(x.f[i] + b.f[i % n], x.dtype));
+  return {{"x", out}};
+}
+
 inline Outputs gather_rows(const OpData& in) {
   const HostTensor& x = in.at("x");
   const int64_t h = x.shape[1];

@@ -214,6 +214,7 @@ inline const std::map<std::string, std::function<Outputs(const OpData&)>>& formu
       {"silu_mul", silu_mul},
       {"linear_silu_mul", linear_silu_mul},
       {"sigmoid_gate", sigmoid_gate},
+      {"add_bias", add_bias},
       {"gather_rows", gather_rows},
       {"argmax_rows", argmax_rows},
       {"qk_norm_rope_and_cache", qk_norm_rope_and_cache},
