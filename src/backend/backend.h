@@ -49,18 +49,24 @@ struct AttentionParams {
   float softcap = 0.0f;        // 0 = none; else scores = softcap * tanh(scores / softcap)
 };
 
-// RoPE frequency scaling, as transformers' rope_type names it. None: inv_freq_j = theta^(-2j/rot).
-// Llama3 (Llama 3.1+): long wavelengths divided by `factor`, short ones kept, a smooth blend between
-// (MODELS.md "Llama 3.x").
-enum class RopeScaling : int32_t { None, Llama3 };
+// RoPE frequency scaling, as transformers' rope_type names it (docs/models.md, "RoPE scaling").
+// None: inv_freq_j = theta^(-2j/rot). Linear: inv_freq / factor. Llama3 (Llama 3.1+): long
+// wavelengths divided by `factor`, short ones kept, a smooth blend between. Yarn: a ramp between
+// inv_freq / factor and inv_freq over the pairs, and cos/sin multiplied by attention_factor.
+enum class RopeScaling : int32_t { None, Llama3, Linear, Yarn };
 
 struct RopeParams {
   int32_t rotary_dim = 0;  // leading dims rotated (NeoX pairing i, i + rotary_dim/2); rest pass through
   float theta = 10000.0f;
   RopeScaling scaling = RopeScaling::None;
-  // Llama3 scaling: factor, low_freq_factor, high_freq_factor, original_max_position_embeddings.
+  // factor: Linear, Llama3, Yarn. low/high_freq_factor: Llama3. original_max_positions: Llama3, Yarn.
   double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
   double original_max_positions = 8192.0;
+  // Yarn: the ramp's rotation bounds and whether its ends are rounded outwards to whole pairs.
+  double beta_fast = 32.0, beta_slow = 1.0;
+  bool truncate = true;
+  // cos and sin are multiplied by this (transformers' attention_scaling; 1 except for Yarn).
+  float attention_factor = 1.0f;
 };
 
 // inv_freq of every rotary pair (rotary_dim / 2 values; rotary_dim 0 = head_dim), in fp32 as

@@ -31,6 +31,29 @@ std::string layer_pattern(const ModelConfig& cfg) {
   return out;
 }
 
+// "yarn factor 4, original context 64, ..." or "" without scaling.
+std::string rope_scaling_text(const RopeParams& r) {
+  char buf[200];
+  switch (r.scaling) {
+    case RopeScaling::None:
+      return "";
+    case RopeScaling::Linear:
+      std::snprintf(buf, sizeof buf, "linear, factor %g", r.factor);
+      break;
+    case RopeScaling::Llama3:
+      std::snprintf(buf, sizeof buf, "llama3, factor %g, low/high freq factor %g/%g, original context %g",
+                    r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_positions);
+      break;
+    case RopeScaling::Yarn:
+      std::snprintf(buf, sizeof buf,
+                    "yarn, factor %g, original context %g, beta fast/slow %g/%g%s, attention factor %.6g",
+                    r.factor, r.original_max_positions, r.beta_fast, r.beta_slow,
+                    r.truncate ? "" : " (not truncated)", static_cast<double>(r.attention_factor));
+      break;
+  }
+  return buf;
+}
+
 void print_info(const std::string& dir) {
   const ModelConfig cfg = load_model_config(dir);
   const Checkpoint ckpt = Checkpoint::open_dir(dir);
@@ -64,6 +87,8 @@ void print_info(const std::string& dir) {
               static_cast<long long>(cfg.num_heads), static_cast<long long>(cfg.num_kv_heads),
               static_cast<long long>(cfg.head_dim), static_cast<long long>(cfg.rotary_dim),
               cfg.rope_theta);
+  if (const std::string scaling = rope_scaling_text(cfg.rope_scaling); !scaling.empty())
+    std::printf("rope scaling       %s\n", scaling.c_str());
   if (cfg.num_layers_of(LayerKind::LinearAttention) > 0) {
     std::printf("gated deltanet     %lld key heads x dk %lld, %lld value heads x dv %lld, "
                 "conv kernel %lld\n",

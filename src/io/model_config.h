@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"  // RopeParams
 #include "core/dtype.h"
 
 namespace pagoda {
@@ -39,6 +40,9 @@ struct ModelConfig {
   int64_t head_dim = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 1e6;
+  // RoPE scaling of the full-attention layers (rope_type linear, llama3, yarn): only the scaling
+  // fields are set; rotary_dim and theta are the two fields here. Default: no scaling.
+  RopeParams rope_scaling;
   double partial_rotary_factor = 1.0;  // Qwen3.5: 0.25
   int64_t rotary_dim = 0;              // head_dim * partial_rotary_factor
   int64_t max_position_embeddings = 0;

@@ -11,6 +11,13 @@ std::string layer_prefix(int layer) { return "model.layers." + std::to_string(la
 
 }  // namespace
 
+RopeParams config_rope(const ModelConfig& cfg) {
+  RopeParams rope = cfg.rope_scaling;
+  rope.rotary_dim = static_cast<int32_t>(cfg.rotary_dim);
+  rope.theta = static_cast<float>(cfg.rope_theta);
+  return rope;
+}
+
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
                                 const AttentionOptions& opt) {
   const bool gated = opt.gated;
@@ -72,9 +79,8 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   Tensor k = qkv.cols(q_cols, q_cols + Hkv * D).reshape({T, Hkv, D});
   Tensor v = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D).reshape({T, Hkv, D});
 
-  RopeParams rope = opt.rope_scaling;
+  RopeParams rope = opt.rope ? *opt.rope : config_rope(cfg);
   rope.rotary_dim = static_cast<int32_t>(cfg.rotary_dim);
-  rope.theta = static_cast<float>(cfg.rope_theta);
   // Without q/k norm the weights are empty tensors: the backend ropes and caches only.
   be.qk_norm_rope_and_cache(qv, k, v, w.q_norm, w.k_norm, static_cast<float>(cfg.rms_norm_eps),
                             opt.zero_centered_qk_norm, rope, meta, k_cache, v_cache);

@@ -3,6 +3,8 @@
 // differs between families is an option here, never a test of which family it is.
 #pragma once
 
+#include <optional>
+
 #include "backend/backend.h"
 #include "io/model_config.h"
 #include "kv/paged_kv_cache.h"
@@ -15,9 +17,13 @@ struct AttentionOptions {
   bool qk_norm = true;             // per-head RMSNorm of q and k (self_attn.q_norm / k_norm)
   bool zero_centered_qk_norm = false;  // those norms scale by 1 + w instead of w
   bool bias = false;               // q/k/v/o_proj carry biases (Llama's attention_bias)
-  // RoPE frequency scaling. Only its scaling fields are read: rotary_dim and theta are the config's.
-  RopeParams rope_scaling;
+  // This layer's RoPE theta and scaling when they are not the config's (rope_theta, rope_scaling);
+  // rotary_dim is always the config's.
+  std::optional<RopeParams> rope;
 };
+
+// The RoPE of the config's full-attention layers: rotary_dim, rope_theta and rope_scaling.
+RopeParams config_rope(const ModelConfig& cfg);
 
 struct AttentionWeights {
   Tensor qkv;     // [(Hq*(gated ? 2 : 1) + 2*Hkv) * D, H]: q | gate (if gated) | k | v

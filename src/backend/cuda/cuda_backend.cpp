@@ -225,10 +225,11 @@ void CudaBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, 
                                          const Tensor& k_norm_w, float eps, bool zero_centered,
                                          const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
                                          Tensor& v_cache) {
-  // The kernel computes unscaled inv_freq itself; scaled RoPE (Llama 3) runs on the CPU until it
-  // reads rope_inv_freq's table.
-  if (rope.scaling != RopeScaling::None)
-    throw Error("the CUDA backend has no scaled RoPE yet (rope_scaling llama3); run this model with --device cpu");
+  // The kernel computes unscaled inv_freq itself; scaled RoPE (linear, llama3, yarn) runs on the CPU
+  // until it reads rope_inv_freq's table and applies attention_factor.
+  if (rope.scaling != RopeScaling::None || rope.attention_factor != 1.0f)
+    throw Error("the CUDA backend has no scaled RoPE yet (rope_type linear, llama3 or yarn); run this model "
+                "with --device cpu");
   activate();
   cuda::launch_qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache,
                                       stream_);
