@@ -79,6 +79,21 @@ void apply_yarn(const RopeParams& rope, int64_t rot, std::vector<float>& inv_fre
 
 }  // namespace
 
+void Backend::gelu_tanh_mul(const Tensor&, Tensor&) {
+  throw Error("the " + name() + " backend has no gelu_tanh_mul yet, which models with a GELU-tanh MLP "
+              "(Gemma) need; run this model with --device cpu");
+}
+
+void Backend::scale(Tensor&, float) {
+  throw Error("the " + name() + " backend has no scale op yet, which models with scaled embeddings "
+              "(Gemma) need; run this model with --device cpu");
+}
+
+void Backend::softcap(Tensor&, float) {
+  throw Error("the " + name() + " backend has no softcap op yet, which models with final logit "
+              "soft-capping (Gemma 2/3) need; run this model with --device cpu");
+}
+
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim) {
   const int64_t rot = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
   const int64_t half = rot / 2;

@@ -110,6 +110,15 @@ class Backend {
   virtual void add_bias(Tensor& x, const Tensor& bias);
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out[T, I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:], gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·
+  // (g + 0.044715·g³))) (transformers' gelu_pytorch_tanh: Gemma's MLP), in fp32. The defaults of
+  // this op and the two below throw, naming the backend.
+  virtual void gelu_tanh_mul(const Tensor& gate_up, Tensor& out);
+  // x *= factor, elementwise and in place, x [T, N] in the activation dtype (Gemma's embedding scale).
+  virtual void scale(Tensor& x, float factor);
+  // x = cap · tanh(x / cap), elementwise and in place, x [R, N] F32 or the activation dtype (Gemma's
+  // final logit soft-capping).
+  virtual void softcap(Tensor& x, float cap);
   // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
   // gate_up [T, 2I], w_down [N, I]; the same numbers as silu_mul into act, then linear(act, w_down).
   // act [T, I] (activation dtype) is scratch: a backend that fuses the activation into the

@@ -362,6 +362,7 @@ void read_rotary_dim(const ConfigReader& r, double default_factor, ModelConfig* 
 void read_layer_types(const ConfigReader& r, bool allow_linear, int64_t default_interval,
                       ModelConfig* c) {
   const ConfigReader::Found f = r.find("layer_types");
+  c->sliding_layers.assign(static_cast<size_t>(c->num_layers), false);
   if (f.value == nullptr) {
     for (int64_t i = 0; i < c->num_layers; ++i) {
       c->layer_types.push_back((i + 1) % default_interval == 0 ? LayerKind::FullAttention
@@ -379,15 +380,30 @@ void read_layer_types(const ConfigReader& r, bool allow_linear, int64_t default_
     const std::string at = "config.json: " + f.path + "[" + std::to_string(i) + "]";
     if (s == "full_attention" || s == "attention") {
       c->layer_types.push_back(LayerKind::FullAttention);
+    } else if (s == "sliding_attention") {
+      c->layer_types.push_back(LayerKind::FullAttention);
+      c->sliding_layers[i] = true;
     } else if (allow_linear && (s == "linear_attention" || s == "mamba")) {
       c->layer_types.push_back(LayerKind::LinearAttention);
     } else {
       throw Error(at + " is " + (t.is_string() ? in_quotes(s) : std::string("not a string")) +
                   "; pagoda supports " +
-                  (allow_linear ? "full_attention and linear_attention" : "full_attention") +
+                  (allow_linear ? "full_attention, sliding_attention and linear_attention"
+                                : "full_attention and sliding_attention") +
                   " layers for " + r.model_type());
     }
   }
+}
+
+void read_sliding_window(const ConfigReader& r, bool every_layer, ModelConfig* c) {
+  c->sliding_layers.resize(static_cast<size_t>(c->num_layers), false);
+  const std::optional<int64_t> window = r.optional_int("sliding_window", 1, kMaxPositions);
+  if (every_layer && window) c->sliding_layers.assign(c->sliding_layers.size(), true);
+  const bool any = std::find(c->sliding_layers.begin(), c->sliding_layers.end(), true) !=
+                   c->sliding_layers.end();
+  check(!any || window, "config.json: " + r.prefix() + "layer_types has sliding_attention layers "
+                        "but " + r.prefix() + "sliding_window is missing");
+  c->sliding_window = any ? *window : 0;
 }
 
 void refuse_unimplemented_features(const ConfigReader& r) {
@@ -417,6 +433,11 @@ void validate_common_config(const ConfigReader& r, const ModelConfig& c) {
             ")");
   check(static_cast<int64_t>(c.layer_types.size()) == c.num_layers,
         "config.json: layer_types does not have num_hidden_layers entries");
+  const bool sliding = std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) !=
+                       c.sliding_layers.end();
+  check(!sliding || c.sliding_window > 0,
+        "config.json: " + r.prefix() + "layer_types has sliding_attention layers, which pagoda's " +
+            r.model_type() + " does not implement (it reads no sliding_window)");
 }
 
 }  // namespace pagoda

@@ -91,9 +91,13 @@ RopeParams read_rope_scaling(const ConfigReader& r, const ConfigReader::Found& p
 void read_rotary_dim(const ConfigReader& r, double default_factor, ModelConfig* c);
 // layer_types with transformers' legacy spellings. Without it, every `default_interval`-th layer
 // is full attention and the others linear attention. `allow_linear` says whether the family has
-// linear-attention (Gated DeltaNet) layers at all.
+// linear-attention (Gated DeltaNet) layers at all. sliding_attention layers are attention layers
+// marked in sliding_layers (their window: read_sliding_window).
 void read_layer_types(const ConfigReader& r, bool allow_linear, int64_t default_interval,
                       ModelConfig* c);
+// sliding_window (absent or null: none) for the layers read_layer_types marked sliding_attention,
+// or for every layer when `every_layer` (Mistral) and the config sets one.
+void read_sliding_window(const ConfigReader& r, bool every_layer, ModelConfig* c);
 // Refuses features transformers supports for the family that pagoda does not implement (biases,
 // sliding window, activations other than SiLU): refusing beats silently wrong logits.
 void refuse_unimplemented_features(const ConfigReader& r);

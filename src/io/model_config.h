@@ -48,6 +48,10 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // size num_layers
+  // Sliding-window attention (Mistral, Gemma 3, Qwen2 with use_sliding_window): a query at position p
+  // of a sliding layer sees keys (p - sliding_window, p]. sliding_layers has num_layers entries.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
 
   // Gated DeltaNet layers (hybrid families such as Qwen3.5), zero for others; in the core because the
   // engine sizes the recurrent state from them.

@@ -32,7 +32,8 @@ std::unique_ptr<Model> make_llama(const ModelConfig& config, const Checkpoint& c
   check(f != nullptr, "internal: a Llama config without its Llama fields");
   DenseDecoderOptions opt;
   opt.attention.qk_norm = false;
-  opt.attention.bias = f->attention_bias;
+  opt.attention.qkv_bias = f->attention_bias;
+  opt.attention.o_bias = f->attention_bias;
   opt.zero_centered_norm = false;
   return make_dense_decoder(config, ckpt, backend, opt);
 }

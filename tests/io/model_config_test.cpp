@@ -297,6 +297,15 @@ TEST(ModelConfig, RopeParametersKeyedByLayerType) {
   EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 8.0);
 }
 
+TEST(ModelConfig, SlidingLayersNeedAFamilyThatReadsTheWindow) {
+  json c = json::parse(kQwen3_0_6B);
+  c["num_hidden_layers"] = 2;
+  c["layer_types"] = {"sliding_attention", "full_attention"};
+  c["sliding_window"] = 16;
+  EXPECT_TRUE(contains(parse_error(c), "layer_types has sliding_attention layers, which pagoda's "
+                                       "qwen3 does not implement"));
+}
+
 TEST(ModelConfig, TieWordEmbeddingsTextConfigFirst) {
   json c = json::parse(kQwen3_5_0_8B);
   c["text_config"]["tie_word_embeddings"] = false;

@@ -15,6 +15,9 @@ void launch_gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, cudaSt
 void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps,
                      bool zero_centered, cudaStream_t stream);
 void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
+void launch_gelu_tanh_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
+// In place on x's rows: x *= factor when cap is 0, else x = cap * tanh(x / cap).
+void launch_scale_or_cap(Tensor& x, float factor, float cap, cudaStream_t stream);
 void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream);
 
 // out[i] = argmax of logits row i (F32 [R, V], lowest index on ties, NaN never wins) → I32 [R].
