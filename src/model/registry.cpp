@@ -12,6 +12,7 @@ namespace pagoda {
 std::vector<ModelFamily> qwen3_families();
 std::vector<ModelFamily> qwen3_5_families();
 std::vector<ModelFamily> llama_families();
+std::vector<ModelFamily> qwen2_families();
 
 namespace {
 
@@ -21,6 +22,7 @@ constexpr FamiliesOf kRegistered[] = {
     qwen3_families,
     qwen3_5_families,
     llama_families,
+    qwen2_families,
 };
 
 constexpr size_t kMaxConfigBytes = 16u * 1000 * 1000;
