@@ -13,6 +13,7 @@ std::vector<ModelFamily> qwen3_families();
 std::vector<ModelFamily> qwen3_5_families();
 std::vector<ModelFamily> llama_families();
 std::vector<ModelFamily> qwen2_families();
+std::vector<ModelFamily> mistral_families();
 
 namespace {
 
@@ -23,6 +24,7 @@ constexpr FamiliesOf kRegistered[] = {
     qwen3_5_families,
     llama_families,
     qwen2_families,
+    mistral_families,
 };
 
 constexpr size_t kMaxConfigBytes = 16u * 1000 * 1000;
