@@ -289,8 +289,8 @@ TEST(ModelConfig, RopeParametersKeyedByLayerType) {
   c.erase("rope_scaling");
   c["num_hidden_layers"] = 2;
   c["layer_types"] = {"full_attention", "full_attention"};
-  c["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
-                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  // Keyed only when every key is one of layer_types (transformers' rule).
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}}};
   const ModelConfig m = parse(c);
   EXPECT_DOUBLE_EQ(m.rope_theta, 1e6);
   EXPECT_EQ(m.rope_scaling.scaling, RopeScaling::Linear);
@@ -362,13 +362,15 @@ TEST(ModelConfig, DtypeFromEitherKey) {
 
 TEST(ModelConfig, UnknownArchitectureListsSupported) {
   json c = json::parse(kQwen3_0_6B);
-  c["model_type"] = "mistral";
-  c["architectures"] = {"MistralForCausalLM"};
-  EXPECT_TRUE(contains(parse_error(c),
-                       "unsupported architecture 'MistralForCausalLM' (model_type 'mistral'); "
-                       "pagoda supports: qwen3 (Qwen3ForCausalLM), qwen3_5 "
-                       "(Qwen3_5ForConditionalGeneration), qwen3_5_text (Qwen3_5ForCausalLM), "
-                       "llama (LlamaForCausalLM)"));
+  c["model_type"] = "phi";
+  c["architectures"] = {"PhiForCausalLM"};
+  const std::string error = parse_error(c);
+  EXPECT_TRUE(contains(error, "unsupported architecture 'PhiForCausalLM' (model_type 'phi'); "
+                              "pagoda supports: qwen3 (Qwen3ForCausalLM), qwen3_5 "
+                              "(Qwen3_5ForConditionalGeneration), qwen3_5_text (Qwen3_5ForCausalLM), "
+                              "llama (LlamaForCausalLM)"));
+  for (const ModelFamily& f : model_families())  // every registered family is listed
+    EXPECT_TRUE(contains(error, std::string(f.model_type) + " (" + f.architecture + ")")) << f.model_type;
   c["model_type"] = "qwen3";
   c["architectures"] = {"Qwen3_5ForCausalLM"};  // disagrees with model_type
   EXPECT_TRUE(contains(parse_error(c), "unsupported architecture 'Qwen3_5ForCausalLM'"));
@@ -422,8 +424,11 @@ TEST(ModelConfig, RejectsBadLayerTypesAndGdnHeads) {
   EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types has 23 entries but "
                                        "num_hidden_layers is 24"));
   c = json::parse(kQwen3_5_0_8B);
-  c["text_config"]["layer_types"][2] = "sliding_attention";
-  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types[2] is 'sliding_attention'"));
+  c["text_config"]["layer_types"][2] = "chunked_attention";
+  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types[2] is 'chunked_attention'"));
+  c["text_config"]["layer_types"][2] = "sliding_attention";  // a kind pagoda's Qwen3.5 has no window for
+  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types has sliding_attention layers, which "
+                                       "pagoda's qwen3_5 does not implement"));
   c = json::parse(kQwen3_5_0_8B);
   c["text_config"]["linear_num_value_heads"] = 24;
   c["text_config"]["linear_num_key_heads"] = 16;
