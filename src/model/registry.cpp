@@ -14,6 +14,7 @@ std::vector<ModelFamily> qwen3_5_families();
 std::vector<ModelFamily> llama_families();
 std::vector<ModelFamily> qwen2_families();
 std::vector<ModelFamily> mistral_families();
+std::vector<ModelFamily> gemma3_families();
 
 namespace {
 
@@ -25,6 +26,7 @@ constexpr FamiliesOf kRegistered[] = {
     llama_families,
     qwen2_families,
     mistral_families,
+    gemma3_families,
 };
 
 constexpr size_t kMaxConfigBytes = 16u * 1000 * 1000;
