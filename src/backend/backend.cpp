@@ -1,5 +1,6 @@
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -22,7 +23,76 @@ void Backend::add_bias(Tensor&, const Tensor&) {
               "projections (attention_bias) need; run this model with --device cpu");
 }
 
-float rope_attention_scale(const RopeParams&) { return 1.0f; }
+namespace {
+
+// transformers' _compute_llama3_parameters: wavelen = 2π/f; f/factor where wavelen > old/low, f where
+// wavelen < old/high, else (1 - s)·f/factor + s·f with s = (old/wavelen - low)/(high - low). Every
+// step in fp32, with the scalars cast to fp32, as torch evaluates it on an fp32 tensor.
+void apply_llama3(const RopeParams& rope, std::vector<float>& inv_freq) {
+  const auto f32 = [](double v) { return static_cast<float>(v); };
+  const float old = f32(rope.original_max_positions), low = f32(rope.low_freq_factor),
+              factor = f32(rope.factor);
+  const float low_wavelen = f32(rope.original_max_positions / rope.low_freq_factor);
+  const float high_wavelen = f32(rope.original_max_positions / rope.high_freq_factor);
+  const float spread = f32(rope.high_freq_factor - rope.low_freq_factor);
+  for (float& f : inv_freq) {
+    const float wavelen = f32(2.0 * std::numbers::pi) / f;
+    if (wavelen > low_wavelen) {
+      f = f / factor;
+    } else if (!(wavelen < high_wavelen)) {
+      const float smooth = (old / wavelen - low) / spread;
+      f = (1.0f - smooth) * f / factor + smooth * f;
+    }
+  }
+}
+
+// transformers' _compute_yarn_parameters: the pair index where a wavelength turns `rotations` times
+// within the original context, d(r) = rot·ln(old / (2π r)) / (2 ln theta) (in double, as Python's
+// math); low = d(beta_fast), high = d(beta_slow), rounded outwards when truncating, clamped to
+// [0, rot - 1]. Pairs below low keep f (extrapolation), pairs above high get f/factor
+// (interpolation), a linear ramp between; the ramp and the blend in fp32.
+void apply_yarn(const RopeParams& rope, int64_t rot, std::vector<float>& inv_freq) {
+  const double two_pi = 2.0 * std::numbers::pi, log_base = std::log(static_cast<double>(rope.theta));
+  const auto correction_dim = [&](double rotations) {
+    return static_cast<double>(rot) * std::log(rope.original_max_positions / (rotations * two_pi)) /
+           (2.0 * log_base);
+  };
+  double low = correction_dim(rope.beta_fast), high = correction_dim(rope.beta_slow);
+  if (rope.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(rot - 1));
+  if (low == high) high += 0.001;  // transformers: "prevent singularity"
+  const float lo = static_cast<float>(low), span = static_cast<float>(high) - lo;
+  const float factor = static_cast<float>(rope.factor);
+  for (size_t j = 0; j < inv_freq.size(); ++j) {
+    const float e = static_cast<float>(2 * j) / static_cast<float>(rot);
+    const auto pos_freq = static_cast<float>(std::pow(static_cast<double>(rope.theta), static_cast<double>(e)));
+    const float extrapolation = 1.0f / pos_freq, interpolation = 1.0f / (factor * pos_freq);
+    const float ramp = std::clamp((static_cast<float>(j) - lo) / span, 0.0f, 1.0f);
+    const float keep = 1.0f - ramp;  // inv_freq_extrapolation_factor
+    inv_freq[j] = interpolation * (1.0f - keep) + extrapolation * keep;
+  }
+}
+
+}  // namespace
+
+void Backend::gelu_tanh_mul(const Tensor&, Tensor&) {
+  throw Error("the " + name() + " backend has no gelu_tanh_mul yet, which models with a GELU-tanh MLP "
+              "(Gemma) need; run this model with --device cpu");
+}
+
+void Backend::scale(Tensor&, float) {
+  throw Error("the " + name() + " backend has no scale op yet, which models with scaled embeddings "
+              "(Gemma) need; run this model with --device cpu");
+}
+
+void Backend::softcap(Tensor&, float) {
+  throw Error("the " + name() + " backend has no softcap op yet, which models with final logit "
+              "soft-capping (Gemma 2/3) need; run this model with --device cpu");
+}
 
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim) {
   const int64_t rot = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
@@ -35,25 +105,18 @@ std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim) {
         1.0f /
         static_cast<float>(std::pow(static_cast<double>(rope.theta), static_cast<double>(e)));
   }
-  if (rope.scaling == RopeScaling::Llama3) {
-    // transformers' _compute_llama3_parameters: wavelen = 2π/f; f/factor where wavelen > old/low,
-    // f where wavelen < old/high, else (1 - s)·f/factor + s·f with s = (old/wavelen - low)/(high - low).
-    // Every step in fp32, with the scalars cast to fp32, as torch evaluates it on an fp32 tensor.
-    const auto f32 = [](double v) { return static_cast<float>(v); };
-    const float old = f32(rope.original_max_positions), low = f32(rope.low_freq_factor),
-                factor = f32(rope.factor);
-    const float low_wavelen = f32(rope.original_max_positions / rope.low_freq_factor);
-    const float high_wavelen = f32(rope.original_max_positions / rope.high_freq_factor);
-    const float spread = f32(rope.high_freq_factor - rope.low_freq_factor);
-    for (float& f : inv_freq) {
-      const float wavelen = f32(2.0 * std::numbers::pi) / f;
-      if (wavelen > low_wavelen) {
-        f = f / factor;
-      } else if (!(wavelen < high_wavelen)) {
-        const float smooth = (old / wavelen - low) / spread;
-        f = (1.0f - smooth) * f / factor + smooth * f;
-      }
-    }
+  switch (rope.scaling) {
+    case RopeScaling::None:
+      break;
+    case RopeScaling::Linear:  // _compute_linear_scaling_rope_parameters: inv_freq /= factor
+      for (float& f : inv_freq) f /= static_cast<float>(rope.factor);
+      break;
+    case RopeScaling::Llama3:
+      apply_llama3(rope, inv_freq);
+      break;
+    case RopeScaling::Yarn:
+      apply_yarn(rope, rot, inv_freq);
+      break;
   }
   return inv_freq;
 }

@@ -50,25 +50,29 @@ struct AttentionParams {
   float softcap = 0.0f;        // 0 = none; else scores = softcap * tanh(scores / softcap)
 };
 
-// RoPE frequency scaling, as transformers' rope_type names it. None: inv_freq_j = theta^(-2j/rot).
-// Llama3 (Llama 3.1+): long wavelengths divided by `factor`, short ones kept, a smooth blend between
-// (MODELS.md "Llama 3.x").
-enum class RopeScaling : int32_t { None, Llama3 };
+// RoPE frequency scaling, as transformers' rope_type names it (docs/models.md, "RoPE scaling").
+// None: inv_freq_j = theta^(-2j/rot). Linear: inv_freq / factor. Llama3 (Llama 3.1+): long
+// wavelengths divided by `factor`, short ones kept, a smooth blend between. Yarn: a ramp between
+// inv_freq / factor and inv_freq over the pairs, and cos/sin multiplied by attention_factor.
+enum class RopeScaling : int32_t { None, Llama3, Linear, Yarn };
 
 struct RopeParams {
   int32_t rotary_dim = 0;  // leading dims rotated (NeoX pairing i, i + rotary_dim/2); rest pass through
   float theta = 10000.0f;
   RopeScaling scaling = RopeScaling::None;
-  // Llama3 scaling: factor, low_freq_factor, high_freq_factor, original_max_position_embeddings.
+  // factor: Linear, Llama3, Yarn. low/high_freq_factor: Llama3. original_max_positions: Llama3, Yarn.
   double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
   double original_max_positions = 8192.0;
+  // Yarn: the ramp's rotation bounds and whether its ends are rounded outwards to whole pairs.
+  double beta_fast = 32.0, beta_slow = 1.0;
+  bool truncate = true;
+  // cos and sin are multiplied by this (transformers' attention_scaling; 1 except for Yarn).
+  float attention_factor = 1.0f;
 };
 
 // inv_freq of every rotary pair (rotary_dim / 2 values; rotary_dim 0 = head_dim), in fp32 as
 // transformers computes them, with the scaling applied. Host-side; what a backend's rope uses.
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
-// What cos and sin are multiplied by (yarn's attention factor; 1 for every other scaling).
-float rope_attention_scale(const RopeParams& rope);
 
 class Backend {
  public:
@@ -107,6 +111,15 @@ class Backend {
   virtual void add_bias(Tensor& x, const Tensor& bias);
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out[T, I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:], gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·
+  // (g + 0.044715·g³))) (transformers' gelu_pytorch_tanh: Gemma's MLP), in fp32. The defaults of
+  // this op and the two below throw, naming the backend.
+  virtual void gelu_tanh_mul(const Tensor& gate_up, Tensor& out);
+  // x *= factor, elementwise and in place, x [T, N] in the activation dtype (Gemma's embedding scale).
+  virtual void scale(Tensor& x, float factor);
+  // x = cap · tanh(x / cap), elementwise and in place, x [R, N] F32 or the activation dtype (Gemma's
+  // final logit soft-capping).
+  virtual void softcap(Tensor& x, float cap);
   // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
   // gate_up [T, 2I], w_down [N, I]; the same numbers as silu_mul into act, then linear(act, w_down).
   // act [T, I] (activation dtype) is scratch: a backend that fuses the activation into the

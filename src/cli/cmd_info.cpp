@@ -18,17 +18,47 @@
 namespace pagoda::cli {
 namespace {
 
+bool sliding(const ModelConfig& cfg, size_t layer) {
+  return layer < cfg.sliding_layers.size() && cfg.sliding_layers[layer] && cfg.sliding_window > 0;
+}
+
 // "linear_attention ×3, full_attention ×1, ..." run-length encoded in layer order.
 std::string layer_pattern(const ModelConfig& cfg) {
   std::string out;
   for (size_t i = 0; i < cfg.layer_types.size();) {
     size_t j = i;
-    while (j < cfg.layer_types.size() && cfg.layer_types[j] == cfg.layer_types[i]) ++j;
+    while (j < cfg.layer_types.size() && cfg.layer_types[j] == cfg.layer_types[i] &&
+           sliding(cfg, j) == sliding(cfg, i))
+      ++j;
     if (!out.empty()) out += ", ";
-    out += std::string(layer_kind_name(cfg.layer_types[i])) + " x" + std::to_string(j - i);
+    out += std::string(sliding(cfg, i) ? "sliding_attention" : layer_kind_name(cfg.layer_types[i])) +
+           " x" + std::to_string(j - i);
     i = j;
   }
   return out;
+}
+
+// "yarn factor 4, original context 64, ..." or "" without scaling.
+std::string rope_scaling_text(const RopeParams& r) {
+  char buf[200];
+  switch (r.scaling) {
+    case RopeScaling::None:
+      return "";
+    case RopeScaling::Linear:
+      std::snprintf(buf, sizeof buf, "linear, factor %g", r.factor);
+      break;
+    case RopeScaling::Llama3:
+      std::snprintf(buf, sizeof buf, "llama3, factor %g, low/high freq factor %g/%g, original context %g",
+                    r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_positions);
+      break;
+    case RopeScaling::Yarn:
+      std::snprintf(buf, sizeof buf,
+                    "yarn, factor %g, original context %g, beta fast/slow %g/%g%s, attention factor %.6g",
+                    r.factor, r.original_max_positions, r.beta_fast, r.beta_slow,
+                    r.truncate ? "" : " (not truncated)", static_cast<double>(r.attention_factor));
+      break;
+  }
+  return buf;
 }
 
 void print_info(const std::string& dir) {
@@ -64,6 +94,11 @@ void print_info(const std::string& dir) {
               static_cast<long long>(cfg.num_heads), static_cast<long long>(cfg.num_kv_heads),
               static_cast<long long>(cfg.head_dim), static_cast<long long>(cfg.rotary_dim),
               cfg.rope_theta);
+  if (const std::string scaling = rope_scaling_text(cfg.rope_scaling); !scaling.empty())
+    std::printf("rope scaling       %s\n", scaling.c_str());
+  if (cfg.sliding_window > 0)
+    std::printf("sliding window     %lld (a query attends to its last %lld positions)\n",
+                static_cast<long long>(cfg.sliding_window), static_cast<long long>(cfg.sliding_window));
   if (cfg.num_layers_of(LayerKind::LinearAttention) > 0) {
     std::printf("gated deltanet     %lld key heads x dk %lld, %lld value heads x dv %lld, "
                 "conv kernel %lld\n",

@@ -102,17 +102,39 @@ void read_dimensions(const ConfigReader& r, int64_t default_head_dim, ModelConfi
 
 }  // namespace
 
-ConfigReader::Found rope_settings(const ConfigReader& r) {
-  ConfigReader::Found params = r.find("rope_parameters", true);
-  if (params.value == nullptr) params = r.find("rope_scaling", true);
-  if (params.value != nullptr) {
-    check(params.value->is_object(), "config.json: " + params.path + " must be an object");
+namespace {
+
+// transformers 5 keys rope_parameters by layer type ({"full_attention": {...}, "sliding_attention":
+// {...}}) when the model's layers use different RoPE: every key is one of the config's layer_types.
+bool keyed_by_layer_type(const ConfigReader& r, const json& rope) {
+  const json* types = ConfigReader::get(r.dec(), "layer_types");
+  if (types == nullptr || !types->is_array() || !rope.is_object() || rope.empty()) return false;
+  for (const auto& [key, value] : rope.items()) {
+    bool listed = false;
+    for (const json& t : *types) listed = listed || (t.is_string() && t.get<std::string>() == key);
+    if (!listed || !value.is_object()) return false;
   }
-  return params;
+  return true;
 }
 
-std::string rope_type(const ConfigReader& r) {
-  const ConfigReader::Found params = rope_settings(r);
+}  // namespace
+
+bool rope_keyed_by_layer_type(const ConfigReader& r) {
+  ConfigReader::Found params = r.find("rope_parameters", true);
+  if (params.value == nullptr) params = r.find("rope_scaling", true);
+  return params.value != nullptr && keyed_by_layer_type(r, *params.value);
+}
+
+ConfigReader::Found rope_settings(const ConfigReader& r, const std::string& layer_type) {
+  ConfigReader::Found params = r.find("rope_parameters", true);
+  if (params.value == nullptr) params = r.find("rope_scaling", true);
+  if (params.value == nullptr) return params;
+  check(params.value->is_object(), "config.json: " + params.path + " must be an object");
+  if (!keyed_by_layer_type(r, *params.value)) return params;
+  return {ConfigReader::get(*params.value, layer_type), params.path + "." + layer_type};
+}
+
+std::string rope_type(const ConfigReader::Found& params) {
   for (const char* key : {"rope_type", "type"}) {
     if (params.value == nullptr || !ConfigReader::get(*params.value, key)) continue;
     const json& t = params.value->at(key);
@@ -122,17 +144,99 @@ std::string rope_type(const ConfigReader& r) {
   return "default";
 }
 
-void refuse_rope_scaling(const ConfigReader& r) {
-  const ConfigReader::Found params = rope_settings(r);
-  const json* rp = params.value;
-  for (const char* key : {"rope_type", "type"}) {
-    if (rp == nullptr || !ConfigReader::get(*rp, key)) continue;
-    const json& t = rp->at(key);
-    check(t.is_string() && t.get<std::string>() == "default",
-          "config.json: " + params.path + "." + key + " is " +
-              (t.is_string() ? in_quotes(t.get<std::string>()) : "not a string") +
-              "; pagoda implements the default RoPE only (no scaling) for " + r.model_type());
+std::string rope_type(const ConfigReader& r) { return rope_type(rope_settings(r)); }
+
+namespace {
+
+std::optional<double> rope_number(const ConfigReader::Found& params, const char* key) {
+  const json* v = params.value != nullptr ? ConfigReader::get(*params.value, key) : nullptr;
+  if (v == nullptr) return std::nullopt;
+  return ConfigReader::to_positive(*v, "config.json: " + params.path + "." + key);
+}
+
+double required_rope_number(const ConfigReader::Found& params, const char* key,
+                            const std::string& type) {
+  const std::optional<double> v = rope_number(params, key);
+  check(v.has_value(), "config.json: " + params.path + "." + key + " is missing; rope_type " +
+                           type + " needs it");
+  return *v;
+}
+
+// The context length the model was pretrained with: a top-level original_max_position_embeddings
+// wins (transformers: Phi-3 keeps it there), then the RoPE settings' own, then
+// max_position_embeddings (standardize_rope_params' fallback).
+double original_max_positions(const ConfigReader& r, const ConfigReader::Found& params,
+                              const ModelConfig& c) {
+  const ConfigReader::Found top = r.find("original_max_position_embeddings", true);
+  if (top.value != nullptr) return ConfigReader::to_positive(*top.value, "config.json: " + top.path);
+  return rope_number(params, "original_max_position_embeddings")
+      .value_or(static_cast<double>(c.max_position_embeddings));
+}
+
+// transformers' get_mscale: 1 for scale <= 1, else 0.1·m·ln(scale) + 1.
+double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+// A number or absent (0); transformers reads these with `x or default` / `if x and y`.
+double number_or_zero(const ConfigReader::Found& params, const char* key) {
+  const json* v = ConfigReader::get(*params.value, key);
+  if (v == nullptr) return 0.0;
+  check(v->is_number() && std::isfinite(v->get<double>()),
+        "config.json: " + params.path + "." + key + " must be a number");
+  return v->get<double>();
+}
+
+void read_yarn(const ConfigReader& r, const ConfigReader::Found& params, const ModelConfig& c,
+               RopeParams* rope) {
+  rope->original_max_positions = original_max_positions(r, params, c);
+  // No factor: the ratio of the extended to the original context (DeepSeek-V3's convention).
+  rope->factor = rope_number(params, "factor")
+                     .value_or(static_cast<double>(c.max_position_embeddings) / rope->original_max_positions);
+  const double beta_fast = number_or_zero(params, "beta_fast");
+  const double beta_slow = number_or_zero(params, "beta_slow");
+  rope->beta_fast = beta_fast != 0 ? beta_fast : 32.0;
+  rope->beta_slow = beta_slow != 0 ? beta_slow : 1.0;
+  const json* truncate = ConfigReader::get(*params.value, "truncate");
+  if (truncate != nullptr) {
+    check(truncate->is_boolean(), "config.json: " + params.path + ".truncate must be true or false");
+    rope->truncate = truncate->get<bool>();
   }
+  std::optional<double> attention = rope_number(params, "attention_factor");
+  if (!attention) {
+    const double mscale = number_or_zero(params, "mscale");
+    const double mscale_all_dim = number_or_zero(params, "mscale_all_dim");
+    attention = mscale != 0 && mscale_all_dim != 0
+                    ? yarn_mscale(rope->factor, mscale) / yarn_mscale(rope->factor, mscale_all_dim)
+                    : yarn_mscale(rope->factor, 1.0);
+  }
+  rope->attention_factor = static_cast<float>(*attention);
+}
+
+}  // namespace
+
+RopeParams read_rope_scaling(const ConfigReader& r, const ConfigReader::Found& params,
+                             const ModelConfig& c) {
+  RopeParams rope;
+  const std::string type = rope_type(params);
+  if (type == "default") return rope;
+  if (type == "linear") {
+    rope.scaling = RopeScaling::Linear;
+    rope.factor = required_rope_number(params, "factor", type);
+  } else if (type == "llama3") {
+    rope.scaling = RopeScaling::Llama3;
+    rope.factor = required_rope_number(params, "factor", type);
+    rope.low_freq_factor = required_rope_number(params, "low_freq_factor", type);
+    rope.high_freq_factor = required_rope_number(params, "high_freq_factor", type);
+    rope.original_max_positions = original_max_positions(r, params, c);
+    check(rope.high_freq_factor > rope.low_freq_factor,
+          "config.json: " + params.path + ".high_freq_factor must be larger than low_freq_factor");
+  } else if (type == "yarn") {
+    rope.scaling = RopeScaling::Yarn;
+    read_yarn(r, params, c, &rope);
+  } else {
+    throw Error("config.json: " + params.path + ".rope_type is " + in_quotes(type) +
+                "; pagoda implements the RoPE types default, linear, llama3 and yarn");
+  }
+  return rope;
 }
 
 namespace {
@@ -230,6 +334,7 @@ void read_common_config(const ConfigReader& r, const json* gen, int64_t default_
                         ModelConfig* c) {
   read_dimensions(r, default_head_dim, c);
   read_rope_theta(r, c);
+  c->rope_scaling = read_rope_scaling(r, rope_settings(r), *c);
   read_dtype(r, c);
   read_special_tokens(r, gen, c);
   if (gen != nullptr) read_generation_defaults(*gen, c);
@@ -257,6 +362,7 @@ void read_rotary_dim(const ConfigReader& r, double default_factor, ModelConfig* 
 void read_layer_types(const ConfigReader& r, bool allow_linear, int64_t default_interval,
                       ModelConfig* c) {
   const ConfigReader::Found f = r.find("layer_types");
+  c->sliding_layers.assign(static_cast<size_t>(c->num_layers), false);
   if (f.value == nullptr) {
     for (int64_t i = 0; i < c->num_layers; ++i) {
       c->layer_types.push_back((i + 1) % default_interval == 0 ? LayerKind::FullAttention
@@ -274,15 +380,30 @@ void read_layer_types(const ConfigReader& r, bool allow_linear, int64_t default_
     const std::string at = "config.json: " + f.path + "[" + std::to_string(i) + "]";
     if (s == "full_attention" || s == "attention") {
       c->layer_types.push_back(LayerKind::FullAttention);
+    } else if (s == "sliding_attention") {
+      c->layer_types.push_back(LayerKind::FullAttention);
+      c->sliding_layers[i] = true;
     } else if (allow_linear && (s == "linear_attention" || s == "mamba")) {
       c->layer_types.push_back(LayerKind::LinearAttention);
     } else {
       throw Error(at + " is " + (t.is_string() ? in_quotes(s) : std::string("not a string")) +
                   "; pagoda supports " +
-                  (allow_linear ? "full_attention and linear_attention" : "full_attention") +
+                  (allow_linear ? "full_attention, sliding_attention and linear_attention"
+                                : "full_attention and sliding_attention") +
                   " layers for " + r.model_type());
     }
   }
+}
+
+void read_sliding_window(const ConfigReader& r, bool every_layer, ModelConfig* c) {
+  c->sliding_layers.resize(static_cast<size_t>(c->num_layers), false);
+  const std::optional<int64_t> window = r.optional_int("sliding_window", 1, kMaxPositions);
+  if (every_layer && window) c->sliding_layers.assign(c->sliding_layers.size(), true);
+  const bool any = std::find(c->sliding_layers.begin(), c->sliding_layers.end(), true) !=
+                   c->sliding_layers.end();
+  check(!any || window, "config.json: " + r.prefix() + "layer_types has sliding_attention layers "
+                        "but " + r.prefix() + "sliding_window is missing");
+  c->sliding_window = any ? *window : 0;
 }
 
 void refuse_unimplemented_features(const ConfigReader& r) {
@@ -312,6 +433,11 @@ void validate_common_config(const ConfigReader& r, const ModelConfig& c) {
             ")");
   check(static_cast<int64_t>(c.layer_types.size()) == c.num_layers,
         "config.json: layer_types does not have num_hidden_layers entries");
+  const bool sliding = std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) !=
+                       c.sliding_layers.end();
+  check(!sliding || c.sliding_window > 0,
+        "config.json: " + r.prefix() + "layer_types has sliding_attention layers, which pagoda's " +
+            r.model_type() + " does not implement (it reads no sliding_window)");
 }
 
 }  // namespace pagoda

@@ -69,23 +69,35 @@ nlohmann::json parse_config_object(const std::string& text, const std::string& f
 
 // The common core every family has: dimensions (head_dim defaulting to `default_head_dim`, as
 // transformers' dataclass does; 0 = hidden_size / num_attention_heads, as LlamaConfig does), rope
-// theta, dtype, special tokens and, when `gen` is given, generation_config.json's sampling defaults.
+// theta and scaling (of the full-attention layers), dtype, special tokens and, when `gen` is given, generation_config.json's sampling defaults.
 void read_common_config(const ConfigReader& r, const nlohmann::json* gen, int64_t default_head_dim,
                         ModelConfig* c);
 // The RoPE settings object: rope_parameters (transformers 5) or rope_scaling (4.x); value null
-// when neither is there.
-ConfigReader::Found rope_settings(const ConfigReader& r);
+// when neither is there. When rope_parameters is keyed by layer type (transformers 5, models whose
+// layers use different RoPE), the entry of `layer_type` (null when absent).
+ConfigReader::Found rope_settings(const ConfigReader& r,
+                                  const std::string& layer_type = "full_attention");
+// Whether rope_parameters is keyed by layer type (transformers 5's form for per-layer RoPE).
+bool rope_keyed_by_layer_type(const ConfigReader& r);
 // Its rope_type (or legacy `type`); "default" when absent.
+std::string rope_type(const ConfigReader::Found& params);
 std::string rope_type(const ConfigReader& r);
-// For families without RoPE scaling: refuses any rope_type other than "default".
-void refuse_rope_scaling(const ConfigReader& r);
+// The scaling fields of RopeParams (rotary_dim and theta left default) from one RoPE settings
+// object: rope_type default, linear, llama3 or yarn with transformers' defaults (docs/models.md,
+// "RoPE scaling"); any other rope_type is refused. Needs c's max_position_embeddings.
+RopeParams read_rope_scaling(const ConfigReader& r, const ConfigReader::Found& params,
+                             const ModelConfig& c);
 // partial_rotary_factor (default `default_factor`) and the rotary_dim it gives.
 void read_rotary_dim(const ConfigReader& r, double default_factor, ModelConfig* c);
 // layer_types with transformers' legacy spellings. Without it, every `default_interval`-th layer
 // is full attention and the others linear attention. `allow_linear` says whether the family has
-// linear-attention (Gated DeltaNet) layers at all.
+// linear-attention (Gated DeltaNet) layers at all. sliding_attention layers are attention layers
+// marked in sliding_layers (their window: read_sliding_window).
 void read_layer_types(const ConfigReader& r, bool allow_linear, int64_t default_interval,
                       ModelConfig* c);
+// sliding_window (absent or null: none) for the layers read_layer_types marked sliding_attention,
+// or for every layer when `every_layer` (Mistral) and the config sets one.
+void read_sliding_window(const ConfigReader& r, bool every_layer, ModelConfig* c);
 // Refuses features transformers supports for the family that pagoda does not implement (biases,
 // sliding window, activations other than SiLU): refusing beats silently wrong logits.
 void refuse_unimplemented_features(const ConfigReader& r);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"  // RopeParams
 #include "core/dtype.h"
 
 namespace pagoda {
@@ -39,11 +40,18 @@ struct ModelConfig {
   int64_t head_dim = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 1e6;
+  // RoPE scaling of the full-attention layers (rope_type linear, llama3, yarn): only the scaling
+  // fields are set; rotary_dim and theta are the two fields here. Default: no scaling.
+  RopeParams rope_scaling;
   double partial_rotary_factor = 1.0;  // Qwen3.5: 0.25
   int64_t rotary_dim = 0;              // head_dim * partial_rotary_factor
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   std::vector<LayerKind> layer_types;  // size num_layers
+  // Sliding-window attention (Mistral, Gemma 3, Qwen2 with use_sliding_window): a query at position p
+  // of a sliding layer sees keys (p - sliding_window, p]. sliding_layers has num_layers entries.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
 
   // Gated DeltaNet layers (hybrid families such as Qwen3.5), zero for others; in the core because the
   // engine sizes the recurrent state from them.

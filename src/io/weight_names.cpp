@@ -11,11 +11,11 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// Vision tower (HF `visual`, MLX `vision_tower`) and multi-token-prediction head: pagoda serves
-// text with the main decoder only.
+// Vision tower (HF `visual`, MLX and Gemma 3 `vision_tower`), Gemma 3's multimodal projector and
+// the multi-token-prediction head: pagoda serves text with the main decoder only.
 bool is_skipped(std::string_view name) {
-  for (std::string_view p :
-       {"visual.", "mtp.", "vision_tower.", "model.visual.", "model.mtp.", "model.vision_tower."}) {
+  for (std::string_view p : {"visual.", "mtp.", "vision_tower.", "multi_modal_projector.", "model.visual.",
+                             "model.mtp.", "model.vision_tower.", "model.multi_modal_projector."}) {
     if (starts_with(name, p)) return true;
   }
   return false;

@@ -51,6 +51,7 @@ DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
   const int64_t T = meta.num_tokens;
   Stream s{residual_.rows(0, T), normed_.rows(0, T), mixer_out_.rows(0, T)};
   be_.embedding(embed_, meta.token_ids, s.h);
+  if (embedding_scale_ != 1.0f) be_.scale(s.h, embedding_scale_);
   return s;
 }
 
@@ -65,6 +66,16 @@ void DecoderBase::finish_forward(const StepMeta& meta, Stream& s, bool zero_cent
   Tensor rows = last_rows_.rows(0, meta.num_logits_rows);
   be_.gather_rows(s.x, meta.logits_rows, rows);
   be_.linear(rows, lm_head_, logits);
+  if (final_logit_softcap_ > 0.0f) be_.softcap(logits, final_logit_softcap_);
+}
+
+void DecoderBase::set_embedding_scale(double scale) {
+  if (scale == 0.0 || scale == 1.0) {
+    embedding_scale_ = 1.0f;
+    return;
+  }
+  const auto f = static_cast<float>(scale);
+  embedding_scale_ = be_.activation_dtype() == DType::BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
 }
 
 }  // namespace pagoda

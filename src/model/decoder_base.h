@@ -36,18 +36,23 @@ class DecoderBase : public Model {
   };
   Stream begin_forward(const StepMeta& meta);
   // Adds the last sub-layer's output y to the residual, applies the final norm, and writes the
-  // logits of meta.logits_rows.
+  // logits of meta.logits_rows (soft-capped when final_logit_softcap_ is set).
   void finish_forward(const StepMeta& meta, Stream& s, bool zero_centered, Tensor& logits);
+  // Multiplies the embeddings by `scale` rounded to the activation dtype, as transformers' Gemma
+  // does (embed_scale.to(dtype)); 0 or 1: no scaling.
+  void set_embedding_scale(double scale);
 
   ModelConfig cfg_;
   Backend& be_;
   WeightStore ws_;
   Tensor embed_, final_norm_, lm_head_;
+  float final_logit_softcap_ = 0.0f;  // logits = cap·tanh(logits/cap); 0: none
 
  private:
   std::vector<Buffer> scratch_buffers_;
   Tensor residual_, normed_, mixer_out_, last_rows_;
   int32_t max_tokens_ = 0, max_logits_rows_ = 0;
+  float embedding_scale_ = 1.0f;
 };
 
 }  // namespace pagoda

@@ -1,12 +1,15 @@
 #include "model/dense_decoder.h"
 
+#include "core/error.h"
 #include "model/decoder_base.h"
 
 namespace pagoda {
 namespace {
 
 struct DenseLayer {
-  Tensor input_norm, post_norm;  // [H]
+  // input_norm before attention; mlp_norm before the MLP; with sandwich norms also attn_out_norm
+  // and mlp_out_norm on the two sub-layer outputs (empty otherwise). All [H].
+  Tensor input_norm, mlp_norm, attn_out_norm, mlp_out_norm;
   AttentionWeights attn;
   MlpWeights mlp;
 };
@@ -17,13 +20,25 @@ class DenseDecoder final : public DecoderBase {
                const DenseDecoderOptions& opt)
       : DecoderBase(cfg, ckpt, backend), opt_(opt) {
     const int64_t H = cfg.hidden_size;
+    check(opt_.layer_attention.empty() ||
+              static_cast<int64_t>(opt_.layer_attention.size()) == cfg.num_layers,
+          "internal: per-layer attention options for " + std::to_string(opt_.layer_attention.size()) +
+              " layers, the config has " + std::to_string(cfg.num_layers));
     load_embedding_and_head();
+    set_embedding_scale(opt_.embedding_scale);
+    final_logit_softcap_ = opt_.final_logit_softcap;
     for (int i = 0; i < cfg.num_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       DenseLayer l;
       l.input_norm = ws_.load(p + "input_layernorm.weight", DType::F32, {H});
-      l.post_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
-      l.attn = load_attention(ws_, cfg, i, weight_dtype(), opt_.attention);
+      if (opt_.sandwich_norms) {
+        l.attn_out_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
+        l.mlp_norm = ws_.load(p + "pre_feedforward_layernorm.weight", DType::F32, {H});
+        l.mlp_out_norm = ws_.load(p + "post_feedforward_layernorm.weight", DType::F32, {H});
+      } else {
+        l.mlp_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
+      }
+      l.attn = load_attention(ws_, cfg, i, weight_dtype(), attention_options(i));
       l.mlp = load_mlp(ws_, cfg, i, weight_dtype());
       layers_.push_back(l);
       attention_index_.push_back(i);
@@ -38,6 +53,7 @@ class DenseDecoder final : public DecoderBase {
     s_.attn = scratch(T, cfg_.num_heads * D);
     s_.gate_up = scratch(T, 2 * cfg_.intermediate_size);
     s_.mlp_act = scratch(T, cfg_.intermediate_size);
+    if (opt_.sandwich_norms) sublayer_out_ = scratch(T, cfg_.hidden_size);
     return scratch_bytes();
   }
 
@@ -45,24 +61,35 @@ class DenseDecoder final : public DecoderBase {
     const float eps = static_cast<float>(cfg_.rms_norm_eps);
     const bool zc = opt_.zero_centered_norm;
     Stream s = begin_forward(meta);
+    // With sandwich norms a sub-layer writes to `raw` and its output norm to s.y; otherwise the
+    // sub-layer writes s.y directly. Either way s.y is what the next fused norm adds.
+    Tensor raw = opt_.sandwich_norms ? sublayer_out_.rows(0, meta.num_tokens) : s.y;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const DenseLayer& l = layers_[i];
       // The previous layer's MLP output is added to the residual stream by the fused norm.
       if (i == 0) be_.rms_norm(s.h, l.input_norm, s.x, eps, zc);
       else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
       const int a = attention_index_[i];
-      attention_forward(be_, cfg_, l.attn, opt_.attention, meta, state.kv.k(a), state.kv.v(a), s.x,
-                        s_, s.y);
-      be_.add_rms_norm(s.h, s.y, l.post_norm, s.x, eps, zc);
-      mlp_forward(be_, l.mlp, s.x, s_, s.y);
+      attention_forward(be_, cfg_, l.attn, attention_options(static_cast<int>(i)), meta,
+                        state.kv.k(a), state.kv.v(a), s.x, s_, raw);
+      if (opt_.sandwich_norms) be_.rms_norm(raw, l.attn_out_norm, s.y, eps, zc);
+      be_.add_rms_norm(s.h, s.y, l.mlp_norm, s.x, eps, zc);
+      mlp_forward(be_, l.mlp, s.x, s_, raw, opt_.activation);
+      if (opt_.sandwich_norms) be_.rms_norm(raw, l.mlp_out_norm, s.y, eps, zc);
     }
     finish_forward(meta, s, zc, logits);
   }
 
  private:
+  const AttentionOptions& attention_options(int layer) const {
+    return opt_.layer_attention.empty() ? opt_.attention
+                                        : opt_.layer_attention[static_cast<size_t>(layer)];
+  }
+
   DenseDecoderOptions opt_;
   std::vector<DenseLayer> layers_;
   LayerScratch s_;
+  Tensor sublayer_out_;  // [T, H]: a sub-layer's output before its norm (sandwich norms)
 };
 
 }  // namespace

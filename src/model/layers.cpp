@@ -11,10 +11,17 @@ std::string layer_prefix(int layer) { return "model.layers." + std::to_string(la
 
 }  // namespace
 
+RopeParams config_rope(const ModelConfig& cfg) {
+  RopeParams rope = cfg.rope_scaling;
+  rope.rotary_dim = static_cast<int32_t>(cfg.rotary_dim);
+  rope.theta = static_cast<float>(cfg.rope_theta);
+  return rope;
+}
+
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
                                 const AttentionOptions& opt) {
   const bool gated = opt.gated;
-  check(!(gated && opt.bias), "internal: gated attention with biases is not implemented");
+  check(!(gated && opt.qkv_bias), "internal: gated attention with biases is not implemented");
   const std::string p = layer_prefix(layer) + "self_attn.";
   const int64_t H = cfg.hidden_size, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
   const int64_t q_rows = Hq * D * (gated ? 2 : 1);
@@ -34,12 +41,15 @@ AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int lay
     w.q_norm = ws.load(p + "q_norm.weight", DType::F32, {D});
     w.k_norm = ws.load(p + "k_norm.weight", DType::F32, {D});
   }
-  if (opt.bias) {
+  if (opt.qkv_bias) {
     w.q_bias = ws.load(p + "q_proj.bias", DType::F32, {Hq * D});
     w.k_bias = ws.load(p + "k_proj.bias", DType::F32, {Hkv * D});
     w.v_bias = ws.load(p + "v_proj.bias", DType::F32, {Hkv * D});
-    w.o_bias = ws.load(p + "o_proj.bias", DType::F32, {H});
   }
+  if (opt.o_bias) w.o_bias = ws.load(p + "o_proj.bias", DType::F32, {H});
+  const auto l = static_cast<size_t>(layer);
+  if (l < cfg.sliding_layers.size() && cfg.sliding_layers[l])
+    w.sliding_window = static_cast<int32_t>(cfg.sliding_window);
   return w;
 }
 
@@ -60,7 +70,7 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   const int64_t q_cols = Hq * D * (gated ? 2 : 1);
   Tensor qkv = s.qkv.rows(0, T);
   be.linear(x, w.qkv, qkv);
-  if (opt.bias) {
+  if (opt.qkv_bias) {
     Tensor q_part = qkv.cols(0, Hq * D), k_part = qkv.cols(q_cols, q_cols + Hkv * D);
     Tensor v_part = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D);
     be.add_bias(q_part, w.q_bias);
@@ -72,28 +82,38 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   Tensor k = qkv.cols(q_cols, q_cols + Hkv * D).reshape({T, Hkv, D});
   Tensor v = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D).reshape({T, Hkv, D});
 
-  RopeParams rope = opt.rope_scaling;
+  RopeParams rope = opt.rope ? *opt.rope : config_rope(cfg);
   rope.rotary_dim = static_cast<int32_t>(cfg.rotary_dim);
-  rope.theta = static_cast<float>(cfg.rope_theta);
   // Without q/k norm the weights are empty tensors: the backend ropes and caches only.
   be.qk_norm_rope_and_cache(qv, k, v, w.q_norm, w.k_norm, static_cast<float>(cfg.rms_norm_eps),
                             opt.zero_centered_qk_norm, rope, meta, k_cache, v_cache);
   Tensor attn = s.attn.rows(0, T).reshape({T, Hq, D});
   AttentionParams ap;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  ap.scale = opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
+  ap.sliding_window = w.sliding_window;
+  ap.softcap = opt.softcap;
   be.paged_attention(qv, k_cache, v_cache, meta, ap, attn);
   Tensor attn2d = attn.reshape({T, Hq * D});
   if (gated) be.sigmoid_gate(attn2d, qkv.cols(Hq * D, 2 * Hq * D), attn2d);
   be.linear(attn2d, w.o, out);
-  if (opt.bias) be.add_bias(out, w.o_bias);
+  if (opt.o_bias) be.add_bias(out, w.o_bias);
 }
 
-void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out) {
+void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out,
+                 GluActivation activation) {
   const int64_t T = x.size(0);
   Tensor gu = s.gate_up.rows(0, T);
   be.linear(x, w.gate_up, gu);
   Tensor act = s.mlp_act.rows(0, T);
-  be.linear_silu_mul(gu, w.down, act, out);
+  switch (activation) {
+    case GluActivation::Silu:
+      be.linear_silu_mul(gu, w.down, act, out);  // a backend may fuse the activation
+      break;
+    case GluActivation::GeluTanh:
+      be.gelu_tanh_mul(gu, act);
+      be.linear(act, w.down, out);
+      break;
+  }
 }
 
 }  // namespace pagoda

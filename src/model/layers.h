@@ -1,7 +1,9 @@
-// Layer building blocks the families are assembled from: attention (options below) and the SwiGLU
-// MLP. Each layer reads its input from and writes its output to caller-owned activations. What
+// Layer building blocks the families are assembled from: attention (options below) and the GLU
+// MLP (SiLU or GELU-tanh). Each layer reads its input from and writes its output to caller-owned activations. What
 // differs between families is an option here, never a test of which family it is.
 #pragma once
+
+#include <optional>
 
 #include "backend/backend.h"
 #include "io/model_config.h"
@@ -14,10 +16,17 @@ struct AttentionOptions {
   bool gated = false;              // q_proj holds an output gate per head (sigmoid(gate) * attn)
   bool qk_norm = true;             // per-head RMSNorm of q and k (self_attn.q_norm / k_norm)
   bool zero_centered_qk_norm = false;  // those norms scale by 1 + w instead of w
-  bool bias = false;               // q/k/v/o_proj carry biases (Llama's attention_bias)
-  // RoPE frequency scaling. Only its scaling fields are read: rotary_dim and theta are the config's.
-  RopeParams rope_scaling;
+  bool qkv_bias = false;           // q/k/v_proj carry biases (Llama's attention_bias, Qwen2)
+  bool o_bias = false;             // o_proj carries a bias (Llama's attention_bias; not Qwen2)
+  float scale = 0.0f;              // softmax scale; 0: 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
+  float softcap = 0.0f;            // scores = softcap·tanh(scores/softcap); 0: none
+  // This layer's RoPE theta and scaling when they are not the config's (rope_theta, rope_scaling);
+  // rotary_dim is always the config's.
+  std::optional<RopeParams> rope;
 };
+
+// The RoPE of the config's full-attention layers: rotary_dim, rope_theta and rope_scaling.
+RopeParams config_rope(const ModelConfig& cfg);
 
 struct AttentionWeights {
   Tensor qkv;     // [(Hq*(gated ? 2 : 1) + 2*Hkv) * D, H]: q | gate (if gated) | k | v
@@ -25,7 +34,11 @@ struct AttentionWeights {
   Tensor q_norm;  // [D]; empty without q/k norm
   Tensor k_norm;  // [D]; empty without q/k norm
   Tensor q_bias, k_bias, v_bias, o_bias;  // [Hq*D], [Hkv*D], [Hkv*D], [H] fp32; empty without bias
+  int32_t sliding_window = 0;  // the config's window when this is a sliding layer, else 0
 };
+
+// The GLU activation of the MLP: act(gate) * up.
+enum class GluActivation { Silu, GeluTanh };
 
 struct MlpWeights {
   Tensor gate_up;  // [2I, H]: gate rows then up rows
@@ -40,7 +53,8 @@ struct LayerScratch {
   Tensor mlp_act;   // [T, I]
 };
 
-// Loads layer `i`'s attention. Gated: q_proj holds per head D query rows then D gate rows.
+// Loads layer `i`'s attention (its sliding window from cfg.sliding_layers). Gated: q_proj holds per
+// head D query rows then D gate rows.
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
                                 const AttentionOptions& opt);
 MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype);
@@ -50,6 +64,7 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
                        const AttentionOptions& opt,
                        const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, const Tensor& x,
                        LayerScratch& s, Tensor& out);
-void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out);
+void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out,
+                 GluActivation activation = GluActivation::Silu);
 
 }  // namespace pagoda

@@ -1,7 +1,7 @@
 // Llama 3.x (`llama` / LlamaForCausalLM, transformers' modeling_llama.py): the dense decoder block
 // without q/k norms, with optional biases on q/k/v/o_proj (attention_bias), RoPE over the whole head
 // with transformers' `llama3` frequency scaling (MODELS.md "Llama 3.x"), tied or untied embeddings,
-// head_dim explicit or hidden_size / num_attention_heads.
+// head_dim explicit or hidden_size / num_attention_heads. (RoPE scaling is read with the common core.)
 #include "core/error.h"
 #include "io/config_reader.h"
 #include "model/dense_decoder.h"
@@ -13,38 +13,10 @@ namespace {
 // What only the Llama model reads.
 struct LlamaFields : FamilyFields {
   bool attention_bias = false;
-  RopeParams rope_scaling;  // its scaling fields
 };
-
-double rope_number(const ConfigReader::Found& params, const char* key) {
-  const nlohmann::json* v = ConfigReader::get(*params.value, key);
-  const std::string what = "config.json: " + params.path + "." + key;
-  check(v != nullptr, what + " is missing; rope_type llama3 needs factor, low_freq_factor, "
-                             "high_freq_factor and original_max_position_embeddings");
-  return ConfigReader::to_positive(*v, what);
-}
-
-// rope_type llama3: the four numbers of transformers' _compute_llama3_parameters.
-RopeParams read_rope_scaling(const ConfigReader& r) {
-  RopeParams rope;
-  const std::string type = rope_type(r);
-  if (type == "default") return rope;
-  const ConfigReader::Found params = rope_settings(r);
-  check(type == "llama3", "config.json: " + params.path + ".rope_type is " + in_quotes(type) +
-                              "; pagoda implements default and llama3 RoPE for llama");
-  rope.scaling = RopeScaling::Llama3;
-  rope.factor = rope_number(params, "factor");
-  rope.low_freq_factor = rope_number(params, "low_freq_factor");
-  rope.high_freq_factor = rope_number(params, "high_freq_factor");
-  rope.original_max_positions = rope_number(params, "original_max_position_embeddings");
-  check(rope.high_freq_factor > rope.low_freq_factor,
-        "config.json: " + params.path + ".high_freq_factor must be larger than low_freq_factor");
-  return rope;
-}
 
 void read_llama_config(const ConfigReader& r, ModelConfig* c) {
   auto fields = std::make_shared<LlamaFields>();
-  fields->rope_scaling = read_rope_scaling(r);
   fields->attention_bias = r.optional_bool("attention_bias", false).value_or(false);
   check(!r.optional_bool("mlp_bias", false).value_or(false),
         "config.json: " + r.prefix() + "mlp_bias is true; pagoda's Llama has no MLP biases yet");
@@ -60,8 +32,8 @@ std::unique_ptr<Model> make_llama(const ModelConfig& config, const Checkpoint& c
   check(f != nullptr, "internal: a Llama config without its Llama fields");
   DenseDecoderOptions opt;
   opt.attention.qk_norm = false;
-  opt.attention.bias = f->attention_bias;
-  opt.attention.rope_scaling = f->rope_scaling;
+  opt.attention.qkv_bias = f->attention_bias;
+  opt.attention.o_bias = f->attention_bias;
   opt.zero_centered_norm = false;
   return make_dense_decoder(config, ckpt, backend, opt);
 }

@@ -7,9 +7,9 @@
 namespace pagoda {
 namespace {
 
-// Qwen3Config: no RoPE scaling here, the whole head rotates, every layer is full attention.
+// Qwen3Config: the whole head rotates, every layer is full attention (RoPE scaling, e.g. yarn for
+// long context, is read with the common core).
 void read_qwen3_config(const ConfigReader& r, ModelConfig* c) {
-  refuse_rope_scaling(r);
   read_rotary_dim(r, /*default_factor=*/1.0, c);
   read_layer_types(r, /*allow_linear=*/false, /*default_interval=*/1, c);
   refuse_unimplemented_features(r);

@@ -120,7 +120,6 @@ void read_linear_attention(const ConfigReader& r, ModelConfig* c) {
 // Qwen3_5TextConfig: a quarter of the head rotates by default; without layer_types every
 // full_attention_interval-th layer (default 4) is full attention, the rest Gated DeltaNet.
 void read_qwen3_5_config(const ConfigReader& r, ModelConfig* c) {
-  refuse_rope_scaling(r);
   read_rotary_dim(r, /*default_factor=*/0.25, c);
   const int64_t interval =
       r.find("layer_types").value != nullptr

@@ -12,6 +12,9 @@ namespace pagoda {
 std::vector<ModelFamily> qwen3_families();
 std::vector<ModelFamily> qwen3_5_families();
 std::vector<ModelFamily> llama_families();
+std::vector<ModelFamily> qwen2_families();
+std::vector<ModelFamily> mistral_families();
+std::vector<ModelFamily> gemma3_families();
 
 namespace {
 
@@ -21,6 +24,9 @@ constexpr FamiliesOf kRegistered[] = {
     qwen3_families,
     qwen3_5_families,
     llama_families,
+    qwen2_families,
+    mistral_families,
+    gemma3_families,
 };
 
 constexpr size_t kMaxConfigBytes = 16u * 1000 * 1000;

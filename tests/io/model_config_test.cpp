@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "io_test_util.h"
 
 namespace pagoda {
@@ -228,10 +230,80 @@ TEST(ModelConfig, RopeThetaInRopeParameters) {
                                        "rope_parameters.rope_theta and rope_theta"));
 }
 
-TEST(ModelConfig, RejectsRopeScaling) {
+TEST(ModelConfig, RopeScalingForEveryFamily) {
+  json c = json::parse(kQwen3_0_6B);  // transformers 4: rope_scaling beside rope_theta
+  c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0},
+                       {"original_max_position_embeddings", 32768}};
+  ModelConfig m = parse(c);
+  EXPECT_EQ(m.rope_scaling.scaling, RopeScaling::Yarn);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 4.0);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.original_max_positions, 32768.0);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.beta_fast, 32.0);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.beta_slow, 1.0);
+  EXPECT_TRUE(m.rope_scaling.truncate);
+  EXPECT_FLOAT_EQ(m.rope_scaling.attention_factor, static_cast<float>(0.1 * std::log(4.0) + 1.0));
+  // mscale / mscale_all_dim (DeepSeek's form): get_mscale(f, m) / get_mscale(f, m_all).
+  c["rope_scaling"]["mscale"] = 0.707;
+  c["rope_scaling"]["mscale_all_dim"] = 1.0;
+  c["rope_scaling"]["truncate"] = false;
+  c["rope_scaling"]["beta_fast"] = 16;
+  m = parse(c);
+  EXPECT_FLOAT_EQ(m.rope_scaling.attention_factor,
+                  static_cast<float>((0.1 * 0.707 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1)));
+  EXPECT_FALSE(m.rope_scaling.truncate);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.beta_fast, 16.0);
+  c["rope_scaling"]["attention_factor"] = 1.5;  // an explicit one wins
+  EXPECT_FLOAT_EQ(parse(c).rope_scaling.attention_factor, 1.5f);
+  // No original_max_position_embeddings: max_position_embeddings (and then factor 1 if absent too);
+  // a top-level one wins over the RoPE settings' own.
+  c["rope_scaling"] = {{"rope_type", "yarn"}};
+  m = parse(c);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.original_max_positions, 40960.0);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 1.0);
+  EXPECT_FLOAT_EQ(m.rope_scaling.attention_factor, 1.0f);
+  c["original_max_position_embeddings"] = 10240;
+  m = parse(c);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.original_max_positions, 10240.0);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 4.0);  // 40960 / 10240
+  c.erase("original_max_position_embeddings");
+  // transformers 5: rope_parameters with rope_theta inside; linear needs its factor.
+  c.erase("rope_scaling");
+  c.erase("rope_theta");
+  c["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 1e4}};
+  m = parse(c);
+  EXPECT_EQ(m.rope_scaling.scaling, RopeScaling::Linear);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 2.0);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 1e4);
+  c["rope_parameters"].erase("factor");
+  EXPECT_TRUE(contains(parse_error(c), "rope_parameters.factor is missing; rope_type linear needs it"));
+  c["rope_parameters"] = {{"rope_type", "dynamic"}, {"factor", 2.0}, {"rope_theta", 1e4}};
+  EXPECT_TRUE(contains(parse_error(c), "rope_parameters.rope_type is 'dynamic'; pagoda implements "
+                                       "the RoPE types default, linear, llama3 and yarn"));
+}
+
+// transformers 5 keys rope_parameters by layer type when layers differ (Gemma 3): the common core
+// reads the full-attention entry.
+TEST(ModelConfig, RopeParametersKeyedByLayerType) {
   json c = json::parse(kQwen3_0_6B);
-  c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_TRUE(contains(parse_error(c), "rope_scaling.rope_type is 'yarn'"));
+  c.erase("rope_theta");
+  c.erase("rope_scaling");
+  c["num_hidden_layers"] = 2;
+  c["layer_types"] = {"full_attention", "full_attention"};
+  // Keyed only when every key is one of layer_types (transformers' rule).
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}}};
+  const ModelConfig m = parse(c);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 1e6);
+  EXPECT_EQ(m.rope_scaling.scaling, RopeScaling::Linear);
+  EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 8.0);
+}
+
+TEST(ModelConfig, SlidingLayersNeedAFamilyThatReadsTheWindow) {
+  json c = json::parse(kQwen3_0_6B);
+  c["num_hidden_layers"] = 2;
+  c["layer_types"] = {"sliding_attention", "full_attention"};
+  c["sliding_window"] = 16;
+  EXPECT_TRUE(contains(parse_error(c), "layer_types has sliding_attention layers, which pagoda's "
+                                       "qwen3 does not implement"));
 }
 
 TEST(ModelConfig, TieWordEmbeddingsTextConfigFirst) {
@@ -290,13 +362,15 @@ TEST(ModelConfig, DtypeFromEitherKey) {
 
 TEST(ModelConfig, UnknownArchitectureListsSupported) {
   json c = json::parse(kQwen3_0_6B);
-  c["model_type"] = "mistral";
-  c["architectures"] = {"MistralForCausalLM"};
-  EXPECT_TRUE(contains(parse_error(c),
-                       "unsupported architecture 'MistralForCausalLM' (model_type 'mistral'); "
-                       "pagoda supports: qwen3 (Qwen3ForCausalLM), qwen3_5 "
-                       "(Qwen3_5ForConditionalGeneration), qwen3_5_text (Qwen3_5ForCausalLM), "
-                       "llama (LlamaForCausalLM)"));
+  c["model_type"] = "phi";
+  c["architectures"] = {"PhiForCausalLM"};
+  const std::string error = parse_error(c);
+  EXPECT_TRUE(contains(error, "unsupported architecture 'PhiForCausalLM' (model_type 'phi'); "
+                              "pagoda supports: qwen3 (Qwen3ForCausalLM), qwen3_5 "
+                              "(Qwen3_5ForConditionalGeneration), qwen3_5_text (Qwen3_5ForCausalLM), "
+                              "llama (LlamaForCausalLM)"));
+  for (const ModelFamily& f : model_families())  // every registered family is listed
+    EXPECT_TRUE(contains(error, std::string(f.model_type) + " (" + f.architecture + ")")) << f.model_type;
   c["model_type"] = "qwen3";
   c["architectures"] = {"Qwen3_5ForCausalLM"};  // disagrees with model_type
   EXPECT_TRUE(contains(parse_error(c), "unsupported architecture 'Qwen3_5ForCausalLM'"));
@@ -350,8 +424,11 @@ TEST(ModelConfig, RejectsBadLayerTypesAndGdnHeads) {
   EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types has 23 entries but "
                                        "num_hidden_layers is 24"));
   c = json::parse(kQwen3_5_0_8B);
-  c["text_config"]["layer_types"][2] = "sliding_attention";
-  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types[2] is 'sliding_attention'"));
+  c["text_config"]["layer_types"][2] = "chunked_attention";
+  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types[2] is 'chunked_attention'"));
+  c["text_config"]["layer_types"][2] = "sliding_attention";  // a kind pagoda's Qwen3.5 has no window for
+  EXPECT_TRUE(contains(parse_error(c), "text_config.layer_types has sliding_attention layers, which "
+                                       "pagoda's qwen3_5 does not implement"));
   c = json::parse(kQwen3_5_0_8B);
   c["text_config"]["linear_num_value_heads"] = 24;
   c["text_config"]["linear_num_key_heads"] = 16;
@@ -416,7 +493,10 @@ TEST(ModelConfig, Llama3_1_8B) {
   EXPECT_EQ(c.num_layers_of(LayerKind::FullAttention), 32);
   EXPECT_EQ(c.kv_bytes_per_token(DType::BF16), 32 * 2 * 8 * 128 * 2);
   EXPECT_EQ(c.state_bytes_per_sequence(), 0);
-  EXPECT_NE(c.family_fields, nullptr);  // the llama3 RoPE settings, read by the Llama model
+  EXPECT_NE(c.family_fields, nullptr);  // attention_bias, read by the Llama model
+  EXPECT_EQ(c.rope_scaling.scaling, RopeScaling::Llama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.original_max_positions, 8192.0);
 
   json j = json::parse(kLlama3_1_8B);
   j["head_dim"] = 64;  // explicit head_dim wins
@@ -425,9 +505,9 @@ TEST(ModelConfig, Llama3_1_8B) {
 
 TEST(ModelConfig, LlamaRefusesWhatItDoesNotImplement) {
   json c = json::parse(kLlama3_1_8B);
-  c["rope_scaling"]["rope_type"] = "yarn";
-  EXPECT_TRUE(contains(parse_error(c), "rope_scaling.rope_type is 'yarn'; pagoda implements "
-                                       "default and llama3 RoPE for llama"));
+  c["rope_scaling"]["rope_type"] = "longrope";
+  EXPECT_TRUE(contains(parse_error(c), "rope_scaling.rope_type is 'longrope'; pagoda implements "
+                                       "the RoPE types default, linear, llama3 and yarn"));
   c = json::parse(kLlama3_1_8B);
   c["rope_scaling"].erase("low_freq_factor");
   EXPECT_TRUE(contains(parse_error(c), "rope_scaling.low_freq_factor is missing"));

@@ -84,6 +84,11 @@ void CpuBackend::add_bias(Tensor& x, const Tensor& bias) {
 void CpuBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cpu::silu_mul(pool_, gate_up, out);
 }
+void CpuBackend::gelu_tanh_mul(const Tensor& gate_up, Tensor& out) {
+  cpu::gelu_tanh_mul(pool_, gate_up, out);
+}
+void CpuBackend::scale(Tensor& x, float factor) { cpu::scale(pool_, x, factor); }
+void CpuBackend::softcap(Tensor& x, float cap) { cpu::softcap(pool_, x, cap); }
 void CpuBackend::linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act,
                                  Tensor& out) {
   cpu::linear_silu_mul(pool_, gate_up, w_down, act, out);

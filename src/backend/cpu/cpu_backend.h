@@ -38,6 +38,9 @@ class CpuBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
+  void scale(Tensor& x, float factor) override;
+  void softcap(Tensor& x, float cap) override;
   void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;
   // q_norm_w / k_norm_w may be empty tensors (data == nullptr): no norm. rotary_dim 0 = head_dim.
   void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,

@@ -26,6 +26,9 @@ void linear_silu_mul(ThreadPool& pool, const Tensor& gate_up, const Tensor& w, T
 
 // elementwise.cpp
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
+void gelu_tanh_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
+void scale(ThreadPool& pool, Tensor& x, float factor);
+void softcap(ThreadPool& pool, Tensor& x, float cap);
 void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out);
 void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& out);
 // out[i] = index of the largest logits[i, :] (F32), lowest index on ties; NaN never wins.

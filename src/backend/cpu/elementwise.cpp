@@ -1,5 +1,7 @@
-// Elementwise and copy ops: silu_mul, sigmoid_gate, gather_rows, dtype conversion.
+// Elementwise and copy ops: silu_mul, gelu_tanh_mul, scale, softcap, sigmoid_gate, gather_rows,
+// dtype conversion.
 #include <cmath>
+#include <numbers>
 #include <cstring>
 #include <vector>
 
@@ -43,6 +45,52 @@ void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out) {
       for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     }
   }, 1, static_cast<double>(12 * I));
+}
+
+void gelu_tanh_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out) {
+  const char* op = "gelu_tanh_mul";
+  require_dtype(gate_up, DType::F32, op, "gate_up");
+  require_dtype(out, DType::F32, op, "out");
+  const int64_t T = gate_up.size(0), I = out.row_numel();
+  require(gate_up.row_numel() == 2 * I && out.size(0) == T, op,
+          "gate_up must be [T, 2I], out [T, I]");
+  // torch's gelu(approximate="tanh"): 0.5·x·(1 + tanh(√2·(2/√π)·0.5·(x + 0.044715·x³))).
+  const float kBeta = static_cast<float>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);  // √(2/π)
+  const float kKappa = 0.044715f;
+  pool.parallel_for(T, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* g = static_cast<const float*>(gate_up.row(t));
+      const float* u = g + I;
+      auto* o = static_cast<float*>(out.row(t));
+      for (int64_t i = 0; i < I; ++i) {
+        const float x = g[i], inner = kBeta * (x + kKappa * x * x * x);
+        o[i] = 0.5f * x * (1.0f + std::tanh(inner)) * u[i];
+      }
+    }
+  }, 1, static_cast<double>(24 * I));
+}
+
+void scale(ThreadPool& pool, Tensor& x, float factor) {
+  require_dtype(x, DType::F32, "scale", "x");
+  const int64_t n = x.row_numel();
+  pool.parallel_for(x.size(0), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      auto* r = static_cast<float*>(x.row(t));
+      for (int64_t i = 0; i < n; ++i) r[i] *= factor;
+    }
+  }, 1, static_cast<double>(n));
+}
+
+void softcap(ThreadPool& pool, Tensor& x, float cap) {
+  require_dtype(x, DType::F32, "softcap", "x");
+  require(cap > 0.0f, "softcap", "cap must be positive");
+  const int64_t n = x.row_numel();
+  pool.parallel_for(x.size(0), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      auto* r = static_cast<float*>(x.row(t));
+      for (int64_t i = 0; i < n; ++i) r[i] = std::tanh(r[i] / cap) * cap;  // transformers' order
+    }
+  }, 1, static_cast<double>(20 * n));
 }
 
 void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out) {

@@ -1,5 +1,6 @@
 // qk_norm_rope_and_cache: per-head RMSNorm of q and k, NeoX RoPE on the leading rotary_dim dims of
-// every head, then K and V into the paged caches.
+// every head (inv_freq from rope_inv_freq, cos/sin times rope.attention_factor), then K and V into
+// the paged caches.
 #include <cmath>
 #include <vector>
 
@@ -55,6 +56,7 @@ void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor
   const std::vector<float> kw = head_norm_weights(k_norm_w, D, zero_centered);
   const std::vector<float> inv_freq = rope_inv_freq(rope, D);
   const int32_t* pos = meta.positions.ptr<const int32_t>();
+  const float af = rope.attention_factor;
 
   pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
     std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
@@ -62,8 +64,9 @@ void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor
       const auto p = static_cast<float>(pos[t]);
       for (int64_t i = 0; i < half; ++i) {
         const float angle = p * inv_freq[static_cast<size_t>(i)];
-        cos_v[static_cast<size_t>(i)] = std::cos(angle);
-        sin_v[static_cast<size_t>(i)] = std::sin(angle);
+        // transformers scales cos and sin by attention_scaling (YaRN's attention factor) in fp32.
+        cos_v[static_cast<size_t>(i)] = std::cos(angle) * af;
+        sin_v[static_cast<size_t>(i)] = std::sin(angle) * af;
       }
       auto* qr = static_cast<float*>(q.row(t));
       for (int64_t h = 0; h < Hq; ++h) {

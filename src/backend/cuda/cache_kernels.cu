@@ -162,7 +162,7 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
     const std::vector<float> inv_freq = rope_inv_freq(rope, d);
     std::copy(inv_freq.begin(), inv_freq.end(), table.inv_freq);
   }
-  table.scale = rope_attention_scale(rope);
+  table.scale = rope.attention_factor;
   check_caches(op, k_cache, v_cache, hkv, d);
   require(meta.positions.dtype == DType::I32 && meta.slot_mapping.dtype == DType::I32 &&
               meta.positions.numel() >= t && meta.slot_mapping.numel() >= t,

@@ -210,6 +210,22 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cuda::launch_silu_mul(gate_up, out, stream_);
 }
 
+void CudaBackend::gelu_tanh_mul(const Tensor& gate_up, Tensor& out) {
+  activate();
+  cuda::launch_gelu_tanh_mul(gate_up, out, stream_);
+}
+
+void CudaBackend::scale(Tensor& x, float factor) {
+  activate();
+  cuda::launch_scale_or_cap(x, factor, 0.0f, stream_);
+}
+
+void CudaBackend::softcap(Tensor& x, float cap) {
+  if (!(cap > 0.0f)) throw Error("softcap: cap must be positive");
+  activate();
+  cuda::launch_scale_or_cap(x, 1.0f, cap, stream_);
+}
+
 void CudaBackend::linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) {
   activate();
   if (gemv_max_tokens_ > 0 && cuda::gemv_silu_mul_fits(gate_up, w_down, out, gemv_max_tokens_) &&

@@ -49,6 +49,9 @@ class CudaBackend final : public Backend {
                     bool zero_centered) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
+  void scale(Tensor& x, float factor) override;
+  void softcap(Tensor& x, float cap) override;
   // The skinny-GEMM kernel with the activation fused into its loads where linear() would pick that
   // kernel for the down projection; silu_mul into act then linear() otherwise.
   void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;

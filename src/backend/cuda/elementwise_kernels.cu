@@ -1,5 +1,5 @@
 // Row-wise and elementwise kernels: embedding, gather_rows, rms_norm / add_rms_norm, silu_mul,
-// sigmoid_gate. Every kernel reads and writes rows through a dim-0 stride; rows are processed in
+// gelu_tanh_mul, scale / softcap, sigmoid_gate. Every kernel reads and writes rows through a dim-0 stride; rows are processed in
 // 16-byte vectors when the pointers and strides allow it, element by element otherwise.
 #include <algorithm>
 
@@ -187,6 +187,44 @@ __global__ void silu_mul_kernel(const T* gu, int64_t gs, T* out, int64_t os, int
   store_n<V>(out + row * os + i, o);
 }
 
+// out = gelu_tanh(gate) * up (torch's gelu(approximate="tanh")), rounded as silu_mul_kernel rounds.
+template <typename T, int V>
+__global__ void gelu_tanh_mul_kernel(const T* gu, int64_t gs, T* out, int64_t os, int64_t inter,
+                                     int blocks_per_row) {
+  const int64_t row = blockIdx.x / blocks_per_row;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x % blocks_per_row) * blockDim.x + threadIdx.x) * V;
+  if (i >= inter) return;
+  constexpr float kBeta = 0.7978845608028654f;  // sqrt(2/pi)
+  constexpr float kKappa = 0.044715f;
+  T g[V], u[V], o[V];
+  load_n<V>(gu + row * gs + i, g);
+  load_n<V>(gu + row * gs + inter + i, u);
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    const float x = to_f32(g[e]);
+    const float s = round_to<T>(0.5f * x * (1.0f + tanhf(kBeta * (x + kKappa * x * x * x))));
+    o[e] = from_f32<T>(s * to_f32(u[e]));
+  }
+  store_n<V>(out + row * os + i, o);
+}
+
+// In place: x = x * factor (cap == 0) or cap * tanh(x / cap) (transformers' soft-capping order).
+template <typename T, int V>
+__global__ void scale_or_cap_kernel(T* x, int64_t xs, int64_t cols, float factor, float cap,
+                                    int blocks_per_row) {
+  const int64_t row = blockIdx.x / blocks_per_row;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x % blocks_per_row) * blockDim.x + threadIdx.x) * V;
+  if (i >= cols) return;
+  T v[V];
+  load_n<V>(x + row * xs + i, v);
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    const float f = to_f32(v[e]);
+    v[e] = from_f32<T>(cap > 0.0f ? tanhf(f / cap) * cap : f * factor);
+  }
+  store_n<V>(x + row * xs + i, v);
+}
+
 template <typename T, int V>
 __global__ void sigmoid_gate_kernel(const T* a, int64_t as, const T* gate, int64_t gs, T* out, int64_t os,
                                     int64_t cols, int blocks_per_row) {
@@ -316,6 +354,53 @@ void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream) {
     const int bpr = static_cast<int>((cols + threads - 1) / threads);
     add_bias_kernel<T><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(x.ptr<T>(), x.stride0(),
                                                                               bias.ptr<float>(), cols, bpr);
+  });
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gelu_tanh_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
+  const char* op = "gelu_tanh_mul";
+  const int64_t rows = num_rows(gate_up), two_i = gate_up.row_numel();
+  require(gate_up.ndim == 2 && two_i % 2 == 0, op, "gate_up must be [T, 2I], got " + shape_str(gate_up));
+  const int64_t inter = two_i / 2;
+  check_2d_rows(op, out, rows, inter, "out");
+  require(out.dtype == gate_up.dtype, op, "out and gate_up must have one dtype");
+  if (rows == 0 || inter == 0) return;
+  PAGODA_DISPATCH_FLOAT(gate_up.dtype, T, op, {
+    constexpr int V16 = 16 / sizeof(T);
+    const bool vec = vec16_ok(sizeof(T), inter, {{gate_up.data, gate_up.stride0()}, {out.data, out.stride0()}});
+    auto go = [&](auto v_tag) {
+      constexpr int V = decltype(v_tag)::value;
+      const int64_t items = inter / V;
+      const int threads = threads_for(items);
+      const int bpr = static_cast<int>((items + threads - 1) / threads);
+      gelu_tanh_mul_kernel<T, V><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(
+          gate_up.ptr<T>(), gate_up.stride0(), out.ptr<T>(), out.stride0(), inter, bpr);
+    };
+    if (vec) go(std::integral_constant<int, V16>{});
+    else go(std::integral_constant<int, 1>{});
+  });
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale_or_cap(Tensor& x, float factor, float cap, cudaStream_t stream) {
+  const char* op = cap > 0.0f ? "softcap" : "scale";
+  const int64_t rows = num_rows(x), cols = x.row_numel();
+  require(x.ndim >= 1, op, "x must have rows, got " + shape_str(x));
+  if (rows == 0 || cols == 0) return;
+  PAGODA_DISPATCH_FLOAT(x.dtype, T, op, {
+    constexpr int V16 = 16 / sizeof(T);
+    const bool vec = vec16_ok(sizeof(T), cols, {{x.data, x.stride0()}});
+    auto go = [&](auto v_tag) {
+      constexpr int V = decltype(v_tag)::value;
+      const int64_t items = cols / V;
+      const int threads = threads_for(items);
+      const int bpr = static_cast<int>((items + threads - 1) / threads);
+      scale_or_cap_kernel<T, V><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(
+          x.ptr<T>(), x.stride0(), cols, factor, cap, bpr);
+    };
+    if (vec) go(std::integral_constant<int, V16>{});
+    else go(std::integral_constant<int, 1>{});
   });
   PAGODA_CUDA_CHECK_LAUNCH();
 }

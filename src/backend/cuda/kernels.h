@@ -17,6 +17,9 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
 void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
 // x[t, :] += bias (x [T, N] in F32/BF16, dim 0 may be strided; bias [N] F32).
 void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream);
+void launch_gelu_tanh_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
+// In place on x's rows: x *= factor when cap is 0, else x = cap * tanh(x / cap).
+void launch_scale_or_cap(Tensor& x, float factor, float cap, cudaStream_t stream);
 void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream);
 
 // out[i] = argmax of logits row i (F32 [R, V], lowest index on ties, NaN never wins) → I32 [R].
