@@ -38,8 +38,9 @@ const Variant kVariants[] = {
     {"Graphs", false, 2048, 16, false},
     {"Eager", true, 2048, 16, false},
     // 48-token steps cut the prompts (up to 300 tokens) across several 64-token GDN chunks at odd
-    // places; a pool that holds the longest case but not all of them forces preemption and recompute.
-    {"ChunkedPreempted", false, 48, 4, true},
+    // places; a pool that holds the longest case but not all of them at once (every case admitted
+    // together) forces preemption and recompute.
+    {"ChunkedPreempted", false, 48, 8, true},
 };
 
 class CudaFixtureParity : public ::testing::TestWithParam<std::tuple<const char*, Variant>> {};
