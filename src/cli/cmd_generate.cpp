@@ -79,6 +79,7 @@ SamplingParams params_from_json(const nlohmann::json& j, SamplingParams p) {
   read_opt(j, "min_tokens", p.min_tokens);
   read_opt(j, "stop_token_ids", p.stop_token_ids);
   read_opt(j, "ignore_eos", p.ignore_eos);
+  read_opt(j, "include_stop_str_in_output", p.include_stop_str_in_output);
   read_opt(j, "n", p.n);
   if (j.contains("max_tokens") && !j["max_tokens"].is_null()) p.max_tokens = j["max_tokens"].get<int32_t>();
   if (j.contains("seed") && !j["seed"].is_null()) p.seed = j["seed"].get<uint64_t>();

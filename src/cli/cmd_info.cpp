@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/engine_config.h"
 #include "core/format.h"
 #include "io/model_config.h"
 #include "model/registry.h"
@@ -61,8 +62,10 @@ std::string rope_scaling_text(const RopeParams& r) {
   return buf;
 }
 
-void print_info(const std::string& dir) {
+void print_info(const std::string& dir, const EngineConfig& flags) {
   const ModelConfig cfg = load_model_config(dir);
+  // As serve/generate/bench would run it with these flags (engine_config.h decides, once).
+  const ResolvedEngineConfig rc = resolve_engine_config(flags, cfg);
   const Checkpoint ckpt = Checkpoint::open_dir(dir);
 
   int64_t params = 0, skipped = 0;
@@ -118,9 +121,12 @@ void print_info(const std::string& dir) {
                 static_cast<long long>(skipped));
   std::printf("weights on disk    %s in %zu tensors\n", format_bytes(ckpt.total_bytes()).c_str(),
               ckpt.all().size());
-  const int64_t kv = cfg.kv_bytes_per_token(cfg.dtype), state = cfg.state_bytes_per_sequence();
+  std::printf("engine dtypes      on %s: dtype %s (activations %s), kv cache %s\n", rc.device.c_str(),
+              torch_dtype_name(rc.model_dtype), torch_dtype_name(rc.activation_dtype),
+              torch_dtype_name(rc.kv_cache_dtype));
+  const int64_t kv = cfg.kv_bytes_per_token(rc.kv_cache_dtype), state = cfg.state_bytes_per_sequence();
   std::printf("kv cache / token   %lld B (%s, %s)\n", static_cast<long long>(kv),
-              format_bytes(kv).c_str(), dtype_name(cfg.dtype));
+              format_bytes(kv).c_str(), torch_dtype_name(rc.kv_cache_dtype));
   std::printf("state / sequence   %lld B (%s)\n", static_cast<long long>(state),
               format_bytes(state).c_str());
   std::string eos;
@@ -138,11 +144,15 @@ void print_info(const std::string& dir) {
 void add_info_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("info", "Describe a checkpoint: architecture, layers, sizes");
   auto dir = std::make_shared<std::string>();
+  auto flags = std::make_shared<EngineConfig>();
   cmd->add_option("model_dir", *dir,
                   "Checkpoint directory, config.json + *.safetensors (default: models/default)");
   cmd->add_option("--model", *dir, "Same as MODEL_DIR");
-  cmd->callback([dir, exit_code] {
-    print_info(resolve_model_dir(*dir));
+  cmd->add_option("--device", flags->device, "Show the dtypes for this device: cpu or cuda")->capture_default_str();
+  cmd->add_option("--dtype", flags->dtype, "As serve's --dtype")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "As serve's --kv-cache-dtype")->capture_default_str();
+  cmd->callback([dir, flags, exit_code] {
+    print_info(resolve_model_dir(*dir), *flags);
     *exit_code = 0;
   });
 }

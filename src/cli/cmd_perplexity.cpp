@@ -55,9 +55,15 @@ void run_perplexity(const PerplexityArgs& a) {
   check(a.text_file.empty() != a.ids_file.empty(), "give exactly one of --file TEXT or --token-ids-file F");
   check(a.ctx >= 2 && a.stride >= 1 && a.stride <= a.ctx, "need --ctx >= 2 and 1 <= --stride <= --ctx");
   const std::string dir = resolve_model_dir(a.model_dir);
-  auto backend = make_backend(a.device, a.threads, a.dtype);
+  EngineConfig flags;
+  flags.device = a.device;
+  flags.num_threads = a.threads;
+  flags.dtype = a.dtype;
+  flags.kv_cache_dtype = a.kv_cache_dtype;
+  const ResolvedEngineConfig rc = resolve_engine_config(flags, load_model_config(dir));
+  std::fprintf(stderr, "[pagoda] %s\n", rc.describe().c_str());
+  auto backend = make_backend(rc.device, rc.num_threads, rc.dtype_flag);
   auto model = load_model(dir, *backend);
-  const ModelConfig& mc = model->config();
 
   std::vector<std::vector<int32_t>> windows;  // each scored from a fresh sequence
   std::vector<int32_t> first_target;           // per window: first position whose target counts
@@ -90,7 +96,7 @@ void run_perplexity(const PerplexityArgs& a) {
   int32_t max_len = 0;
   for (const auto& w : windows) max_len = std::max(max_len, static_cast<int32_t>(w.size()));
   Scorer scorer(*backend, *model, max_len, std::min(max_len, 512),
-                parse_kv_cache_dtype(a.kv_cache_dtype, mc.dtype));
+                rc.kv_cache_dtype);
 
   std::ofstream logits_out;
   if (!a.logits_out.empty()) {

@@ -169,7 +169,7 @@ void run_serve(ServeArgs& a) {
   info.model_name = a.server.served_model_names.front();
   info.num_kv_blocks = engine->memory_plan().num_blocks;
   info.block_size = engine->config().block_size;
-  info.kv_cache_dtype = engine->config().kv_cache_dtype;  // as configured, as vLLM's cache_config_info shows it
+  info.kv_cache_dtype = torch_dtype_name(engine->config().kv_cache_dtype);  // as resolved (engine_config.h)
   info.metrics_prefix = a.metrics_prefix;
   info.max_model_len = engine->config().max_model_len;
   info.max_num_seqs = engine->config().max_num_seqs;

@@ -21,13 +21,13 @@ int run(int argc, char** argv) {
   // A mistyped command ("pagoda serv") gets suggestions rather than CLI11's "A subcommand is required".
   if (const auto err = unknown_subcommand_error(app, argc, argv)) {
     std::fprintf(stderr, "%s\n", err->c_str());
-    return 2;
+    return kExitUsage;
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Prints usage or the parse error. Usage errors exit 2 (as argparse does), --help exits 0.
-    return app.exit(e) == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   return exit_code;
 }

@@ -14,8 +14,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--device", c.device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--threads", c.num_threads, "CPU threads (0 = all cores)");
   cmd->add_option("--dtype", c.dtype,
-                  "Activation dtype: auto (cpu float32, cuda bfloat16), bfloat16, or float32 (cuda: every op "
-                  "in fp32, slower; for token-exact comparison with an fp32 reference)")
+                  "Model dtype: auto (cpu: the checkpoint's, computed in float32; cuda: bfloat16), bfloat16 "
+                  "(cuda), or float32 (every op and the KV cache in fp32; on cuda slower; for token-exact "
+                  "comparison with an fp32 reference)")
       ->capture_default_str();
   cmd->add_option("--max-num-seqs", c.max_num_seqs,
                   "Most sequences in one step (default: cpu 64, cuda 256)");
@@ -26,7 +27,7 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "Longest prompt + output (default: the model's max_position_embeddings)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens (8..128)")
       ->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto, bf16, fp16 or fp32")
+  cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto (= the model dtype, see --dtype), bf16, fp16 or fp32")
       ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
                   "Fraction of GPU memory pagoda may use")
@@ -50,15 +51,7 @@ EngineConfig engine_config_from(const EngineFlags& f) {
   EngineConfig c = f.config;
   if (!f.kv_cache_memory.empty())
     c.kv_cache_memory_bytes = parse_byte_size(f.kv_cache_memory, "--kv-cache-memory");
-  check(c.device == "cpu" || c.device == "cuda",
-        "--device must be cpu or cuda, got '" + c.device + "'");
-  parse_activation_dtype(c.dtype, c.device);  // a bad --dtype fails here, before the model loads
-  check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
-        "--gpu-memory-utilization must be in (0, 1]");
-  check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&
-            c.num_gpu_blocks_override >= 0 && c.num_threads >= 0,
-        "engine sizes (--max-num-seqs, --max-num-batched-tokens, --max-model-len, "
-        "--num-gpu-blocks-override, --threads) cannot be negative");
+  validate_engine_config(c);  // a bad flag fails here, before the model loads
   return c;
 }
 

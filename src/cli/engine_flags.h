@@ -5,7 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "engine/engine.h"
+#include "engine/engine_config.h"
+#include "io/model_config.h"
 #include "engine/sampling_params.h"
 
 namespace pagoda::cli {

@@ -19,12 +19,12 @@ Tensor::Tensor(void* ptr, DType t, Device dev, std::initializer_list<int64_t> di
 Tensor Tensor::reshape(std::initializer_list<int64_t> dims) const {
   Tensor t(data, dtype, device, dims);
   if (is_contiguous()) {
-    check(t.numel() == numel(), "internal: cannot reshape " + describe() + ": element count differs");
+    check_invariant(t.numel() == numel(), "cannot reshape " + describe() + ": element count differs");
     return t;
   }
   // A strided view keeps its dim 0 and may only regroup the contiguous inner dimensions.
-  check(t.ndim >= 1 && t.shape[0] == shape[0] && t.row_numel() == row_numel(),
-        "internal: cannot reshape strided " + describe() + " except within a row");
+  check_invariant(t.ndim >= 1 && t.shape[0] == shape[0] && t.row_numel() == row_numel(),
+                  "cannot reshape strided " + describe() + " except within a row");
   t.row_stride = row_stride;
   return t;
 }

@@ -40,11 +40,11 @@ ModelRunner::~ModelRunner() {
 StepMeta ModelRunner::upload(const StepBatch& b) {
   const int32_t T = b.num_tokens(), S = b.num_seqs();
   const int32_t R = static_cast<int32_t>(b.logits_rows.size());
-  check(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= max_seqs_ &&
-            b.state_slots.size() == static_cast<size_t>(S) &&
-            b.has_initial_state.size() == static_cast<size_t>(S) &&
-            b.max_blocks_per_seq <= max_blocks_per_seq_,
-        "internal: step batch exceeds the runner's reserved sizes");
+  check_invariant(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= max_seqs_ &&
+                      b.state_slots.size() == static_cast<size_t>(S) &&
+                      b.has_initial_state.size() == static_cast<size_t>(S) &&
+                      b.max_blocks_per_seq <= max_blocks_per_seq_,
+                  "step batch exceeds the runner's reserved sizes");
   // One packed int32 array, one host-to-device copy.
   staging_.clear();
   auto append = [&](const std::vector<int32_t>& v) {
@@ -173,10 +173,10 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
                                               std::span<const uint8_t> host_rows,
                                               std::span<const uint8_t> hidden_rows) {
   const int32_t S = batch.num_seqs(), R = static_cast<int32_t>(batch.logits_rows.size());
-  check(host_rows.empty() || host_rows.size() == static_cast<size_t>(R),
-        "internal: host_rows must have one flag per logits row");
-  check(hidden_rows.empty() || hidden_rows.size() == static_cast<size_t>(R),
-        "internal: hidden_rows must have one flag per logits row");
+  check_invariant(host_rows.empty() || host_rows.size() == static_cast<size_t>(R),
+                  "host_rows must have one flag per logits row");
+  check_invariant(hidden_rows.empty() || hidden_rows.size() == static_cast<size_t>(R),
+                  "hidden_rows must have one flag per logits row");
   // A decode step: one new token per sequence, every sequence samples, rows in order.
   bool decode = !graphs_.empty() && batch.num_tokens() == S && R == S && S > 0 &&
                 batch.max_blocks_per_seq <= max_blocks_per_seq_;
@@ -230,8 +230,8 @@ void ModelRunner::copy_hidden_rows(std::span<const uint8_t> hidden_rows) {
   if (n == 0) return;
   const Tensor rows = model_.last_hidden_rows(R);
   const DType dt = rows.dtype;
-  check(dt == DType::F32 || dt == DType::BF16 || dt == DType::F16,
-        "internal: hidden rows of an unexpected dtype " + std::string(dtype_name(dt)));
+  check_invariant(dt == DType::F32 || dt == DType::BF16 || dt == DType::F16,
+                  "hidden rows of an unexpected dtype " + std::string(dtype_name(dt)));
   const size_t row_bytes = static_cast<size_t>(H) * dtype_size(dt);
   hidden_staging_.resize(dt == DType::F32 ? 0 : static_cast<size_t>(H));
   for (int32_t i = 0; i < R; ++i) {

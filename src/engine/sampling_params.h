@@ -59,7 +59,8 @@ struct SamplingParams {
   std::optional<int32_t> max_tokens;   // >= 1; unset = until max_model_len
   int32_t min_tokens = 0;              // >= 0, <= max_tokens: no stop before this many tokens
   std::vector<int32_t> stop_token_ids;
-  StopStrings stop;                    // stop strings, matched on detokenized text by the engine
+  StopStrings stop;                    // stop strings, matched on detokenized text (OutputProcessor)
+  bool include_stop_str_in_output = false;  // vLLM's: the text ends after the stop string, not before
   bool ignore_eos = false;
   std::optional<int32_t> logprobs;     // top-n logprobs per sampled token, >= 0
   // OpenAI's logit_bias: added to the raw logits of these token ids, in [-100, 100]. Shared between

@@ -20,7 +20,7 @@ RecurrentStateShape RecurrentStateShape::for_model(const ModelConfig& cfg, int32
 
 RecurrentState::RecurrentState(Backend& backend, const RecurrentStateShape& shape)
     : shape_(shape) {
-  check(shape.num_slots >= 0 && shape.conv_width >= 0, "internal: bad recurrent state shape");
+  check_invariant(shape.num_slots >= 0 && shape.conv_width >= 0, "bad recurrent state shape");
   for (int l = 0; l < shape.num_layers; ++l) {
     Buffer conv = backend.alloc(shape.conv_bytes_per_layer());
     backend.fill_zero(conv.data(), conv.bytes());

@@ -46,8 +46,8 @@ size_t DecoderBase::scratch_bytes() const {
 }
 
 DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
-  check(meta.num_tokens <= max_tokens_ && meta.num_logits_rows <= max_logits_rows_,
-        "internal: step larger than the reserved workspace");
+  check_invariant(meta.num_tokens <= max_tokens_ && meta.num_logits_rows <= max_logits_rows_,
+                  "step larger than the reserved workspace");
   const int64_t T = meta.num_tokens;
   Stream s{residual_.rows(0, T), normed_.rows(0, T), mixer_out_.rows(0, T)};
   be_.embedding(embed_, meta.token_ids, s.h);
@@ -56,7 +56,7 @@ DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
 }
 
 Tensor DecoderBase::last_hidden_rows(int32_t num_rows) const {
-  check(num_rows >= 0 && num_rows <= max_logits_rows_, "internal: more hidden rows asked for than reserved");
+  check_invariant(num_rows >= 0 && num_rows <= max_logits_rows_, "more hidden rows asked for than reserved");
   return last_rows_.rows(0, num_rows);
 }
 

@@ -21,7 +21,7 @@ RopeParams config_rope(const ModelConfig& cfg) {
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
                                 const AttentionOptions& opt) {
   const bool gated = opt.gated;
-  check(!(gated && opt.qkv_bias), "internal: gated attention with biases is not implemented");
+  check_invariant(!(gated && opt.qkv_bias), "gated attention with biases is not implemented");
   const std::string p = layer_prefix(layer) + "self_attn.";
   const int64_t H = cfg.hidden_size, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
   const int64_t q_rows = Hq * D * (gated ? 2 : 1);

@@ -29,7 +29,7 @@ void read_llama_config(const ConfigReader& r, ModelConfig* c) {
 std::unique_ptr<Model> make_llama(const ModelConfig& config, const Checkpoint& ckpt,
                                   Backend& backend) {
   const LlamaFields* f = config.family_fields_as<LlamaFields>();
-  check(f != nullptr, "internal: a Llama config without its Llama fields");
+  check_invariant(f != nullptr, "a Llama config without its Llama fields");
   DenseDecoderOptions opt;
   opt.attention.qk_norm = false;
   opt.attention.qkv_bias = f->attention_bias;

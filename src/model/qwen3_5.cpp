@@ -70,9 +70,9 @@ class Qwen3_5Model final : public DecoderBase {
 
   void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) override {
     RecurrentState* rs = state.recurrent;
-    check(num_gdn_ == 0 || (rs && rs->shape().num_layers == num_gdn_),
-          "internal: a Qwen3.5 forward pass needs the recurrent state of its " +
-              std::to_string(num_gdn_) + " Gated DeltaNet layers");
+    check_invariant(num_gdn_ == 0 || (rs && rs->shape().num_layers == num_gdn_),
+                    "a Qwen3.5 forward pass needs the recurrent state of its " + std::to_string(num_gdn_) +
+                        " Gated DeltaNet layers");
     const float eps = static_cast<float>(cfg_.rms_norm_eps);
     constexpr bool zc = kZeroCenteredNorm;
     Stream s = begin_forward(meta);

@@ -56,7 +56,7 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics,
       metrics_(metrics),
       options_(options),
       stats_(metrics, options_.logging, engine_->config().max_model_len) {
-  publish_gauges();
+  publish_gauges(engine_->core().stats());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -219,12 +219,11 @@ void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
   }
 }
 
-void AsyncEngine::publish_gauges() {
-  const Scheduler& s = engine_->scheduler();
-  metrics_.num_requests_running.set(s.num_running());
-  metrics_.num_requests_waiting.set(s.num_waiting());
-  metrics_.kv_cache_usage_perc.set(s.kv_usage());
-  const int64_t preemptions = s.num_preemptions();
+void AsyncEngine::publish_gauges(const EngineStats& s) {
+  metrics_.num_requests_running.set(s.num_running);
+  metrics_.num_requests_waiting.set(s.num_waiting);
+  metrics_.kv_cache_usage_perc.set(s.kv_usage);
+  const int64_t preemptions = s.num_preemptions;
   metrics_.num_preemptions_total.inc(static_cast<double>(preemptions - last_preemptions_));
   last_preemptions_ = preemptions;
 }
@@ -245,6 +244,17 @@ void AsyncEngine::fail_all(const std::string& message) {
     c->fail(message);
     finish_generation();
   }
+}
+
+// One step of the core, its outputs made into text by the processor; requests finished by a stop
+// string are aborted in the core (their blocks freed) before the outputs are delivered.
+void AsyncEngine::step() {
+  stats_.step_started(Clock::now());
+  EngineCoreOutputs core_out = engine_->core().step();
+  OutputProcessor::Result r = engine_->processor().process(core_out.outputs);
+  for (int64_t id : r.reqs_to_abort) engine_->core().abort(id);
+  stats_.step_finished(r.outputs, core_out.stats, Clock::now());
+  deliver(r.outputs);
 }
 
 void AsyncEngine::loop() {
@@ -270,17 +280,20 @@ void AsyncEngine::loop() {
     bool aborted = apply_cancels(cancels, abort_everything || stopping);
     if (engine_->has_unfinished() || aborted) {
       try {
-        stats_.step_started(Clock::now());
-        std::vector<RequestOutput> outputs = engine_->step();
-        stats_.step_finished(outputs, engine_->scheduler(), Clock::now());
-        deliver(outputs);
+        step();
+      } catch (const InternalError& e) {
+        LOG_ERROR("internal error in an engine step: " << e.what() << " — please report it; failing every "
+                  "request in flight");
+        fail_all(std::string("internal engine error: ") + e.what());
       } catch (const std::exception& e) {
         LOG_ERROR("engine step failed: " << e.what() << "; failing every request in flight");
         fail_all(std::string("internal engine error: ") + e.what());
       }
     }
-    publish_gauges();
-    stats_.tick(engine_->scheduler(), Clock::now());
+    // The state after the step and the aborts it caused (stop strings), not the step's own view.
+    const EngineStats now = engine_->core().stats();
+    publish_gauges(now);
+    stats_.tick(now, Clock::now());
     if (stopping && !engine_->has_unfinished()) {
       if (!live_.empty()) fail_all("the server is shutting down");
       std::lock_guard lock(mu_);

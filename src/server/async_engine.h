@@ -122,7 +122,8 @@ class AsyncEngine {
   // Aborts the choices of `cancels` (or every live choice); true when anything was aborted.
   bool apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>& cancels, bool all);
   void deliver(std::vector<RequestOutput>& outputs);
-  void publish_gauges();
+  void step();
+  void publish_gauges(const EngineStats& stats);
   void finish_generation();
   void fail_all(const std::string& message);
 

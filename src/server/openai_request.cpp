@@ -50,6 +50,7 @@ void read_sampling(const Json& j, SamplingParams& p) {
   if (auto v = opt_number(j, "repetition_penalty")) p.repetition_penalty = *v;
   if (auto v = opt_int(j, "min_tokens")) p.min_tokens = static_cast<int32_t>(*v);
   if (auto v = opt_bool(j, "ignore_eos")) p.ignore_eos = *v;
+  if (auto v = opt_bool(j, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = opt_int(j, "n")) p.n = static_cast<int32_t>(*v);
   if (const Json* v = field(j, "stop")) {
     if (v->is_string()) {

@@ -59,9 +59,9 @@ void RequestStats::added(const std::shared_ptr<Generation>& g, size_t choice, in
   live_[id] = std::move(l);
 }
 
-void RequestStats::mark_scheduled(const Scheduler& scheduler, const std::vector<RequestOutput>& outputs) {
-  // Scheduled in this step: it has an output (it may have finished already), or it is running
-  // now (the scheduler admits a request only into a step).
+void RequestStats::mark_scheduled(const EngineStats& step, const std::vector<RequestOutput>& outputs) {
+  // Scheduled in this step: it has an output (it may have finished already), or the step
+  // computed some of it (a prefill chunk that samples nothing yet).
   auto mark = [&](int64_t id) {
     auto it = live_.find(id);
     if (it == live_.end() || it->second.was_scheduled) return;
@@ -70,12 +70,12 @@ void RequestStats::mark_scheduled(const Scheduler& scheduler, const std::vector<
   };
   for (const RequestOutput& o : outputs)
     if (!o.finished || !o.new_token_ids.empty()) mark(o.id);
-  for (const Sequence* seq : scheduler.running()) mark(seq->id());
+  for (int64_t id : step.step_scheduled) mark(id);
 }
 
-void RequestStats::step_finished(const std::vector<RequestOutput>& outputs, const Scheduler& scheduler,
+void RequestStats::step_finished(const std::vector<RequestOutput>& outputs, const EngineStats& step,
                                  Clock::time_point now) {
-  mark_scheduled(scheduler, outputs);
+  mark_scheduled(step, outputs);
   int64_t step_prompt = 0, step_generated = 0;
   for (const RequestOutput& o : outputs) {
     auto it = live_.find(o.id);
@@ -147,12 +147,12 @@ void RequestStats::finish(int64_t id, const char* reason, Counter& success, Cloc
   live_.erase(id);
 }
 
-void RequestStats::tick(const Scheduler& scheduler, Clock::time_point now) {
+void RequestStats::tick(const EngineStats& engine, Clock::time_point now) {
   SchedulerSnapshot s;
-  s.num_running = scheduler.num_running();
-  s.num_waiting = scheduler.num_waiting();
-  s.kv_usage = scheduler.kv_usage();
-  s.num_preemptions = scheduler.num_preemptions();
+  s.num_running = engine.num_running;
+  s.num_waiting = engine.num_waiting;
+  s.kv_usage = engine.kv_usage;
+  s.num_preemptions = engine.num_preemptions;
   stats_log_.tick(now, s);
 }
 

@@ -44,12 +44,12 @@ class RequestStats {
 
   // Around one engine step: `outputs` before they are delivered.
   void step_started(Clock::time_point now) { step_start_ = now; }
-  void step_finished(const std::vector<RequestOutput>& outputs, const Scheduler& scheduler, Clock::time_point now);
+  void step_finished(const std::vector<RequestOutput>& outputs, const EngineStats& step, Clock::time_point now);
   // The engine failed the request (finished_reason "error").
   void failed(int64_t id, Clock::time_point now);
 
   // The stats line, when due.
-  void tick(const Scheduler& scheduler, Clock::time_point now);
+  void tick(const EngineStats& engine, Clock::time_point now);
   std::optional<Clock::time_point> next_tick() const { return stats_log_.next_tick(); }
 
  private:
@@ -60,7 +60,7 @@ class RequestStats {
     bool was_scheduled = false, has_first_token = false;
     int32_t generated = 0;
   };
-  void mark_scheduled(const Scheduler& scheduler, const std::vector<RequestOutput>& outputs);
+  void mark_scheduled(const EngineStats& step, const std::vector<RequestOutput>& outputs);
   void finish(int64_t id, const char* reason, Counter& success, Clock::time_point now);
 
   EngineMetrics& metrics_;

@@ -94,6 +94,9 @@ HttpReply run_route(const Route& route, ServerContext& ctx, const HttpRequest& r
     return error_reply(e);
   } catch (const Error& e) {
     return error_reply(bad_request(without_paths(ctx, e.what())));
+  } catch (const InternalError& e) {
+    LOG_ERROR(req.method << " " << req.path << ": internal error: " << e.what() << " — please report it");
+    return error_reply(internal_error(without_paths(ctx, e.what())));
   } catch (const std::bad_alloc&) {
     LOG_ERROR(req.method << " " << req.path << ": out of memory");
     return error_reply(ApiError(507, "the server ran out of memory for this request", "server_error"));

@@ -56,6 +56,27 @@ TEST(CliInfo, Qwen3ShardedCheckpoint) {
   EXPECT_EQ(info_value(r.out, "state / sequence"), 0);
 }
 
+// `pagoda info` resolves the dtypes as serve would (engine_config.h), without a GPU: the fp32
+// checkpoint on cuda runs in bfloat16 by default, and --dtype float32 keeps the KV cache fp32.
+TEST(CliInfo, ShowsTheResolvedDtypesForADevice) {
+  const auto ref = reference("qwen3-tiny-mha-sharded");
+  const auto& c = ref["config"];
+  const long long kv_elems = 2LL * c["num_hidden_layers"].get<int>() * c["num_key_value_heads"].get<int>() *
+                             c["head_dim"].get<int>();
+  CommandResult r = pagoda("info " + fixture("qwen3-tiny-mha-sharded") + " --device cuda --dtype float32");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("on cuda: dtype float32 (activations float32), kv cache float32"), std::string::npos) << r.out;
+  EXPECT_EQ(info_value(r.out, "kv cache / token"), kv_elems * 4);
+  r = pagoda("info " + fixture("qwen3-tiny-mha-sharded") + " --device cuda");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("on cuda: dtype bfloat16 (activations bfloat16), kv cache bfloat16"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(info_value(r.out, "kv cache / token"), kv_elems * 2);
+  r = pagoda("info " + fixture("qwen3-tiny-mha-sharded") + " --device cpu --dtype bfloat16");
+  EXPECT_EQ(r.code, 1) << r.out;  // a user error: the CPU computes in float32
+  EXPECT_NE(r.out.find("error: --dtype bfloat16"), std::string::npos) << r.out;
+}
+
 TEST(CliInfo, Qwen35MultimodalCheckpoint) {
   const CommandResult r = pagoda("info " + fixture("qwen3_5-tiny-mm"));
   ASSERT_EQ(r.code, 0) << r.out;

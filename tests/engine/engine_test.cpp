@@ -110,6 +110,62 @@ TEST(Engine, AbortFreesBlocks) {
   EXPECT_EQ(engine.scheduler().kv().num_free_blocks(), engine.memory_plan().num_blocks);
 }
 
+// The core/processor split end to end: a stop string found by the OutputProcessor finishes the
+// request and the core frees its blocks. The expected text is the same request's text without the
+// stop string, cut before its first occurrence (an invariant, not a recorded value).
+TEST(Engine, StopStringFinishesTheRequestAndFreesItsBlocks) {
+  const auto cases = load_reference(kModel);
+  EngineConfig c = small_config();
+  c.tokenizer_dir = std::string(PAGODA_SOURCE_DIR) + "/tests/data/qwen3-tokenizer";
+  Engine engine(fixture_model_dir(kModel), c);
+  ASSERT_NE(engine.tokenizer(), nullptr);
+  auto text_of = [&](const SamplingParams& p, RequestOutput* last) {
+    std::string text;
+    engine.add_request(cases[1].prompt_ids, p);
+    while (engine.has_unfinished())
+      for (RequestOutput& o : engine.step()) {
+        text += o.new_text;
+        if (o.finished) *last = o;
+      }
+    return text;
+  };
+  RequestOutput last;
+  const std::string full = text_of(greedy(24), &last);
+  ASSERT_GE(full.size(), 8u) << "the fixture's greedy text is too short for this test";
+  const std::string stop = full.substr(full.size() / 2, 3);
+  SamplingParams p = greedy(24);
+  p.stop = {stop};
+  const std::string cut = text_of(p, &last);
+  EXPECT_EQ(cut, full.substr(0, full.find(stop)));
+  EXPECT_EQ(last.finish_reason, FinishReason::Stop);
+  EXPECT_EQ(last.stop_string, stop);
+  EXPECT_FALSE(engine.has_unfinished());
+  EXPECT_EQ(engine.scheduler().kv().num_free_blocks(), engine.memory_plan().num_blocks);
+  EXPECT_EQ(engine.stats().num_running, 0);
+}
+
+TEST(Engine, StepStatsDescribeTheStep) {
+  const auto cases = load_reference(kModel);
+  EngineConfig c = small_config();
+  c.max_num_seqs = 2;  // three requests: one waits
+  Engine engine(fixture_model_dir(kModel), c);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(engine.add_request(cases[static_cast<size_t>(i)].prompt_ids, greedy(4)));
+  engine.step();
+  const EngineStats& s = engine.stats();
+  EXPECT_EQ(s.num_running, 2);
+  EXPECT_EQ(s.num_waiting, 1);
+  EXPECT_EQ(s.step_scheduled, (std::vector<int64_t>{ids[0], ids[1]}));
+  EXPECT_EQ(s.step_num_tokens, static_cast<int32_t>(cases[0].prompt_ids.size() + cases[1].prompt_ids.size()));
+  EXPECT_EQ(s.step_num_decodes, 0);
+  EXPECT_GT(s.kv_usage, 0.0);
+  EXPECT_GT(s.step_s, 0.0);
+  while (engine.has_unfinished()) engine.step();
+  EXPECT_EQ(engine.stats().num_running, 0);
+  EXPECT_EQ(engine.stats().num_waiting, 0);
+  EXPECT_EQ(engine.stats().kv_usage, 0.0);
+}
+
 TEST(Engine, MemoryPlanEqualsAllocations) {
   Engine engine(fixture_model_dir(kModel), small_config());
   const MemoryPlan& plan = engine.memory_plan();

@@ -1,0 +1,92 @@
+#include "engine/engine_config.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+namespace pagoda {
+
+const char* torch_dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "float32";
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+    case DType::I32: return "int32";
+    case DType::I64: return "int64";
+  }
+  return "?";
+}
+
+DType parse_kv_cache_dtype(const std::string& s, DType model_dtype) {
+  if (s == "auto") return model_dtype;
+  if (s == "bf16" || s == "bfloat16") return DType::BF16;
+  if (s == "fp16" || s == "float16" || s == "half") return DType::F16;
+  if (s == "fp32" || s == "float32" || s == "float") return DType::F32;
+  throw Error("--kv-cache-dtype '" + s + "' is not supported; choose auto, bf16, fp16 or fp32");
+}
+
+void validate_engine_config(const EngineConfig& c) {
+  check(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '" + c.device + "'");
+  parse_activation_dtype(c.dtype, c.device);  // throws for a bad --dtype
+  parse_kv_cache_dtype(c.kv_cache_dtype, DType::F32);
+  check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
+        "--gpu-memory-utilization must be in (0, 1]");
+  check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&
+            c.num_gpu_blocks_override >= 0 && c.num_threads >= 0 && c.kv_cache_memory_bytes >= 0,
+        "engine sizes (--max-num-seqs, --max-num-batched-tokens, --max-model-len, "
+        "--num-gpu-blocks-override, --threads, --kv-cache-memory) cannot be negative");
+  const int32_t bs = c.block_size;
+  check(bs >= 8 && bs <= 128 && (bs & (bs - 1)) == 0,
+        "--block-size must be a power of two from 8 to 128, got " + std::to_string(bs));
+}
+
+namespace {
+
+bool dtype_given(const std::string& flag) { return flag != "auto"; }
+
+}  // namespace
+
+ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelConfig& model) {
+  validate_engine_config(c);
+  ResolvedEngineConfig r;
+  r.device = c.device;
+  r.num_threads = c.num_threads;
+  r.dtype_flag = c.dtype;
+  const bool cpu = c.device == "cpu";
+
+  r.activation_dtype = parse_activation_dtype(c.dtype, c.device);
+  if (dtype_given(c.dtype)) r.model_dtype = r.activation_dtype;  // the only explicit values are the ones
+                                                                 // the device computes in
+  else r.model_dtype = cpu ? model.dtype : r.activation_dtype;
+  r.kv_cache_dtype = parse_kv_cache_dtype(c.kv_cache_dtype, r.model_dtype);
+
+  r.max_num_seqs = c.max_num_seqs > 0 ? c.max_num_seqs : (cpu ? 64 : 256);
+  r.max_num_batched_tokens = c.max_num_batched_tokens > 0 ? c.max_num_batched_tokens : (cpu ? 2048 : 8192);
+  r.max_num_batched_tokens = std::max(r.max_num_batched_tokens, r.max_num_seqs);
+  r.max_model_len = c.max_model_len > 0 ? c.max_model_len : static_cast<int32_t>(model.max_position_embeddings);
+  check(r.max_model_len > 0, "the model's config has no max_position_embeddings; pass --max-model-len");
+  check(r.max_model_len <= model.max_position_embeddings,
+        "--max-model-len " + std::to_string(r.max_model_len) + " is longer than the model's max_position_embeddings (" +
+            std::to_string(model.max_position_embeddings) + ")");
+  r.block_size = c.block_size;
+  r.gpu_memory_utilization = c.gpu_memory_utilization;
+  r.kv_cache_memory_bytes = c.kv_cache_memory_bytes;
+  r.num_gpu_blocks_override = c.num_gpu_blocks_override;
+  r.seed = c.seed;
+  r.enforce_eager = c.enforce_eager;
+  r.tokenizer_dir = c.tokenizer_dir;
+  return r;
+}
+
+std::string ResolvedEngineConfig::describe() const {
+  std::ostringstream s;
+  s << "device " << device << ", dtype " << torch_dtype_name(model_dtype) << " (activations "
+    << torch_dtype_name(activation_dtype) << "), kv cache " << torch_dtype_name(kv_cache_dtype)
+    << ", max_model_len " << max_model_len << ", max_num_seqs " << max_num_seqs << ", max_num_batched_tokens "
+    << max_num_batched_tokens << ", block_size " << block_size;
+  return s.str();
+}
+
+}  // namespace pagoda

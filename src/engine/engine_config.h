@@ -1,0 +1,79 @@
+// The engine's configuration: the flags as given (EngineConfig, vllm serve's names) and what they
+// resolve to for one model on one device (ResolvedEngineConfig). Device, dtypes and sizes are
+// decided here, once; the engine, /metrics, the startup log and `pagoda info` read the result.
+//
+// The dtype rules (one each):
+//  - activation dtype: what the backend computes in. cpu: float32 always (--dtype auto|float32);
+//    cuda: --dtype (auto = bfloat16).
+//  - model dtype (vLLM's ModelConfig.dtype): --dtype when given; with auto, the dtype the device
+//    keeps the model in: the checkpoint's dtype on the CPU (weights are used as stored, widened
+//    to fp32 inside the kernels), the activation dtype on cuda.
+//  - KV-cache dtype: --kv-cache-dtype when given; auto = the model dtype. So `--dtype float32`
+//    gives an fp32 cache on every device (it is asked for to match an fp32 reference).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "io/model_config.h"
+
+namespace pagoda {
+
+// Engine flags as the user gave them; 0 / "auto" mean "decide for me".
+struct EngineConfig {
+  std::string device = "cpu";          // cpu | cuda
+  int32_t num_threads = 0;             // cpu threads; 0 = all cores
+  std::string dtype = "auto";          // auto | bfloat16 | float32 (see the rules above)
+  int32_t max_num_seqs = 0;            // 0 = default for the device (cpu 64, cuda 256)
+  int32_t max_num_batched_tokens = 0;  // 0 = default for the device (cpu 2048, cuda 8192)
+  int32_t max_model_len = 0;           // 0 = the model's max_position_embeddings
+  int32_t block_size = 16;
+  std::string kv_cache_dtype = "auto";  // auto (= the model dtype) | bf16 | fp16 | fp32
+  double gpu_memory_utilization = 0.9;
+  int64_t kv_cache_memory_bytes = 0;    // explicit KV budget; cpu default: see engine_core.cpp
+  int64_t num_gpu_blocks_override = 0;  // force a pool of N blocks (either device)
+  uint64_t seed = 0;
+  bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps (as vLLM's --enforce-eager)
+  std::string tokenizer_dir;   // where tokenizer.json is (vLLM's --tokenizer); "" = the model directory
+};
+
+// Every value decided: no 0 or "auto" left.
+struct ResolvedEngineConfig {
+  std::string device;  // cpu | cuda
+  int32_t num_threads = 0;
+  std::string dtype_flag;  // --dtype as given (the backend factory takes it)
+  DType activation_dtype = DType::F32;
+  DType model_dtype = DType::F32;
+  DType kv_cache_dtype = DType::F32;
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
+  int32_t max_model_len = 0;
+  int32_t block_size = 16;
+  double gpu_memory_utilization = 0.9;
+  int64_t kv_cache_memory_bytes = 0;
+  int64_t num_gpu_blocks_override = 0;
+  uint64_t seed = 0;
+  bool enforce_eager = false;
+  std::string tokenizer_dir;
+
+  // "device cuda, dtype bfloat16 (activations bfloat16), kv cache bfloat16, max_model_len 4096,
+  // max_num_seqs 256, max_num_batched_tokens 8192, block_size 16"
+  std::string describe() const;
+};
+
+// Checks what can be checked without the model (device, dtype names, ranges); throws
+// pagoda::Error naming the flag. The CLI calls it before loading anything.
+void validate_engine_config(const EngineConfig& flags);
+
+// The flags resolved for `model`. Throws pagoda::Error for a bad flag or one the model cannot
+// honour (--max-model-len past max_position_embeddings). Host logic only: no device is touched.
+ResolvedEngineConfig resolve_engine_config(const EngineConfig& flags, const ModelConfig& model);
+
+// Parses --kv-cache-dtype; auto = `model_dtype`.
+DType parse_kv_cache_dtype(const std::string& s, DType model_dtype);
+
+// vLLM's spelling of a dtype ("bfloat16", "float16", "float32"), as /metrics and logs show it.
+const char* torch_dtype_name(DType t);
+
+}  // namespace pagoda

@@ -1,0 +1,297 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+
+namespace pagoda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Bytes of memory the OS could give us now (MemAvailable), or 0 when unknown.
+int64_t available_host_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+}  // namespace
+
+EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) {
+  model_config_ = load_model_config(model_dir);
+  config_ = resolve_engine_config(flags, model_config_);
+  LOG_INFO("engine: " << config_.describe());
+  backend_ = make_backend(config_.device, config_.num_threads, config_.dtype_flag);
+  check_invariant(backend_->activation_dtype() == config_.activation_dtype,
+                  "the backend computes in " + std::string(dtype_name(backend_->activation_dtype())) +
+                      ", not the resolved activation dtype " + dtype_name(config_.activation_dtype));
+  const auto start = Clock::now();
+  const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
+  model_ = load_model(model_config_, ckpt, *backend_);
+  const double secs = seconds_since(start);
+  if (secs > 1.0) LOG_INFO("weights loaded in " << secs << " s");  // the progress lines said how far
+  plan_and_allocate();
+}
+
+EngineCore::~EngineCore() = default;
+
+void EngineCore::plan_and_allocate() {
+  const ModelConfig& mc = model_config_;
+  SchedulerConfig sc;
+  sc.max_num_seqs = config_.max_num_seqs;
+  sc.max_num_batched_tokens = config_.max_num_batched_tokens;
+  sc.max_model_len = config_.max_model_len;
+  sc.block_size = config_.block_size;
+  sc.use_state_slots = mc.num_layers_of(LayerKind::LinearAttention) > 0;
+  for (int64_t id : mc.eos_token_ids) sc.eos_token_ids.push_back(static_cast<int32_t>(id));
+  sc.seed = config_.seed;
+  const int32_t max_blocks_per_seq = (sc.max_model_len + sc.block_size - 1) / sc.block_size;
+
+  // The runner's workspace is measured before the plan: it is one of its inputs.
+  runner_ = std::make_unique<ModelRunner>(*backend_, *model_, sc.max_num_batched_tokens, sc.max_num_seqs,
+                                          max_blocks_per_seq);
+
+  MemoryPlanInputs in;
+  in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());
+  in.activation_bytes = static_cast<int64_t>(runner_->workspace_bytes());
+  // The conv state is kept in the activation dtype of the backend (DESIGN.md §5).
+  in.state_bytes_per_seq = mc.state_bytes_per_sequence(config_.activation_dtype);
+  // Decode graphs pad a step with sequences that need a state slot of their own: one more slot,
+  // never handed to a sequence (the scheduler's pool has max_num_seqs).
+  const bool graphs = !config_.enforce_eager && backend_->supports_graphs();
+  const int32_t state_slots = sc.max_num_seqs + (graphs && sc.use_state_slots ? 1 : 0);
+  in.max_num_seqs = state_slots;
+  in.kv_bytes_per_token = mc.kv_bytes_per_token(config_.kv_cache_dtype);
+  in.block_size = sc.block_size;
+  in.max_model_len = sc.max_model_len;
+  in.num_blocks_override = config_.num_gpu_blocks_override;
+  in.kv_cache_memory_bytes = config_.kv_cache_memory_bytes;
+  if (backend_->device() == Device::CPU) {
+    // No device memory to fill on the CPU: by default the KV cache gets what max_num_seqs
+    // sequences of max_model_len could use, but never more than a quarter of free memory.
+    in.total_bytes = available_host_memory();
+    in.utilization = 1.0;
+    if (in.kv_cache_memory_bytes == 0 && in.num_blocks_override == 0) {
+      const int64_t want = in.kv_bytes_per_token * sc.max_model_len * sc.max_num_seqs;
+      in.kv_cache_memory_bytes = std::min(want, in.total_bytes / 4);
+    }
+  } else {
+    in.total_bytes = backend_->total_memory();
+    in.utilization = config_.gpu_memory_utilization;
+  }
+  plan_ = plan_memory(in);
+  std::istringstream plan_lines(plan_.describe());
+  for (std::string line; std::getline(plan_lines, line);)
+    if (!line.empty()) LOG_INFO(line);
+
+  KvCacheShape shape;
+  shape.num_layers = static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));
+  shape.num_blocks = static_cast<int32_t>(plan_.num_blocks);
+  shape.block_size = sc.block_size;
+  shape.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
+  shape.head_dim = static_cast<int32_t>(mc.head_dim);
+  shape.dtype = config_.kv_cache_dtype;
+  kv_ = std::make_unique<PagedKvCache>(*backend_, shape);
+  if (sc.use_state_slots) {
+    // One slot per schedulable sequence: exactly plan_.state_bytes.
+    state_ = std::make_unique<RecurrentState>(
+        *backend_, RecurrentStateShape::for_model(mc, state_slots, config_.activation_dtype));
+    check_invariant(static_cast<int64_t>(state_->bytes()) == plan_.state_bytes,
+                    "the recurrent state allocation differs from the memory plan");
+  }
+  sc.num_kv_blocks = shape.num_blocks;
+  scheduler_ = std::make_unique<Scheduler>(sc);
+  sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
+  if (graphs) {
+    const auto t0 = Clock::now();
+    const int n = runner_->capture_decode_graphs(*kv_, state_.get(), sc.use_state_slots ? sc.max_num_seqs : -1);
+    LOG_INFO("captured " + std::to_string(n) + " decode graphs (batch buckets up to " +
+             std::to_string(std::min(sc.max_num_seqs, sc.max_num_batched_tokens)) + ") in " +
+             std::to_string(static_cast<int>(seconds_since(t0) * 1000)) + " ms");
+  }
+}
+
+void EngineCore::check_prompt(const std::vector<int32_t>& prompt) const {
+  for (int32_t id : prompt)
+    check(id >= 0 && id < model_config_.vocab_size,
+          "prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+              std::to_string(model_config_.vocab_size) + ")");
+}
+
+int64_t EngineCore::add_request(std::vector<int32_t> prompt, SamplingParams params) {
+  check_prompt(prompt);
+  const int64_t id = next_id_++;
+  scheduler_->add(id, std::move(prompt), std::move(params));
+  return id;
+}
+
+int64_t EngineCore::add_embedding_request(std::vector<int32_t> prompt) {
+  check_prompt(prompt);
+  const int64_t id = next_id_++;
+  SamplingParams params;
+  params.max_tokens = 1;  // nothing is sampled; validation wants a positive value
+  scheduler_->add(id, std::move(prompt), std::move(params), /*embed=*/true);
+  return id;
+}
+
+ThreadPool& EngineCore::host_pool() {
+  // The CPU backend's pool is idle while the host samples: share it rather than start more
+  // threads that would compete with it for the same cores.
+  if (auto* cpu = dynamic_cast<CpuBackend*>(backend_.get())) return cpu->pool();
+  if (!own_pool_) own_pool_ = std::make_unique<ThreadPool>(static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency()))));
+  return *own_pool_;
+}
+
+void EngineCore::sample_on_host(const StepLogits& logits, std::span<Sequence* const> rows,
+                                std::vector<SampleResult>& samples) {
+  std::vector<size_t> on_host;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (logits.host_row_of[i] < 0) samples[i].token = logits.argmax[i];
+    else on_host.push_back(i);
+  }
+  if (on_host.empty()) return;
+  const auto vocab = static_cast<size_t>(model_config_.vocab_size);
+  // Each row uses only its own sequence's parameters, history and RNG: rows run in parallel. A
+  // row costs a few passes over the vocabulary plus a partial sort.
+  host_pool().parallel_for(
+      static_cast<int64_t>(on_host.size()),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t n = begin; n < end; ++n) {
+          const size_t i = on_host[static_cast<size_t>(n)];
+          Sequence& seq = *rows[i];
+          const float* row = logits.host_logits.data() + static_cast<size_t>(logits.host_row_of[i]) * vocab;
+          samples[i] = sampler_->sample_row({row, vocab}, seq.params(), seq.prompt(), seq.output(), seq.rng());
+        }
+      },
+      1, 16.0 * static_cast<double>(vocab));
+}
+
+std::vector<SampleResult> EngineCore::execute_and_sample(const SchedulerOutput& sched,
+                                                         std::vector<std::vector<float>>& hidden_out) {
+  const std::vector<Sequence*> rows = sched.sampling_seqs();
+  // Greedy rows are decided on the device; only the rows the host sampler needs come back.
+  // Embedding rows sample nothing: they take the row's hidden state instead.
+  std::vector<uint8_t> host(rows.size()), hidden(rows.size());
+  bool any_hidden = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    hidden[i] = rows[i]->embed ? 1 : 0;
+    any_hidden |= rows[i]->embed;
+    host[i] = !rows[i]->embed && sampler_->needs_logits(*rows[i]) ? 1 : 0;
+  }
+  const StepLogits& out = runner_->execute_greedy(
+      sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
+  std::vector<SampleResult> samples(rows.size());
+  sample_on_host(out, rows, samples);
+  hidden_out.assign(rows.size(), {});
+  const auto H = static_cast<size_t>(model_config_.hidden_size);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i]->embed) {
+      const float* h = out.hidden.data() + static_cast<size_t>(out.hidden_row_of[i]) * H;
+      hidden_out[i].assign(h, h + H);
+    }
+  return samples;
+}
+
+namespace {
+
+void fill_from(const Sequence& seq, EngineCoreOutput& o) {
+  o.id = seq.id();
+  o.finished = seq.finished();
+  o.finish_reason = seq.finish_reason;
+  o.stop_token = seq.stop_token;
+  o.finish_detail = seq.finish_detail;
+  o.num_prompt_tokens = seq.num_prompt_tokens();
+  o.num_output_tokens = seq.num_output_tokens();
+}
+
+}  // namespace
+
+EngineCoreOutputs EngineCore::step() {
+  const auto t_start = Clock::now();
+  EngineCoreOutputs result;
+  SchedulerOutput sched = scheduler_->schedule();
+  for (const ScheduledSequence& s : sched.scheduled) result.stats.step_scheduled.push_back(s.seq->id());
+  std::vector<EngineCoreOutput>& outs = result.outputs;
+  if (!sched.empty()) {
+    std::vector<std::vector<float>> hidden;
+    std::vector<SampleResult> samples = execute_and_sample(sched, hidden);
+    std::vector<int32_t> tokens;
+    for (const SampleResult& r : samples) tokens.push_back(r.token);
+    scheduler_->update_from_output(sched, tokens);
+    const std::vector<Sequence*> rows = sched.sampling_seqs();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EngineCoreOutput& o = outs.emplace_back();
+      o.id = rows[i]->id();
+      if (rows[i]->embed) {
+        o.embedding = std::move(hidden[i]);
+        continue;
+      }
+      o.new_token_ids.push_back(tokens[i]);
+      o.samples.push_back(std::move(samples[i]));
+    }
+  }
+  // Finished sequences leave the scheduler here: their outputs get the finish fields; those that
+  // finished without a new token in this step (abort, can never fit) get an output of their own.
+  std::vector<std::unique_ptr<Sequence>> finished = scheduler_->take_finished();
+  std::unordered_map<int64_t, const Sequence*> done;
+  for (auto& f : finished) done[f->id()] = f.get();
+  for (EngineCoreOutput& o : outs) {
+    auto it = done.find(o.id);
+    const Sequence* seq = it != done.end() ? it->second : scheduler_->find(o.id);
+    check_invariant(seq != nullptr, "request " + std::to_string(o.id) + " of the step has no sequence");
+    fill_from(*seq, o);
+    if (it != done.end()) done.erase(it);
+  }
+  for (auto& f : finished)
+    if (done.count(f->id())) fill_from(*f, outs.emplace_back());
+  // In id order, as a request's choices were added.
+  std::sort(outs.begin(), outs.end(), [](const EngineCoreOutput& a, const EngineCoreOutput& b) { return a.id < b.id; });
+  ++steps_;
+  const double step_s = seconds_since(t_start);
+  step_s_ += step_s;
+  refresh_state(result.stats);
+  result.stats.step_preemptions = sched.num_preempted;
+  result.stats.step_num_tokens = sched.batch.num_tokens();
+  result.stats.step_num_decodes = sched.num_decodes;
+  result.stats.step_s = step_s;
+  return result;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s;
+  refresh_state(s);
+  return s;
+}
+
+void EngineCore::refresh_state(EngineStats& s) const {
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting();
+  s.kv_usage = scheduler_->kv_usage();
+  s.num_preemptions = scheduler_->num_preemptions();
+}
+
+StepTimes EngineCore::step_times() const {
+  StepTimes t = runner_->times();
+  t.steps = steps_;
+  t.total_s = step_s_;
+  return t;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,129 @@
+// EngineCore: token ids in, token ids out (vLLM v1's EngineCore, DESIGN.md §1, §7). It owns the
+// model on its backend, the KV cache sized by the memory plan, the scheduler, the runner and the
+// sampler. One step() = schedule, run the model, sample, update; it returns each request's new
+// token ids, the finishes the core decides (stop token, length, abort; stop *strings* are the
+// OutputProcessor's) and the step's stats. No text is made here.
+//
+// Not thread-safe: one thread drives it (the server's engine thread, or the offline loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/engine_config.h"
+#include "engine/model_runner.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "io/model_config.h"
+#include "kv/memory_plan.h"
+#include "kv/paged_kv_cache.h"
+#include "kv/recurrent_state.h"
+#include "model/model.h"
+
+namespace pagoda {
+
+class ThreadPool;
+
+// What one step did for one request.
+struct EngineCoreOutput {
+  int64_t id = 0;
+  std::vector<int32_t> new_token_ids;
+  std::vector<SampleResult> samples;  // one per new token (logprobs when asked for)
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::None;
+  int32_t stop_token = -1;  // the EOS / stop token id that finished it
+  std::string finish_detail;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  // An embedding request's one output (finished): the final-norm hidden state of its last prompt
+  // token, fp32, neither truncated nor normalised (the caller applies the pooling head).
+  std::vector<float> embedding;
+};
+
+// The engine's state after a step, and what the step did: what the server's gauges, the stats
+// line and the request timings read (never the scheduler itself).
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  double kv_usage = 0;                 // fraction of KV blocks in use
+  int64_t num_preemptions = 0;         // since start
+  int32_t step_preemptions = 0;        // in this step
+  int32_t step_num_tokens = 0;         // tokens the step computed (prefill + decode)
+  int32_t step_num_decodes = 0;
+  std::vector<int64_t> step_scheduled;  // requests the step computed anything of
+  double step_s = 0;                    // wall time of the step
+  // Prefix-cache queries and hits go here when pagoda has a prefix cache.
+};
+
+struct EngineCoreOutputs {
+  std::vector<EngineCoreOutput> outputs;  // every request that got tokens or finished
+  EngineStats stats;
+};
+
+class EngineCore {
+ public:
+  EngineCore(const std::string& model_dir, const EngineConfig& config);
+  ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  const ModelConfig& model_config() const { return model_config_; }
+  const ResolvedEngineConfig& config() const { return config_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
+  Backend& backend() { return *backend_; }
+  // For tests and invariant checks; the server reads EngineStats.
+  const Scheduler& scheduler() const { return *scheduler_; }
+  size_t kv_cache_bytes() const { return kv_->bytes(); }
+  size_t state_bytes() const { return state_ ? state_->bytes() : 0; }  // hybrid models; else 0
+  size_t workspace_bytes() const { return runner_->workspace_bytes(); }
+  // Where the steps' wall time went so far (bench offline prints it per decode step).
+  StepTimes step_times() const;
+  // The state now (the stats of a step with nothing in it).
+  EngineStats stats() const;
+  // Sets the state fields of `s` (running, waiting, KV usage, preemptions) to the state now, e.g.
+  // after aborts that followed the step; the step's own fields stay.
+  void refresh_state(EngineStats& s) const;
+
+  // Queues a request under a new id. Throws pagoda::Error for an empty or too long prompt, a token
+  // outside the vocabulary or bad parameters. SamplingParams::n is not expanded here.
+  int64_t add_request(std::vector<int32_t> prompt, SamplingParams params);
+  // An embedding request: the prompt runs through the model like any prefill and its one output
+  // carries `embedding`; nothing is sampled. Throws as add_request.
+  int64_t add_embedding_request(std::vector<int32_t> prompt);
+  // Finishes a request with reason abort; its output comes with the next step. False for an
+  // unknown or finished id.
+  bool abort(int64_t id) { return scheduler_->abort(id); }
+  bool has_unfinished() const { return scheduler_->has_unfinished(); }
+
+  EngineCoreOutputs step();
+
+ private:
+  void plan_and_allocate();
+  void check_prompt(const std::vector<int32_t>& prompt) const;
+  // Runs the model on the step and samples every sampling row (in SchedulerOutput::sampling_seqs
+  // order); `hidden` gets each embedding row's hidden state.
+  std::vector<SampleResult> execute_and_sample(const SchedulerOutput& sched, std::vector<std::vector<float>>& hidden);
+  void sample_on_host(const StepLogits& logits, std::span<Sequence* const> rows, std::vector<SampleResult>& samples);
+  ThreadPool& host_pool();
+
+  ResolvedEngineConfig config_;
+  ModelConfig model_config_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  MemoryPlan plan_;
+  std::unique_ptr<PagedKvCache> kv_;
+  std::unique_ptr<RecurrentState> state_;  // hybrid models only
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<ThreadPool> own_pool_;  // host sampling when the backend has no host pool
+  int64_t next_id_ = 0;
+  int64_t steps_ = 0;
+  double step_s_ = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,125 @@
+// Device, dtypes and sizes resolved once (engine/engine_config.h). Host logic: the cuda cases run
+// without a GPU. The expected values are the documented rules, not pagoda's output.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "engine/engine_config.h"
+
+namespace pagoda {
+namespace {
+
+ModelConfig model_of(DType checkpoint) {
+  ModelConfig m;
+  m.dtype = checkpoint;
+  m.max_position_embeddings = 4096;
+  return m;
+}
+
+ResolvedEngineConfig resolve(const std::string& device, const std::string& dtype, DType checkpoint,
+                             const std::string& kv = "auto") {
+  EngineConfig c;
+  c.device = device;
+  c.dtype = dtype;
+  c.kv_cache_dtype = kv;
+  return resolve_engine_config(c, model_of(checkpoint));
+}
+
+TEST(EngineConfig, Float32OnCudaGivesAnFp32KvCache) {
+  // The bug of issue 14: `serve --device cuda --dtype float32` computed in fp32 and reported bf16.
+  const ResolvedEngineConfig r = resolve("cuda", "float32", DType::BF16);
+  EXPECT_EQ(r.activation_dtype, DType::F32);
+  EXPECT_EQ(r.model_dtype, DType::F32);
+  EXPECT_EQ(r.kv_cache_dtype, DType::F32);
+  EXPECT_NE(r.describe().find("kv cache float32"), std::string::npos) << r.describe();
+  EXPECT_STREQ(torch_dtype_name(r.kv_cache_dtype), "float32");
+}
+
+TEST(EngineConfig, AutoOnCudaIsBfloat16WhateverTheCheckpoint) {
+  for (DType ckpt : {DType::BF16, DType::F16, DType::F32}) {
+    const ResolvedEngineConfig r = resolve("cuda", "auto", ckpt);
+    EXPECT_EQ(r.activation_dtype, DType::BF16) << dtype_name(ckpt);
+    EXPECT_EQ(r.model_dtype, DType::BF16) << dtype_name(ckpt);
+    EXPECT_EQ(r.kv_cache_dtype, DType::BF16) << dtype_name(ckpt);
+  }
+}
+
+TEST(EngineConfig, AutoOnCpuKeepsTheCheckpointDtypeAndComputesInFp32) {
+  for (DType ckpt : {DType::BF16, DType::F16, DType::F32}) {
+    const ResolvedEngineConfig r = resolve("cpu", "auto", ckpt);
+    EXPECT_EQ(r.activation_dtype, DType::F32) << dtype_name(ckpt);
+    EXPECT_EQ(r.model_dtype, ckpt) << dtype_name(ckpt);
+    EXPECT_EQ(r.kv_cache_dtype, ckpt) << dtype_name(ckpt);
+  }
+  EXPECT_EQ(resolve("cpu", "float32", DType::BF16).kv_cache_dtype, DType::F32);
+}
+
+TEST(EngineConfig, AutoKvCacheIsTheModelDtypeEverywhere) {
+  // One rule: an `auto` KV cache is the model dtype, for every device, --dtype and checkpoint.
+  const std::pair<const char*, std::vector<const char*>> cases[] = {
+      {"cpu", {"auto", "float32", "fp32"}}, {"cuda", {"auto", "float32", "bfloat16", "bf16"}}};
+  for (const auto& [device, dtypes] : cases)
+    for (const char* dtype : dtypes)
+      for (DType ckpt : {DType::BF16, DType::F16, DType::F32}) {
+        const ResolvedEngineConfig r = resolve(device, dtype, ckpt);
+        EXPECT_EQ(r.kv_cache_dtype, r.model_dtype) << device << " " << dtype << " " << dtype_name(ckpt);
+        // An explicit --dtype is the model dtype, and what the device computes in.
+        if (std::string(dtype) != "auto") {
+          EXPECT_EQ(r.model_dtype, r.activation_dtype) << device << " " << dtype;
+        }
+      }
+}
+
+TEST(EngineConfig, AnExplicitKvCacheDtypeWins) {
+  EXPECT_EQ(resolve("cuda", "float32", DType::BF16, "bf16").kv_cache_dtype, DType::BF16);
+  EXPECT_EQ(resolve("cpu", "auto", DType::BF16, "fp32").kv_cache_dtype, DType::F32);
+  EXPECT_EQ(resolve("cuda", "auto", DType::BF16, "fp16").kv_cache_dtype, DType::F16);
+  EXPECT_THROW(resolve("cpu", "auto", DType::BF16, "fp8"), Error);
+}
+
+TEST(EngineConfig, RefusesWhatTheDeviceCannotDo) {
+  EXPECT_THROW(resolve("cpu", "bfloat16", DType::BF16), Error);
+  EXPECT_THROW(resolve("cuda", "float16", DType::BF16), Error);
+  EXPECT_THROW(resolve("cuda", "int8", DType::BF16), Error);
+  EXPECT_THROW(resolve("tpu", "auto", DType::BF16), Error);
+}
+
+TEST(EngineConfig, SizesDefaultPerDeviceAndFollowTheModel) {
+  const ResolvedEngineConfig cpu = resolve("cpu", "auto", DType::BF16);
+  EXPECT_EQ(cpu.max_num_seqs, 64);
+  EXPECT_EQ(cpu.max_num_batched_tokens, 2048);
+  EXPECT_EQ(cpu.max_model_len, 4096);
+  const ResolvedEngineConfig cuda = resolve("cuda", "auto", DType::BF16);
+  EXPECT_EQ(cuda.max_num_seqs, 256);
+  EXPECT_EQ(cuda.max_num_batched_tokens, 8192);
+
+  EngineConfig c;
+  c.max_num_seqs = 100;
+  c.max_num_batched_tokens = 50;  // raised to max_num_seqs: every running sequence decodes each step
+  c.max_model_len = 1000;
+  const ResolvedEngineConfig r = resolve_engine_config(c, model_of(DType::BF16));
+  EXPECT_EQ(r.max_num_batched_tokens, 100);
+  EXPECT_EQ(r.max_model_len, 1000);
+  c.max_model_len = 5000;
+  EXPECT_THROW(resolve_engine_config(c, model_of(DType::BF16)), Error);
+  c.max_model_len = 0;
+  c.block_size = 12;
+  EXPECT_THROW(resolve_engine_config(c, model_of(DType::BF16)), Error);
+  c.block_size = 16;
+  c.gpu_memory_utilization = 1.5;
+  EXPECT_THROW(validate_engine_config(c), Error);
+}
+
+TEST(Errors, InvariantFailuresAreNotUserErrors) {
+  EXPECT_THROW(check_invariant(false, "broken"), InternalError);
+  try {
+    check_invariant(false, "broken");
+  } catch (const Error&) {
+    FAIL() << "an InternalError must not be caught as a user error";
+  } catch (const InternalError& e) {
+    EXPECT_STREQ(e.what(), "broken");
+  }
+  EXPECT_NO_THROW(check_invariant(true, "fine"));
+}
+
+}  // namespace
+}  // namespace pagoda
