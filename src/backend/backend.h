@@ -1,10 +1,18 @@
-// The Backend interface: device memory, a stream, and the coarse op set the models call
-// (DESIGN.md §3). A model is written once against this interface and runs on every backend.
+// The Backend contract (DESIGN.md §3): device memory, a stream, a small set of PRIMITIVE ops that
+// every backend implements, and FUSED fast paths that a backend may override (ggml's private
+// fusion). A model is written once against this interface and runs on every backend; it calls the
+// fused entry points, whose defaults (backend.cpp) are compositions of the primitives, so a new
+// backend needs only the primitives and supports(). docs/architecture.md: "How to add a backend".
+//
 // Conventions for every op:
-//  - tensors live on the backend's device; activations use activation_dtype() (cpu: F32, cuda: BF16 or F32);
-//    weights may be any of F32/BF16/F16; math is fp32 inside;
+//  - tensors live on the backend's device; activations use activation_dtype() (cpu: F32, cuda: BF16
+//    or F32); weights may be any of F32/BF16/F16 (what supports() accepts); math is fp32 inside;
 //  - dim 0 of an input or output may be strided (Tensor::row_stride), inner dims are contiguous;
-//  - no op synchronises with the host.
+//  - an EMPTY tensor (data == nullptr) passed for an optional input means "absent": the op skips
+//    what it would do with it (e.g. empty q/k norm weights: no norm). Every backend honours this;
+//  - outputs never alias inputs unless the op says so;
+//  - no op synchronises with the host;
+//  - bad arguments throw pagoda::Error naming the op (they are bugs of the caller).
 #pragma once
 
 #include <cstddef>
@@ -49,23 +57,59 @@ struct AttentionParams {
   float softcap = 0.0f;        // 0 = none; else scores = softcap * tanh(scores / softcap)
 };
 
+// Which elements of a head rotate together. NeoX (transformers' rotate_half; Llama, Qwen, Mistral,
+// Gemma): pair (i, i + rotary_dim/2). Interleaved (GPT-J): pair (2i, 2i + 1). Pair j uses inv_freq[j].
+enum class RopeStyle : int32_t { NeoX, Interleaved };
+
 // RoPE frequency scaling, as transformers' rope_type names it. None: inv_freq_j = theta^(-2j/rot).
 // Llama3 (Llama 3.1+): long wavelengths divided by `factor`, short ones kept, a smooth blend between
 // (MODELS.md "Llama 3.x").
 enum class RopeScaling : int32_t { None, Llama3 };
 
 struct RopeParams {
-  int32_t rotary_dim = 0;  // leading dims rotated (NeoX pairing i, i + rotary_dim/2); rest pass through
+  int32_t rotary_dim = 0;  // leading dims rotated (0 = head_dim, even); the rest pass through
   float theta = 10000.0f;
   RopeScaling scaling = RopeScaling::None;
   // Llama3 scaling: factor, low_freq_factor, high_freq_factor, original_max_position_embeddings.
   double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
   double original_max_positions = 8192.0;
+  RopeStyle style = RopeStyle::NeoX;  // last: brace-initialised {rotary_dim, theta} stays valid
 };
 
 // inv_freq of every rotary pair (rotary_dim / 2 values; rotary_dim 0 = head_dim), in fp32 as
 // transformers computes them, with the scaling applied. Host-side; what a backend's rope uses.
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
+
+// The primitive ops, for supports(). Fused entry points are not listed: they are made of these.
+enum class Op : int32_t {
+  Embedding,
+  RmsNorm,
+  Rope,
+  ReshapeAndCache,
+  PagedAttention,
+  Linear,
+  SiluMul,
+  Add,
+  AddBias,
+  GatherRows,
+  SigmoidGate,
+  CausalConv1dSilu,
+  GatedDeltaRule,
+  GatedRmsNorm,
+  ArgmaxRows,
+  kCount  // not an op: the number of them
+};
+// The op's method name ("rms_norm", "paged_attention", ...), as messages name it.
+const char* op_name(Op op);
+// Every primitive op, in enum order.
+std::vector<Op> all_ops();
+
+// One use of a primitive by a model: the op and the dtype that supports() is asked about.
+struct OpUse {
+  Op op;
+  DType dtype;
+  bool operator==(const OpUse&) const = default;
+};
 
 class Backend {
  public:
@@ -73,6 +117,17 @@ class Backend {
   virtual Device device() const = 0;
   virtual DType activation_dtype() const = 0;
   virtual std::string name() const = 0;
+
+  // ---- capabilities -------------------------------------------------------------------------
+  // Whether this backend runs `op` with `dtype`: the dtype of the weights for Embedding (the table)
+  // and Linear (w), of the logits (F32) for ArgmaxRows, and of the activations for every other op
+  // (KV-cache dtypes are the engine's choice; a backend that cannot store one throws naming it).
+  // A backend implements every primitive below, but may answer false here for the ones it cannot
+  // run (it then throws if called anyway); the model's needs are checked at load (fallback_backend.h).
+  virtual bool supports(Op op, DType dtype) const = 0;
+  // Whether the host can read and write this backend's memory through plain pointers (CPU, unified
+  // memory). Only such a backend can run some ops on the CPU backend (FallbackBackend).
+  virtual bool host_visible_memory() const { return false; }
 
   // ---- memory -------------------------------------------------------------------------------
   Buffer alloc(size_t bytes);  // throws pagoda::Error when the device is out of memory
@@ -88,51 +143,46 @@ class Backend {
   // Converts a host tensor of any float dtype into `dst` (on device, dst.dtype), element count equal.
   virtual void upload_convert(const Tensor& host_src, Tensor& dst) = 0;
 
-  // ---- ops ----------------------------------------------------------------------------------
-  // out[t, :] = table[ids[t], :]
+  // ==== primitive ops: every backend implements these ========================================
+  // out[t, :] = table[ids[t], :]. table [V, H] (any float dtype, converted), ids I32 [T], out [T, H]
+  // activations. An id outside [0, V) gives a row of zeros.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
-  // Row-wise RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * (zero_centered ? 1 + w : w).
+  // RMSNorm over the last dim D of x [T, D] or, per head, [T, H, D] (w [D] shared by every head):
+  // out = x * rsqrt(mean(x^2) + eps) * (zero_centered ? 1 + w : w), statistics in fp32. w any float
+  // dtype; out has x's shape and may alias x (in place).
   virtual void rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps,
                         bool zero_centered) = 0;
-  // residual += x, then out = rms_norm(residual). Saves one read of the residual stream.
-  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out,
-                            float eps, bool zero_centered) = 0;
-  // out[T, N] = x[T, K] · w[N, K]^T (weights stored [out_features, in_features]).
-  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
-  // x[t, :] += bias for every row t; x [T, N] in the activation dtype, bias [N] fp32. Models with
-  // biased projections need it; the default throws, naming the backend.
-  virtual void add_bias(Tensor& x, const Tensor& bias);
-  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
-  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
-  // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
-  // gate_up [T, 2I], w_down [N, I]; the same numbers as silu_mul into act, then linear(act, w_down).
-  // act [T, I] (activation dtype) is scratch: a backend that fuses the activation into the
-  // projection leaves it unwritten, any other writes silu_mul's result there.
-  virtual void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) = 0;
-  // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (weights [D]; empty weights: no norm — the
-  // CPU backend only so far), RoPE at meta.positions on both, then k and v [T, Hkv, D] written to
-  // the paged caches at meta.slot_mapping.
-  // q is updated in place; the caches are [num_blocks, block_size, Hkv, D].
-  virtual void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
-                                      const Tensor& k_norm_w, float eps, bool zero_centered,
-                                      const RopeParams& rope, const StepMeta& meta,
-                                      Tensor& k_cache, Tensor& v_cache) = 0;
-  // Writes k, v [T, Hkv, D] to the caches at slot_mapping[t] (slot -1: skipped).
+  // RoPE in place on x [T, H, D] (q or k; dim 0 may be strided): token t at position positions[t]
+  // (I32, at least T entries) rotates pair j of every head by the angle positions[t] * inv_freq[j],
+  // inv_freq = rope_inv_freq(rope, D) (so the scaling is applied), pairs as rope.style says; dims
+  // past rotary_dim pass through.
+  virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& rope) = 0;
+  // Writes k, v [T, Hkv, D] (activations, dim 0 may be strided) to the caches [num_blocks,
+  // block_size, Hkv, D] (contiguous, any float dtype, converted on write) at slot slot_mapping[t]
+  // (I32; slot = block * block_size + offset; -1: skipped).
   virtual void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                  Tensor& k_cache, Tensor& v_cache) = 0;
   // Unified varlen paged attention over one step: q [T, Hq, D] → out [T, Hq, D]. Sequence s owns
   // rows cu_seqlens_q[s]..cu_seqlens_q[s+1]; its query i (of q_len) sits at context position
   // seq_lens[s] - q_len + i and attends causally to keys [0, that position] read through
-  // block_tables[s]. GQA: query head h reads kv head h / (Hq / Hkv).
+  // block_tables[s] (limited by params.sliding_window). GQA: query head h reads kv head h / (Hq / Hkv).
   virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                const StepMeta& meta, const AttentionParams& params,
                                Tensor& out) = 0;
-  // out[i, :] = x[rows[i], :]
+  // out[T, N] = x[T, K] · w[N, K]^T (weights stored [out_features, in_features], contiguous).
+  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
+  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out = a + b elementwise, all [T, N] (same shape, dim 0 may be strided); out may alias a or b.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // x[t, :] += bias for every row t; x [T, N] activations (dim 0 may be strided), bias [N] F32.
+  virtual void add_bias(Tensor& x, const Tensor& bias) = 0;
+  // out[i, :] = x[rows[i], :]; rows I32 [R], out [R, N].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out = a * sigmoid(gate), elementwise (Qwen3.5 attention output gate); out may alias a.
   virtual void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) = 0;
 
-  // ---- Gated DeltaNet (MODELS.md) -------------------------------------------------------------
+  // ---- Gated DeltaNet primitives (MODELS.md) --------------------------------------------------
   // Common to the two state ops: sequence s owns rows cu_seqlens_q[s]..cu_seqlens_q[s+1] and state
   // slot state_slots[s] (distinct within a step, in [0, slots)); meta.num_tokens == T. A slot
   // whose has_initial_state is 0 is read as zeros (stale contents, NaNs included, are ignored).
@@ -165,10 +215,31 @@ class Backend {
   virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                               Tensor& out) = 0;
 
-  // ---- sampling -------------------------------------------------------------------------------
+  // ---- sampling helpers -----------------------------------------------------------------------
   // out[i] = argmax_j logits[i, j]: logits F32 [R, V] (dim 0 may be strided), out I32 [R]; the
   // lowest j on ties (the Sampler's greedy rule). NaN entries never win.
   virtual void argmax_rows(const Tensor& logits, Tensor& out) = 0;
+
+  // ==== fused fast paths: the model calls these; the defaults (backend.cpp) compose the =========
+  // primitives named after each, so a backend overrides one only to make it faster. An override
+  // must give the default's numbers up to the rounding of the activation dtype.
+  //
+  // residual += x, then out = rms_norm(residual). [add, rms_norm]
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out,
+                            float eps, bool zero_centered);
+  // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
+  // gate_up [T, 2I], w_down [N, I]. act [T, I] (activation dtype) is scratch: a backend that fuses
+  // the activation into the projection may leave it unwritten. [silu_mul, linear]
+  virtual void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act,
+                               Tensor& out);
+  // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] with q_norm_w / k_norm_w [D] (each may be
+  // EMPTY: no norm of that tensor), RoPE at meta.positions on both, then k and v [T, Hkv, D]
+  // written to the paged caches at meta.slot_mapping. q and k are updated in place.
+  // [rms_norm, rope, reshape_and_cache]
+  virtual void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                                      const Tensor& k_norm_w, float eps, bool zero_centered,
+                                      const RopeParams& rope, const StepMeta& meta,
+                                      Tensor& k_cache, Tensor& v_cache);
 
   // ---- graphs ---------------------------------------------------------------------------------
   // A backend that can record the ops it enqueues and replay them (CUDA graphs). Between
@@ -181,6 +252,9 @@ class Backend {
   virtual void replay(int64_t graph);
   virtual void destroy_graph(int64_t graph);
 };
+
+// The primitives (with their dtypes) that `backend` does not support among `uses`, each once.
+std::vector<OpUse> unsupported_ops(const Backend& backend, const std::vector<OpUse>& uses);
 
 // "cpu" or "cuda"; throws pagoda::Error naming the choices for anything else or a CUDA backend
 // in a build without CUDA. `dtype` is the activation dtype, as vLLM's --dtype: "auto" (cpu:

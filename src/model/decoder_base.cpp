@@ -54,6 +54,12 @@ DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
   return s;
 }
 
+std::vector<OpUse> DecoderBase::required_ops() const {
+  const DType a = be_.activation_dtype(), w = weight_dtype();
+  return {{Op::Embedding, w},  {Op::RmsNorm, a},    {Op::Add, a},
+          {Op::GatherRows, a}, {Op::Linear, w},     {Op::ArgmaxRows, DType::F32}};
+}
+
 Tensor DecoderBase::last_hidden_rows(int32_t num_rows) const {
   check(num_rows >= 0 && num_rows <= max_logits_rows_, "internal: more hidden rows asked for than reserved");
   return last_rows_.rows(0, num_rows);

@@ -30,6 +30,13 @@ class DenseDecoder final : public DecoderBase {
     }
   }
 
+  std::vector<OpUse> required_ops() const override {
+    std::vector<OpUse> ops = DecoderBase::required_ops();
+    add_attention_ops(opt_.attention, be_.activation_dtype(), weight_dtype(), ops);
+    add_mlp_ops(be_.activation_dtype(), weight_dtype(), ops);
+    return ops;
+  }
+
   size_t reserve(int32_t max_tokens, int32_t max_logits_rows) override {
     const int64_t T = max_tokens, D = cfg_.head_dim;
     const int64_t q_heads = cfg_.num_heads * (opt_.attention.gated ? 2 : 1);

@@ -88,6 +88,18 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   if (opt.bias) be.add_bias(out, w.o_bias);
 }
 
+void add_attention_ops(const AttentionOptions& opt, DType act, DType wdtype, std::vector<OpUse>& ops) {
+  ops.insert(ops.end(), {{Op::Linear, wdtype}, {Op::Rope, act}, {Op::ReshapeAndCache, act},
+                         {Op::PagedAttention, act}});
+  if (opt.qk_norm) ops.push_back({Op::RmsNorm, act});
+  if (opt.bias) ops.push_back({Op::AddBias, act});
+  if (opt.gated) ops.push_back({Op::SigmoidGate, act});
+}
+
+void add_mlp_ops(DType act, DType wdtype, std::vector<OpUse>& ops) {
+  ops.insert(ops.end(), {{Op::Linear, wdtype}, {Op::SiluMul, act}});
+}
+
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out) {
   const int64_t T = x.size(0);
   Tensor gu = s.gate_up.rows(0, T);

@@ -52,4 +52,9 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
                        LayerScratch& s, Tensor& out);
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out);
 
+// Appends the primitives attention_forward / mlp_forward use with these options to `ops`
+// (activations `act`, projection weights `wdtype`).
+void add_attention_ops(const AttentionOptions& opt, DType act, DType wdtype, std::vector<OpUse>& ops);
+void add_mlp_ops(DType act, DType wdtype, std::vector<OpUse>& ops);
+
 }  // namespace pagoda

@@ -56,6 +56,11 @@ CudaBackend::~CudaBackend() {
 
 std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")"; }
 
+bool CudaBackend::supports(Op op, DType dtype) const {
+  if (op == Op::Embedding) return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
+  return dtype == DType::F32 || dtype == DType::BF16;
+}
+
 void CudaBackend::activate() const {
   int cur = -1;
   PAGODA_CUDA_CHECK(cudaGetDevice(&cur));
@@ -225,13 +230,33 @@ void CudaBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, 
                                          const Tensor& k_norm_w, float eps, bool zero_centered,
                                          const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
                                          Tensor& v_cache) {
-  // The kernel computes unscaled inv_freq itself; scaled RoPE (Llama 3) runs on the CPU until it
-  // reads rope_inv_freq's table.
-  if (rope.scaling != RopeScaling::None)
-    throw Error("the CUDA backend has no scaled RoPE yet (rope_scaling llama3); run this model with --device cpu");
+  // The fused kernel computes unscaled NeoX inv_freq itself and always normalises: anything else
+  // takes the primitives (rms_norm where a weight is there, rope with rope_inv_freq's table, cache write).
+  if (q_norm_w.empty() || k_norm_w.empty() || rope.scaling != RopeScaling::None || rope.style != RopeStyle::NeoX) {
+    Backend::qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache);
+    return;
+  }
   activate();
   cuda::launch_qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache,
                                       stream_);
+}
+
+void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  activate();
+  require(x.ndim == 3, "rope", "x must be [T, heads, head_dim], got " + cuda::shape_str(x));
+  const int64_t d = x.shape[2];
+  const int rot = params.rotary_dim > 0 ? params.rotary_dim : static_cast<int>(d);
+  cuda::launch_rope(x, positions, rope_inv_freq(params, d), rot, params.style == RopeStyle::Interleaved, stream_);
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  activate();
+  cuda::launch_add(a, b, out, stream_);
+}
+
+void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
+  activate();
+  cuda::launch_add_bias(x, bias, stream_);
 }
 
 void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,

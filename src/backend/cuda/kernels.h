@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -22,6 +23,15 @@ void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaS
 // `workspace` (8 bytes per block); without room there it runs one block per row.
 void launch_argmax_rows(const Tensor& logits, Tensor& out, int num_sms, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);
+
+// rope_add_kernels.cu. RoPE in place on x [T, heads, D] with inv_freq (rotary_dim / 2 values, at
+// most kMaxRopePairs) as rope_inv_freq computed them; NeoX or interleaved pairs.
+constexpr int kMaxRopePairs = 256;
+void launch_rope(Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq, int rotary_dim,
+                 bool interleaved, cudaStream_t stream);
+// out = a + b ([rows, cols], dim 0 strided; out may alias a or b); x += bias (F32 [cols]) per row.
+void launch_add(const Tensor& a, const Tensor& b, Tensor& out, cudaStream_t stream);
+void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream);
 
 void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                               Tensor& k_cache, Tensor& v_cache, cudaStream_t stream);
