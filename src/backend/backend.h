@@ -108,7 +108,8 @@ std::vector<Op> all_ops();
 struct OpUse {
   Op op;
   DType dtype;
-  bool operator==(const OpUse&) const = default;
+  // Spelled out: the CUDA sources include this header as C++17.
+  bool operator==(const OpUse& o) const { return op == o.op && dtype == o.dtype; }
 };
 
 class Backend {
@@ -145,7 +146,8 @@ class Backend {
 
   // ==== primitive ops: every backend implements these ========================================
   // out[t, :] = table[ids[t], :]. table [V, H] (any float dtype, converted), ids I32 [T], out [T, H]
-  // activations. An id outside [0, V) gives a row of zeros.
+  // activations. Ids must lie in [0, V): the engine checks them; a backend that sees one outside
+  // throws (CPU) or, where it cannot throw (a device kernel), writes a row of zeros.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
   // RMSNorm over the last dim D of x [T, D] or, per head, [T, H, D] (w [D] shared by every head):
   // out = x * rsqrt(mean(x^2) + eps) * (zero_centered ? 1 + w : w), statistics in fp32. w any float
