@@ -1,6 +1,6 @@
 // The tiny fixtures on the GPU with fp32 activations (--dtype float32): greedy tokens identical to
 // Hugging Face transformers' fp32 reference (the same reference the CPU engine matches in ctest),
-// for every fixture — Qwen3 tied/untied/GQA/sharded and both Qwen3.5 layouts — batched with CUDA
+// for every fixture — Qwen3 tied/untied/GQA/sharded, both Qwen3.5 layouts, Llama 3 — batched with CUDA
 // graphs, eagerly, and with chunked prefill plus forced preemption. In bf16 the fixtures' near-tied
 // top-2 logits (margins down to 3e-3) flip some tokens; that is what the fp32 mode is for.
 #include <gtest/gtest.h>
@@ -19,7 +19,9 @@ using testing::greedy;
 using testing::run_all;
 
 const char* const kFixtures[] = {"qwen3-tiny-tied", "qwen3-tiny-untied-gqa4", "qwen3-tiny-mha-sharded",
-                                 "qwen3_5-tiny-text", "qwen3_5-tiny-mm"};
+                                 "qwen3_5-tiny-text", "qwen3_5-tiny-mm",
+                                 // no q/k norm, llama3-scaled RoPE, q/k/v/o biases: the CUDA primitives
+                                 "llama3-tiny-tied-bias", "llama3-tiny-untied"};
 
 struct Variant {
   const char* name;
