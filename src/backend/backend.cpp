@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/fallback_backend.h"
 #include "core/error.h"
 
 namespace pagoda {
@@ -18,9 +19,68 @@ namespace pagoda {
 std::unique_ptr<Backend> make_cuda_backend(int device, DType activation);
 #endif
 
-void Backend::add_bias(Tensor&, const Tensor&) {
-  throw Error("the " + name() + " backend has no add_bias yet, which models with biased "
-              "projections (attention_bias) need; run this model with --device cpu");
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Embedding: return "embedding";
+    case Op::RmsNorm: return "rms_norm";
+    case Op::Rope: return "rope";
+    case Op::ReshapeAndCache: return "reshape_and_cache";
+    case Op::PagedAttention: return "paged_attention";
+    case Op::Linear: return "linear";
+    case Op::SiluMul: return "silu_mul";
+    case Op::GeluTanhMul: return "gelu_tanh_mul";
+    case Op::Scale: return "scale";
+    case Op::Softcap: return "softcap";
+    case Op::Add: return "add";
+    case Op::AddBias: return "add_bias";
+    case Op::GatherRows: return "gather_rows";
+    case Op::SigmoidGate: return "sigmoid_gate";
+    case Op::CausalConv1dSilu: return "causal_conv1d_silu";
+    case Op::GatedDeltaRule: return "gated_delta_rule";
+    case Op::GatedRmsNorm: return "gated_rms_norm";
+    case Op::ArgmaxRows: return "argmax_rows";
+    case Op::kCount: break;
+  }
+  return "unknown op";
+}
+
+std::vector<Op> all_ops() {
+  std::vector<Op> ops;
+  for (int32_t i = 0; i < static_cast<int32_t>(Op::kCount); ++i) ops.push_back(static_cast<Op>(i));
+  return ops;
+}
+
+std::vector<OpUse> unsupported_ops(const Backend& backend, const std::vector<OpUse>& uses) {
+  std::vector<OpUse> missing;
+  for (const OpUse& u : uses)
+    if (!backend.supports(u.op, u.dtype) && std::find(missing.begin(), missing.end(), u) == missing.end())
+      missing.push_back(u);
+  return missing;
+}
+
+// ---- the fused entry points' default compositions -------------------------------------------------
+
+void Backend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                           bool zero_centered) {
+  add(residual, x, residual);
+  rms_norm(residual, w, out, eps, zero_centered);
+}
+
+void Backend::linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) {
+  silu_mul(gate_up, act);
+  linear(act, w_down, out);
+}
+
+void Backend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                                     const Tensor& k_norm_w, float eps, bool zero_centered,
+                                     const RopeParams& rope_params, const StepMeta& meta, Tensor& k_cache,
+                                     Tensor& v_cache) {
+  // Empty norm weights mean "no norm" (Llama, Mistral, Qwen2): only RoPE and the cache write.
+  if (!q_norm_w.empty()) rms_norm(q, q_norm_w, q, eps, zero_centered);
+  if (!k_norm_w.empty()) rms_norm(k, k_norm_w, k, eps, zero_centered);
+  rope(q, meta.positions, rope_params);
+  rope(k, meta.positions, rope_params);
+  reshape_and_cache(k, v, meta.slot_mapping, k_cache, v_cache);
 }
 
 namespace {
@@ -78,21 +138,6 @@ void apply_yarn(const RopeParams& rope, int64_t rot, std::vector<float>& inv_fre
 }
 
 }  // namespace
-
-void Backend::gelu_tanh_mul(const Tensor&, Tensor&) {
-  throw Error("the " + name() + " backend has no gelu_tanh_mul yet, which models with a GELU-tanh MLP "
-              "(Gemma) need; run this model with --device cpu");
-}
-
-void Backend::scale(Tensor&, float) {
-  throw Error("the " + name() + " backend has no scale op yet, which models with scaled embeddings "
-              "(Gemma) need; run this model with --device cpu");
-}
-
-void Backend::softcap(Tensor&, float) {
-  throw Error("the " + name() + " backend has no softcap op yet, which models with final logit "
-              "soft-capping (Gemma 2/3) need; run this model with --device cpu");
-}
 
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim) {
   const int64_t rot = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
@@ -203,7 +248,9 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads
   }
   if (device == "cuda") {
 #ifdef PAGODA_HAS_CUDA
-    return make_cuda_backend(0, parse_activation_dtype(dtype, device));
+    // A complete backend comes back as it is; a partial one with host-visible memory runs the rest
+    // of its ops on the CPU (fallback_backend.h).
+    return with_cpu_fallback(make_cuda_backend(0, parse_activation_dtype(dtype, device)), num_threads);
 #else
     throw Error(
         "this pagoda was built without CUDA; rebuild with nvcc available or use --device cpu");

@@ -1,10 +1,18 @@
-// The Backend interface: device memory, a stream, and the coarse op set the models call
-// (DESIGN.md §3). A model is written once against this interface and runs on every backend.
+// The Backend contract (DESIGN.md §3): device memory, a stream, a small set of PRIMITIVE ops that
+// every backend implements, and FUSED fast paths that a backend may override (ggml's private
+// fusion). A model is written once against this interface and runs on every backend; it calls the
+// fused entry points, whose defaults (backend.cpp) are compositions of the primitives, so a new
+// backend needs only the primitives and supports(). docs/architecture.md: "How to add a backend".
+//
 // Conventions for every op:
-//  - tensors live on the backend's device; activations use activation_dtype() (cpu: F32, cuda: BF16 or F32);
-//    weights may be any of F32/BF16/F16; math is fp32 inside;
+//  - tensors live on the backend's device; activations use activation_dtype() (cpu: F32, cuda: BF16
+//    or F32); weights may be any of F32/BF16/F16 (what supports() accepts); math is fp32 inside;
 //  - dim 0 of an input or output may be strided (Tensor::row_stride), inner dims are contiguous;
-//  - no op synchronises with the host.
+//  - an EMPTY tensor (data == nullptr) passed for an optional input means "absent": the op skips
+//    what it would do with it (e.g. empty q/k norm weights: no norm). Every backend honours this;
+//  - outputs never alias inputs unless the op says so;
+//  - no op synchronises with the host;
+//  - bad arguments throw pagoda::Error naming the op (they are bugs of the caller).
 #pragma once
 
 #include <cstddef>
@@ -15,6 +23,7 @@
 
 #include "backend/attention_plan.h"
 #include "backend/step_meta.h"
+#include "core/rope_params.h"
 #include "core/tensor.h"
 
 namespace pagoda {
@@ -50,29 +59,44 @@ struct AttentionParams {
   float softcap = 0.0f;        // 0 = none; else scores = softcap * tanh(scores / softcap)
 };
 
-// RoPE frequency scaling, as transformers' rope_type names it (docs/models.md, "RoPE scaling").
-// None: inv_freq_j = theta^(-2j/rot). Linear: inv_freq / factor. Llama3 (Llama 3.1+): long
-// wavelengths divided by `factor`, short ones kept, a smooth blend between. Yarn: a ramp between
-// inv_freq / factor and inv_freq over the pairs, and cos/sin multiplied by attention_factor.
-enum class RopeScaling : int32_t { None, Llama3, Linear, Yarn };
-
-struct RopeParams {
-  int32_t rotary_dim = 0;  // leading dims rotated (NeoX pairing i, i + rotary_dim/2); rest pass through
-  float theta = 10000.0f;
-  RopeScaling scaling = RopeScaling::None;
-  // factor: Linear, Llama3, Yarn. low/high_freq_factor: Llama3. original_max_positions: Llama3, Yarn.
-  double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
-  double original_max_positions = 8192.0;
-  // Yarn: the ramp's rotation bounds and whether its ends are rounded outwards to whole pairs.
-  double beta_fast = 32.0, beta_slow = 1.0;
-  bool truncate = true;
-  // cos and sin are multiplied by this (transformers' attention_scaling; 1 except for Yarn).
-  float attention_factor = 1.0f;
-};
-
 // inv_freq of every rotary pair (rotary_dim / 2 values; rotary_dim 0 = head_dim), in fp32 as
 // transformers computes them, with the scaling applied. Host-side; what a backend's rope uses.
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
+
+// The primitive ops, for supports(). Fused entry points are not listed: they are made of these.
+enum class Op : int32_t {
+  Embedding,
+  RmsNorm,
+  Rope,
+  ReshapeAndCache,
+  PagedAttention,
+  Linear,
+  SiluMul,
+  GeluTanhMul,
+  Add,
+  Scale,
+  Softcap,
+  AddBias,
+  GatherRows,
+  SigmoidGate,
+  CausalConv1dSilu,
+  GatedDeltaRule,
+  GatedRmsNorm,
+  ArgmaxRows,
+  kCount  // not an op: the number of them
+};
+// The op's method name ("rms_norm", "paged_attention", ...), as messages name it.
+const char* op_name(Op op);
+// Every primitive op, in enum order.
+std::vector<Op> all_ops();
+
+// One use of a primitive by a model: the op and the dtype that supports() is asked about.
+struct OpUse {
+  Op op;
+  DType dtype;
+  // Spelled out: the CUDA sources include this header as C++17.
+  bool operator==(const OpUse& o) const { return op == o.op && dtype == o.dtype; }
+};
 
 class Backend {
  public:
@@ -80,6 +104,17 @@ class Backend {
   virtual Device device() const = 0;
   virtual DType activation_dtype() const = 0;
   virtual std::string name() const = 0;
+
+  // ---- capabilities -------------------------------------------------------------------------
+  // Whether this backend runs `op` with `dtype`: the dtype of the weights for Embedding (the table)
+  // and Linear (w), of the logits (F32) for ArgmaxRows, and of the activations for every other op
+  // (KV-cache dtypes are the engine's choice; a backend that cannot store one throws naming it).
+  // A backend implements every primitive below, but may answer false here for the ones it cannot
+  // run (it then throws if called anyway); the model's needs are checked at load (fallback_backend.h).
+  virtual bool supports(Op op, DType dtype) const = 0;
+  // Whether the host can read and write this backend's memory through plain pointers (CPU, unified
+  // memory). Only such a backend can run some ops on the CPU backend (FallbackBackend).
+  virtual bool host_visible_memory() const { return false; }
 
   // ---- memory -------------------------------------------------------------------------------
   Buffer alloc(size_t bytes);  // throws pagoda::Error when the device is out of memory
@@ -95,53 +130,32 @@ class Backend {
   // Converts a host tensor of any float dtype into `dst` (on device, dst.dtype), element count equal.
   virtual void upload_convert(const Tensor& host_src, Tensor& dst) = 0;
 
-  // ---- ops ----------------------------------------------------------------------------------
-  // out[t, :] = table[ids[t], :]
+  // ==== primitive ops: every backend implements these ========================================
+  // out[t, :] = table[ids[t], :]. table [V, H] (any float dtype, converted), ids I32 [T], out [T, H]
+  // activations. Ids must lie in [0, V): the engine checks them; a backend that sees one outside
+  // throws (CPU) or, where it cannot throw (a device kernel), writes a row of zeros.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
-  // Row-wise RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * (zero_centered ? 1 + w : w).
+  // RMSNorm over the last dim D of x [T, D] or, per head, [T, H, D] (w [D] shared by every head):
+  // out = x * rsqrt(mean(x^2) + eps) * (zero_centered ? 1 + w : w), statistics in fp32. w any float
+  // dtype; out has x's shape and may alias x (in place).
   virtual void rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps,
                         bool zero_centered) = 0;
-  // residual += x, then out = rms_norm(residual). Saves one read of the residual stream.
-  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out,
-                            float eps, bool zero_centered) = 0;
-  // out[T, N] = x[T, K] · w[N, K]^T (weights stored [out_features, in_features]).
-  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
-  // x[t, :] += bias for every row t; x [T, N] in the activation dtype, bias [N] fp32. Models with
-  // biased projections need it; the default throws, naming the backend.
-  virtual void add_bias(Tensor& x, const Tensor& bias);
-  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
-  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
-  // out[T, I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:], gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·
-  // (g + 0.044715·g³))) (transformers' gelu_pytorch_tanh: Gemma's MLP), in fp32. The defaults of
-  // this op and the two below throw, naming the backend.
-  virtual void gelu_tanh_mul(const Tensor& gate_up, Tensor& out);
-  // x *= factor, elementwise and in place, x [T, N] in the activation dtype (Gemma's embedding scale).
-  virtual void scale(Tensor& x, float factor);
-  // x = cap · tanh(x / cap), elementwise and in place, x [R, N] F32 or the activation dtype (Gemma's
-  // final logit soft-capping).
-  virtual void softcap(Tensor& x, float cap);
-  // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
-  // gate_up [T, 2I], w_down [N, I]; the same numbers as silu_mul into act, then linear(act, w_down).
-  // act [T, I] (activation dtype) is scratch: a backend that fuses the activation into the
-  // projection leaves it unwritten, any other writes silu_mul's result there.
-  virtual void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) = 0;
-  // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (weights [D]; empty weights: no norm — the
-  // CPU backend only so far), RoPE at meta.positions on both, then k and v [T, Hkv, D] written to
-  // the paged caches at meta.slot_mapping.
-  // q is updated in place; the caches are [num_blocks, block_size, Hkv, D].
-  virtual void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
-                                      const Tensor& k_norm_w, float eps, bool zero_centered,
-                                      const RopeParams& rope, const StepMeta& meta,
-                                      Tensor& k_cache, Tensor& v_cache) = 0;
-  // Writes k, v [T, Hkv, D] to the caches at slot_mapping[t] (slot -1: skipped).
+  // RoPE in place on x [T, H, D] (q or k; dim 0 may be strided): token t at position positions[t]
+  // (I32, at least T entries) rotates pair j of every head by the angle positions[t] * inv_freq[j],
+  // inv_freq = rope_inv_freq(rope, D) (so the scaling is applied), pairs as rope.style says; dims
+  // past rotary_dim pass through.
+  virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& rope) = 0;
+  // Writes k, v [T, Hkv, D] (activations, dim 0 may be strided) to the caches [num_blocks,
+  // block_size, Hkv, D] (contiguous, any float dtype, converted on write) at slot slot_mapping[t]
+  // (I32; slot = block * block_size + offset; -1: skipped).
   virtual void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                                  Tensor& k_cache, Tensor& v_cache) = 0;
   // Unified varlen paged attention over one step: q [T, Hq, D] → out [T, Hq, D]. Sequence s owns
   // rows cu_seqlens_q[s]..cu_seqlens_q[s+1]; its query i (of q_len) sits at context position
   // seq_lens[s] - q_len + i and attends causally to keys [0, that position] read through
-  // block_tables[s]. GQA: query head h reads kv head h / (Hq / Hkv). The work partition comes
-  // from meta.attention_plan when it was made for this call's shape and step (plan_attention),
-  // else the call plans for itself; the results are the same either way.
+  // block_tables[s] (limited by params.sliding_window). GQA: query head h reads kv head h / (Hq / Hkv).
+  // The work partition comes from meta.attention_plan when it was made for this call's shape and
+  // step (plan_attention), else the call plans for itself; the results are the same either way.
   virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                const StepMeta& meta, const AttentionParams& params,
                                Tensor& out) = 0;
@@ -150,12 +164,28 @@ class Backend {
   // The default: tiles of one query row, no splits.
   virtual AttentionPlan plan_attention(const StepMeta& meta, const AttentionShape& shape,
                                        const AttentionLengths& lengths);
-  // out[i, :] = x[rows[i], :]
+  // out[T, N] = x[T, K] · w[N, K]^T (weights stored [out_features, in_features], contiguous).
+  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
+  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // out[T, I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:], gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·
+  // (g + 0.044715·g³))) (transformers' gelu_pytorch_tanh: Gemma's MLP), in fp32.
+  virtual void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) = 0;
+  // x *= factor, elementwise and in place, x [T, N] activations (Gemma's embedding scale).
+  virtual void scale(Tensor& x, float factor) = 0;
+  // x = cap · tanh(x / cap), elementwise and in place, x [R, N] F32 or activations (Gemma's final
+  // logit soft-capping).
+  virtual void softcap(Tensor& x, float cap) = 0;
+  // out = a + b elementwise, all [T, N] (same shape, dim 0 may be strided); out may alias a or b.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // x[t, :] += bias for every row t; x [T, N] activations (dim 0 may be strided), bias [N] F32.
+  virtual void add_bias(Tensor& x, const Tensor& bias) = 0;
+  // out[i, :] = x[rows[i], :]; rows I32 [R], out [R, N].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out = a * sigmoid(gate), elementwise (Qwen3.5 attention output gate); out may alias a.
   virtual void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) = 0;
 
-  // ---- Gated DeltaNet (MODELS.md) -------------------------------------------------------------
+  // ---- Gated DeltaNet primitives (MODELS.md) --------------------------------------------------
   // Common to the two state ops: sequence s owns rows cu_seqlens_q[s]..cu_seqlens_q[s+1] and state
   // slot state_slots[s] (distinct within a step, in [0, slots)); meta.num_tokens == T. A slot
   // whose has_initial_state is 0 is read as zeros (stale contents, NaNs included, are ignored).
@@ -188,10 +218,31 @@ class Backend {
   virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                               Tensor& out) = 0;
 
-  // ---- sampling -------------------------------------------------------------------------------
+  // ---- sampling helpers -----------------------------------------------------------------------
   // out[i] = argmax_j logits[i, j]: logits F32 [R, V] (dim 0 may be strided), out I32 [R]; the
   // lowest j on ties (the Sampler's greedy rule). NaN entries never win.
   virtual void argmax_rows(const Tensor& logits, Tensor& out) = 0;
+
+  // ==== fused fast paths: the model calls these; the defaults (backend.cpp) compose the =========
+  // primitives named after each, so a backend overrides one only to make it faster. An override
+  // must give the default's numbers up to the rounding of the activation dtype.
+  //
+  // residual += x, then out = rms_norm(residual). [add, rms_norm]
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out,
+                            float eps, bool zero_centered);
+  // The MLP's down projection with its activation: out[T, N] = linear(silu_mul(gate_up), w_down),
+  // gate_up [T, 2I], w_down [N, I]. act [T, I] (activation dtype) is scratch: a backend that fuses
+  // the activation into the projection may leave it unwritten. [silu_mul, linear]
+  virtual void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act,
+                               Tensor& out);
+  // Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] with q_norm_w / k_norm_w [D] (each may be
+  // EMPTY: no norm of that tensor), RoPE at meta.positions on both, then k and v [T, Hkv, D]
+  // written to the paged caches at meta.slot_mapping. q and k are updated in place.
+  // [rms_norm, rope, reshape_and_cache]
+  virtual void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                                      const Tensor& k_norm_w, float eps, bool zero_centered,
+                                      const RopeParams& rope, const StepMeta& meta,
+                                      Tensor& k_cache, Tensor& v_cache);
 
   // ---- graphs ---------------------------------------------------------------------------------
   // A backend that can record the ops it enqueues and replay them (CUDA graphs). Between
@@ -204,6 +255,9 @@ class Backend {
   virtual void replay(int64_t graph);
   virtual void destroy_graph(int64_t graph);
 };
+
+// The primitives (with their dtypes) that `backend` does not support among `uses`, each once.
+std::vector<OpUse> unsupported_ops(const Backend& backend, const std::vector<OpUse>& uses);
 
 // "cpu" or "cuda"; throws pagoda::Error naming the choices for anything else or a CUDA backend
 // in a build without CUDA. `dtype` is the activation dtype, as vLLM's --dtype: "auto" (cpu:

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"  // RopeParams
 #include "core/dtype.h"
+#include "core/rope_params.h"
 
 namespace pagoda {
 

@@ -55,6 +55,15 @@ DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
   return s;
 }
 
+std::vector<OpUse> DecoderBase::required_ops() const {
+  const DType a = be_.activation_dtype(), w = weight_dtype();
+  std::vector<OpUse> ops = {{Op::Embedding, w},  {Op::RmsNorm, a}, {Op::Add, a},
+                            {Op::GatherRows, a}, {Op::Linear, w},  {Op::ArgmaxRows, DType::F32}};
+  if (embedding_scale_ != 1.0f) ops.push_back({Op::Scale, a});
+  if (final_logit_softcap_ > 0.0f) ops.push_back({Op::Softcap, DType::F32});
+  return ops;
+}
+
 Tensor DecoderBase::last_hidden_rows(int32_t num_rows) const {
   check_invariant(num_rows >= 0 && num_rows <= max_logits_rows_, "more hidden rows asked for than reserved");
   return last_rows_.rows(0, num_rows);

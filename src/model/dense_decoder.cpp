@@ -20,10 +20,10 @@ class DenseDecoder final : public DecoderBase {
                const DenseDecoderOptions& opt)
       : DecoderBase(cfg, ckpt, backend), opt_(opt) {
     const int64_t H = cfg.hidden_size;
-    check(opt_.layer_attention.empty() ||
-              static_cast<int64_t>(opt_.layer_attention.size()) == cfg.num_layers,
-          "internal: per-layer attention options for " + std::to_string(opt_.layer_attention.size()) +
-              " layers, the config has " + std::to_string(cfg.num_layers));
+    check_invariant(opt_.layer_attention.empty() ||
+                        static_cast<int64_t>(opt_.layer_attention.size()) == cfg.num_layers,
+                    "per-layer attention options for " + std::to_string(opt_.layer_attention.size()) +
+                        " layers, the config has " + std::to_string(cfg.num_layers));
     load_embedding_and_head();
     set_embedding_scale(opt_.embedding_scale);
     final_logit_softcap_ = opt_.final_logit_softcap;
@@ -43,6 +43,14 @@ class DenseDecoder final : public DecoderBase {
       layers_.push_back(l);
       attention_index_.push_back(i);
     }
+  }
+
+  std::vector<OpUse> required_ops() const override {
+    std::vector<OpUse> ops = DecoderBase::required_ops();
+    for (int i = 0; i < cfg_.num_layers; ++i)
+      add_attention_ops(attention_options(i), be_.activation_dtype(), weight_dtype(), ops);
+    add_mlp_ops(opt_.activation, be_.activation_dtype(), weight_dtype(), ops);
+    return ops;
   }
 
   size_t reserve(int32_t max_tokens, int32_t max_logits_rows) override {

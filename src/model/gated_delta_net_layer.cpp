@@ -25,6 +25,11 @@ GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cf
   return w;
 }
 
+void add_gated_delta_net_ops(DType act, DType wdtype, std::vector<OpUse>& ops) {
+  ops.insert(ops.end(), {{Op::Linear, wdtype}, {Op::CausalConv1dSilu, act}, {Op::GatedDeltaRule, act},
+                         {Op::GatedRmsNorm, act}});
+}
+
 void gated_delta_net_forward(Backend& be, const ModelConfig& cfg, const GatedDeltaNetWeights& w,
                              const StepMeta& meta, Tensor& conv_state, Tensor& recurrent_state,
                              const Tensor& x, GatedDeltaNetScratch& s, Tensor& out) {

@@ -35,6 +35,9 @@ GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cf
 
 // x [T, H] (normed input) -> out [T, H]. Reads and updates this layer's conv state
 // [slots, C, K-1] and recurrent state [slots, Hv, dk, dv] at meta.state_slots.
+// Appends the primitives gated_delta_net_forward uses to `ops`.
+void add_gated_delta_net_ops(DType act, DType wdtype, std::vector<OpUse>& ops);
+
 void gated_delta_net_forward(Backend& be, const ModelConfig& cfg, const GatedDeltaNetWeights& w,
                              const StepMeta& meta, Tensor& conv_state, Tensor& recurrent_state,
                              const Tensor& x, GatedDeltaNetScratch& s, Tensor& out);

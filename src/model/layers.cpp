@@ -99,6 +99,19 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   if (opt.o_bias) be.add_bias(out, w.o_bias);
 }
 
+void add_attention_ops(const AttentionOptions& opt, DType act, DType wdtype, std::vector<OpUse>& ops) {
+  ops.insert(ops.end(), {{Op::Linear, wdtype}, {Op::Rope, act}, {Op::ReshapeAndCache, act},
+                         {Op::PagedAttention, act}});
+  if (opt.qk_norm) ops.push_back({Op::RmsNorm, act});
+  if (opt.qkv_bias || opt.o_bias) ops.push_back({Op::AddBias, act});
+  if (opt.gated) ops.push_back({Op::SigmoidGate, act});
+}
+
+void add_mlp_ops(GluActivation activation, DType act, DType wdtype, std::vector<OpUse>& ops) {
+  ops.insert(ops.end(), {{Op::Linear, wdtype},
+                         {activation == GluActivation::GeluTanh ? Op::GeluTanhMul : Op::SiluMul, act}});
+}
+
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out,
                  GluActivation activation) {
   const int64_t T = x.size(0);

@@ -67,4 +67,9 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out,
                  GluActivation activation = GluActivation::Silu);
 
+// Appends the primitives attention_forward / mlp_forward use with these options to `ops`
+// (activations `act`, projection weights `wdtype`).
+void add_attention_ops(const AttentionOptions& opt, DType act, DType wdtype, std::vector<OpUse>& ops);
+void add_mlp_ops(GluActivation activation, DType act, DType wdtype, std::vector<OpUse>& ops);
+
 }  // namespace pagoda

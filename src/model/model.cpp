@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include "backend/fallback_backend.h"
 #include "core/error.h"
 #include "model/registry.h"
 
@@ -11,7 +12,10 @@ int Model::attention_index(int layer) const {
 
 std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
                                   Backend& backend) {
-  return model_family_of(config).make(config, ckpt, backend);
+  const ModelFamily& family = model_family_of(config);
+  std::unique_ptr<Model> model = family.make(config, ckpt, backend);
+  require_ops(backend, model->required_ops(), family.name);
+  return model;
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend) {

@@ -34,6 +34,9 @@ class Model {
   // Hybrid models need state.recurrent (its slots indexed by meta.state_slots).
   virtual void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) = 0;
   virtual size_t weight_bytes() const = 0;
+  // Every primitive op (with the dtype supports() is asked about) that forward() and the runner's
+  // greedy sampling use on this backend; load_model() refuses a backend that lacks one.
+  virtual std::vector<OpUse> required_ops() const = 0;
   // The final-norm hidden states of the last forward's meta.logits_rows: [num_rows, hidden_size]
   // (num_rows = that step's num_logits_rows) in the activation dtype, on the device. What an
   // embedding model pools; the logits are made from these rows. Valid until the next forward, and

@@ -51,6 +51,15 @@ class Qwen3_5Model final : public DecoderBase {
     }
   }
 
+  std::vector<OpUse> required_ops() const override {
+    std::vector<OpUse> ops = DecoderBase::required_ops();
+    const DType act = be_.activation_dtype(), wdt = weight_dtype();
+    if (num_gdn_ < cfg_.num_layers) add_attention_ops(kAttention, act, wdt, ops);
+    if (num_gdn_ > 0) add_gated_delta_net_ops(act, wdt, ops);
+    add_mlp_ops(GluActivation::Silu, act, wdt, ops);
+    return ops;
+  }
+
   size_t reserve(int32_t max_tokens, int32_t max_logits_rows) override {
     const int64_t T = max_tokens, D = cfg_.head_dim;
     begin_reserve(max_tokens, max_logits_rows);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cpu/check.h"
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
 
@@ -30,6 +31,11 @@ std::string CpuBackend::name() const {
   s += ", blas";
 #endif
   return s + ")";
+}
+
+bool CpuBackend::supports(Op op, DType dtype) const {
+  if (op == Op::Embedding || op == Op::Linear) return cpu::is_float_dtype(dtype);
+  return dtype == DType::F32;
 }
 
 void* CpuBackend::raw_alloc(size_t bytes) {
@@ -70,16 +76,10 @@ void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w
 void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   cpu::linear(pool_, x, w, out);
 }
-void CpuBackend::add_bias(Tensor& x, const Tensor& bias) {
-  cpu::require_dtype(x, DType::F32, "add_bias", "x");
-  cpu::require_dtype(bias, DType::F32, "add_bias", "bias");
-  const int64_t n = x.row_numel();
-  cpu::require(bias.numel() == n, "add_bias", "bias must have one value per column of x");
-  const float* b = bias.ptr<const float>();
-  for (int64_t t = 0; t < x.size(0); ++t) {
-    auto* row = static_cast<float*>(x.row(t));
-    for (int64_t i = 0; i < n; ++i) row[i] += b[i];
-  }
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) { cpu::add(pool_, a, b, out); }
+void CpuBackend::add_bias(Tensor& x, const Tensor& bias) { cpu::add_bias(pool_, x, bias); }
+void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& rope) {
+  cpu::rope(pool_, x, positions, rope);
 }
 void CpuBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   cpu::silu_mul(pool_, gate_up, out);
@@ -89,14 +89,15 @@ void CpuBackend::gelu_tanh_mul(const Tensor& gate_up, Tensor& out) {
 }
 void CpuBackend::scale(Tensor& x, float factor) { cpu::scale(pool_, x, factor); }
 void CpuBackend::softcap(Tensor& x, float cap) { cpu::softcap(pool_, x, cap); }
-void CpuBackend::linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act,
-                                 Tensor& out) {
-  cpu::linear_silu_mul(pool_, gate_up, w_down, act, out);
-}
 void CpuBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v,
                                         const Tensor& q_norm_w, const Tensor& k_norm_w, float eps,
                                         bool zero_centered, const RopeParams& rope,
                                         const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) {
+  if (rope.style != RopeStyle::NeoX) {
+    Backend::qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache,
+                                    v_cache);
+    return;
+  }
   cpu::qk_norm_rope_and_cache(pool_, q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta,
                               k_cache, v_cache);
 }

@@ -18,6 +18,9 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   DType activation_dtype() const override { return DType::F32; }
   std::string name() const override;
+  // Every primitive, with F32 activations; weights (embedding, linear) of any float dtype.
+  bool supports(Op op, DType dtype) const override;
+  bool host_visible_memory() const override { return true; }
   int num_threads() const { return pool_.num_threads(); }
   ThreadPool& pool() { return pool_; }
 
@@ -30,23 +33,18 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   void upload_convert(const Tensor& host_src, Tensor& dst) override;
 
+  // Primitives.
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps,
                 bool zero_centered) override;
-  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
-                    bool zero_centered) override;
+  void rope(Tensor& x, const Tensor& positions, const RopeParams& rope) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
   void scale(Tensor& x, float factor) override;
   void softcap(Tensor& x, float cap) override;
-  void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;
-  // q_norm_w / k_norm_w may be empty tensors (data == nullptr): no norm. rotary_dim 0 = head_dim.
-  void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
-                              const Tensor& k_norm_w, float eps, bool zero_centered,
-                              const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
-                              Tensor& v_cache) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                          Tensor& k_cache, Tensor& v_cache) override;
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -63,6 +61,15 @@ class CpuBackend final : public Backend {
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                       Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& out) override;
+
+  // Fused paths: one pass over the data instead of two (add_rms_norm) or three
+  // (qk_norm_rope_and_cache, NeoX style; interleaved RoPE takes the composed default).
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                    bool zero_centered) override;
+  void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                              const Tensor& k_norm_w, float eps, bool zero_centered,
+                              const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
+                              Tensor& v_cache) override;
 
  private:
   ThreadPool pool_;

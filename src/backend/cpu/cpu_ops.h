@@ -20,15 +20,14 @@ void rms_norm_vector(float* x, const float* w, int64_t n, float eps);
 
 // linear.cpp
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out);
-// out = linear(silu_mul(gate_up), w): silu_mul into act [T, I], then linear (unfused on the CPU).
-void linear_silu_mul(ThreadPool& pool, const Tensor& gate_up, const Tensor& w, Tensor& act,
-                     Tensor& out);
 
 // elementwise.cpp
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
 void gelu_tanh_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);
 void scale(ThreadPool& pool, Tensor& x, float factor);
 void softcap(ThreadPool& pool, Tensor& x, float cap);
+void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out);
+void add_bias(ThreadPool& pool, Tensor& x, const Tensor& bias);
 void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out);
 void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& out);
 // out[i] = index of the largest logits[i, :] (F32), lowest index on ties; NaN never wins.
@@ -41,6 +40,7 @@ void reshape_and_cache(ThreadPool& pool, const Tensor& k, const Tensor& v,
                        const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache);
 
 // rope.cpp
+void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeParams& params);
 void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor& v,
                             const Tensor& q_norm_w, const Tensor& k_norm_w, float eps,
                             bool zero_centered, const RopeParams& rope, const StepMeta& meta,

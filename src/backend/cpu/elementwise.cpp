@@ -1,5 +1,5 @@
-// Elementwise and copy ops: silu_mul, gelu_tanh_mul, scale, softcap, sigmoid_gate, gather_rows,
-// dtype conversion.
+// Elementwise and copy ops: silu_mul, gelu_tanh_mul, scale, softcap, add, add_bias, sigmoid_gate,
+// gather_rows, dtype conversion.
 #include <cmath>
 #include <numbers>
 #include <cstring>
@@ -91,6 +91,39 @@ void softcap(ThreadPool& pool, Tensor& x, float cap) {
       for (int64_t i = 0; i < n; ++i) r[i] = std::tanh(r[i] / cap) * cap;  // transformers' order
     }
   }, 1, static_cast<double>(20 * n));
+}
+
+void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* op = "add";
+  require_dtype(a, DType::F32, op, "a");
+  require_dtype(b, DType::F32, op, "b");
+  require_dtype(out, DType::F32, op, "out");
+  const int64_t T = a.size(0), n = a.row_numel();
+  require(b.size(0) == T && b.row_numel() == n && out.size(0) == T && out.row_numel() == n, op,
+          "a, b and out must have the same shape");
+  pool.parallel_for(T, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* ai = static_cast<const float*>(a.row(t));
+      const auto* bi = static_cast<const float*>(b.row(t));
+      auto* oi = static_cast<float*>(out.row(t));
+      for (int64_t i = 0; i < n; ++i) oi[i] = ai[i] + bi[i];
+    }
+  }, 1, static_cast<double>(3 * n));
+}
+
+void add_bias(ThreadPool& pool, Tensor& x, const Tensor& bias) {
+  const char* op = "add_bias";
+  require_dtype(x, DType::F32, op, "x");
+  require_dtype(bias, DType::F32, op, "bias");
+  const int64_t n = x.row_numel();
+  require(bias.numel() == n, op, "bias must have one value per column of x");
+  const float* bv = bias.ptr<const float>();
+  pool.parallel_for(x.size(0), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      auto* row = static_cast<float*>(x.row(t));
+      for (int64_t i = 0; i < n; ++i) row[i] += bv[i];
+    }
+  }, 1, static_cast<double>(2 * n));
 }
 
 void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor& out) {

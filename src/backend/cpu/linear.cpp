@@ -88,10 +88,4 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out) {
       T == 1 ? 8 : 48, static_cast<double>(T * K));
 }
 
-void linear_silu_mul(ThreadPool& pool, const Tensor& gate_up, const Tensor& w, Tensor& act,
-                     Tensor& out) {
-  silu_mul(pool, gate_up, act);
-  linear(pool, act, w, out);
-}
-
 }  // namespace pagoda::cpu

@@ -1,6 +1,7 @@
+// rope: RoPE in place on every head of [T, H, D] (NeoX or interleaved pairs). And the CPU's fused
 // qk_norm_rope_and_cache: per-head RMSNorm of q and k, NeoX RoPE on the leading rotary_dim dims of
 // every head (inv_freq from rope_inv_freq, cos/sin times rope.attention_factor), then K and V into
-// the paged caches.
+// the paged caches, in one pass over the token's heads.
 #include <cmath>
 #include <vector>
 
@@ -21,6 +22,25 @@ void rotate(float* x, const float* cos_v, const float* sin_v, int64_t half) {
   }
 }
 
+// x'[2i] = x[2i] cos - x[2i+1] sin, x'[2i+1] = x[2i+1] cos + x[2i] sin, for i < half (GPT-J).
+void rotate_interleaved(float* x, const float* cos_v, const float* sin_v, int64_t half) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = a * cos_v[i] - b * sin_v[i];
+    x[2 * i + 1] = b * cos_v[i] + a * sin_v[i];
+  }
+}
+
+// cos and sin of position p times every inv_freq, in fp32 as transformers computes them, scaled by
+// attention_scaling (yarn's attention factor; 1 otherwise) as transformers does.
+void angles(float p, const std::vector<float>& inv_freq, float af, float* cos_v, float* sin_v) {
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float angle = p * inv_freq[i];
+    cos_v[i] = std::cos(angle) * af;
+    sin_v[i] = std::sin(angle) * af;
+  }
+}
+
 std::vector<float> head_norm_weights(const Tensor& w, int64_t D, bool zero_centered) {
   std::vector<float> out;
   if (w.empty()) return out;
@@ -35,11 +55,38 @@ std::vector<float> head_norm_weights(const Tensor& w, int64_t D, bool zero_cente
 
 }  // namespace
 
+void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeParams& params) {
+  const char* op = "rope";
+  require_dtype(x, DType::F32, op, "x");
+  require_dtype(positions, DType::I32, op, "positions");
+  require(x.ndim == 3, op, "x must be [T, heads, head_dim]");
+  const int64_t T = x.size(0), H = x.size(1), D = x.size(2);
+  require(positions.numel() >= T, op, "fewer positions than tokens");
+  const int64_t rot = params.rotary_dim > 0 ? params.rotary_dim : D;
+  require(rot % 2 == 0 && rot <= D, op, "rotary_dim must be even and at most head_dim");
+  const int64_t half = rot / 2;
+  const std::vector<float> inv_freq = rope_inv_freq(params, D);
+  const int32_t* pos = positions.ptr<const int32_t>();
+  const bool neox = params.style == RopeStyle::NeoX;
+  pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
+    std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
+    for (int64_t t = t0; t < t1; ++t) {
+      angles(static_cast<float>(pos[t]), inv_freq, params.attention_factor, cos_v.data(), sin_v.data());
+      auto* row = static_cast<float*>(x.row(t));
+      for (int64_t h = 0; h < H; ++h) {
+        if (neox) rotate(row + h * D, cos_v.data(), sin_v.data(), half);
+        else rotate_interleaved(row + h * D, cos_v.data(), sin_v.data(), half);
+      }
+    }
+  }, 1, static_cast<double>(H * D * 4 + half * 40));
+}
+
 void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor& v,
                             const Tensor& q_norm_w, const Tensor& k_norm_w, float eps,
                             bool zero_centered, const RopeParams& rope, const StepMeta& meta,
                             Tensor& k_cache, Tensor& v_cache) {
   const char* op = "qk_norm_rope_and_cache";
+  require(rope.style == RopeStyle::NeoX, op, "the fused path rotates NeoX pairs only");
   require_dtype(q, DType::F32, op, "q");
   require_dtype(k, DType::F32, op, "k");
   require(k_cache.ndim == 4, op, "k_cache must be [num_blocks, block_size, Hkv, D]");
@@ -61,13 +108,7 @@ void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor
   pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
     std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
     for (int64_t t = t0; t < t1; ++t) {
-      const auto p = static_cast<float>(pos[t]);
-      for (int64_t i = 0; i < half; ++i) {
-        const float angle = p * inv_freq[static_cast<size_t>(i)];
-        // transformers scales cos and sin by attention_scaling (YaRN's attention factor) in fp32.
-        cos_v[static_cast<size_t>(i)] = std::cos(angle) * af;
-        sin_v[static_cast<size_t>(i)] = std::sin(angle) * af;
-      }
+      angles(static_cast<float>(pos[t]), inv_freq, af, cos_v.data(), sin_v.data());
       auto* qr = static_cast<float*>(q.row(t));
       for (int64_t h = 0; h < Hq; ++h) {
         if (!qw.empty()) rms_norm_vector(qr + h * D, qw.data(), D, eps);

@@ -56,6 +56,11 @@ CudaBackend::~CudaBackend() {
 
 std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")"; }
 
+bool CudaBackend::supports(Op op, DType dtype) const {
+  if (op == Op::Embedding) return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
+  return dtype == DType::F32 || dtype == DType::BF16;
+}
+
 void CudaBackend::activate() const {
   int cur = -1;
   PAGODA_CUDA_CHECK(cudaGetDevice(&cur));
@@ -241,9 +246,28 @@ void CudaBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, 
                                          const Tensor& k_norm_w, float eps, bool zero_centered,
                                          const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
                                          Tensor& v_cache) {
+  // The fused kernel rotates NeoX pairs (any scaling, norm weights or none); interleaved pairs take
+  // the primitives (rms_norm where a weight is there, rope, cache write).
+  if (rope.style != RopeStyle::NeoX) {
+    Backend::qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache);
+    return;
+  }
   activate();
   cuda::launch_qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache,
                                       stream_);
+}
+
+void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  activate();
+  require(x.ndim == 3, "rope", "x must be [T, heads, head_dim], got " + cuda::shape_str(x));
+  const int64_t d = x.shape[2];
+  const int rot = params.rotary_dim > 0 ? params.rotary_dim : static_cast<int>(d);
+  cuda::launch_rope(x, positions, rope_inv_freq(params, d), params.attention_factor, rot, params.style == RopeStyle::Interleaved, stream_);
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  activate();
+  cuda::launch_add(a, b, out, stream_);
 }
 
 void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {

@@ -32,6 +32,8 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::CUDA; }
   DType activation_dtype() const override { return activation_; }
   std::string name() const override;
+  // Every primitive with BF16 or F32 activations (and weights; embedding tables of any float dtype).
+  bool supports(Op op, DType dtype) const override;
 
   void* raw_alloc(size_t bytes) override;
   void raw_free(void* ptr) override;
@@ -43,10 +45,11 @@ class CudaBackend final : public Backend {
   int64_t total_memory() const override;
   void upload_convert(const Tensor& host_src, Tensor& dst) override;
 
+  // Primitives.
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps, bool zero_centered) override;
-  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
-                    bool zero_centered) override;
+  // Any scaling: the inverse frequencies are rope_inv_freq's, passed to the kernel by value.
+  void rope(Tensor& x, const Tensor& positions, const RopeParams& rope) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
@@ -58,6 +61,7 @@ class CudaBackend final : public Backend {
   void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
                               const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
                               const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
                          Tensor& v_cache) override;
@@ -77,6 +81,18 @@ class CudaBackend final : public Backend {
                       Tensor& out) override;
 
   void argmax_rows(const Tensor& logits, Tensor& out) override;
+
+  // Fused paths (our own kernels).
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
+                    bool zero_centered) override;
+  // The skinny-GEMM kernel with the activation fused into its loads where linear() would pick that
+  // kernel for the down projection; silu_mul into act then linear() otherwise.
+  void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;
+  // One kernel for norm + NeoX RoPE (unscaled) + cache write where the q/k norm weights are there;
+  // the composed primitives otherwise (no q/k norm, scaled or interleaved RoPE).
+  void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
+                              const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
+                              const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) override;
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override;

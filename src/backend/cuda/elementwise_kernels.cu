@@ -110,13 +110,15 @@ __global__ void embedding_convert_kernel(const Tin* table, int64_t table_stride,
 
 // ---- RMSNorm ----------------------------------------------------------------------------------------
 
+// One block per vector of `hidden` elements; `per_row` vectors in each row of dim 0 (the heads of a
+// per-head norm, 1 otherwise).
 template <typename T, bool kAdd, int V>
 __global__ void rms_norm_kernel(const T* x, int64_t xs, T* res, int64_t rs, const void* w, int wdt,
-                                T* out, int64_t os, int hidden, float eps, float w_offset) {
-  const int64_t row = blockIdx.x;
-  const T* xr = x + row * xs;
-  T* rr = kAdd ? res + row * rs : nullptr;
-  T* orow = out + row * os;
+                                T* out, int64_t os, int hidden, int per_row, float eps, float w_offset) {
+  const int64_t row = blockIdx.x / per_row, part = static_cast<int64_t>(blockIdx.x % per_row) * hidden;
+  const T* xr = x + row * xs + part;
+  T* rr = kAdd ? res + row * rs + part : nullptr;
+  T* orow = out + row * os + part;
   const int step = static_cast<int>(blockDim.x) * V;
   float ss = 0.0f;
   for (int i = static_cast<int>(threadIdx.x) * V; i < hidden; i += step) {
@@ -158,16 +160,6 @@ __global__ void rms_norm_kernel(const T* x, int64_t xs, T* res, int64_t rs, cons
 }
 
 // ---- silu_mul, sigmoid_gate -----------------------------------------------------------------------
-
-// x[row, i] += bias[i]: the bias of a projection, added to its T output (rounded once).
-template <typename T>
-__global__ void add_bias_kernel(T* x, int64_t xs, const float* bias, int64_t cols, int blocks_per_row) {
-  const int64_t row = blockIdx.x / blocks_per_row;
-  const int64_t i = static_cast<int64_t>(blockIdx.x % blocks_per_row) * blockDim.x + threadIdx.x;
-  if (i >= cols) return;
-  T* p = x + row * xs + i;
-  *p = from_f32<T>(to_f32(*p) + bias[i]);
-}
 
 // out = silu(gate) * up with the rounding of a T-typed reference: silu rounded to T, product rounded.
 template <typename T, int V>
@@ -278,19 +270,21 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
                      bool zero_centered, cudaStream_t stream) {
   const char* op = residual ? "add_rms_norm" : "rms_norm";
   const int64_t rows = num_rows(x), hidden = x.ndim ? x.shape[static_cast<size_t>(x.ndim - 1)] : 0;
-  require(hidden > 0 && x.row_numel() == hidden, op, "x must be [rows, hidden], got " + shape_str(x));
+  require(hidden > 0 && x.row_numel() % hidden == 0, op,
+          "x must be [rows, hidden] or [rows, heads, hidden], got " + shape_str(x));
+  const int64_t per_row = x.row_numel() / hidden;  // vectors normalised in each row
   require(w.numel() == hidden && w.device == Device::CUDA, op,
           "weight " + shape_str(w) + " does not match hidden " + std::to_string(hidden));
   require(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16, op,
           "weight dtype must be F32, BF16 or F16");
-  check_2d_rows(op, out, rows, hidden, "out");
+  check_2d_rows(op, out, rows, per_row * hidden, "out");
   require(out.dtype == x.dtype, op, "out and x must have one dtype");
   if (residual) {
-    check_2d_rows(op, *residual, rows, hidden, "residual");
+    check_2d_rows(op, *residual, rows, per_row * hidden, "residual");
     require(residual->dtype == x.dtype, op, "residual and x must have one dtype");
   }
   if (rows == 0) return;
-  require(hidden < (int64_t{1} << 30), op, "hidden too large");
+  require(hidden < (int64_t{1} << 30) && rows * per_row < (int64_t{1} << 31), op, "x too large");
   const float w_off = zero_centered ? 1.0f : 0.0f;
   PAGODA_DISPATCH_FLOAT(x.dtype, T, op, {
     constexpr int V16 = 16 / sizeof(T);
@@ -302,9 +296,9 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
       constexpr bool kAdd = decltype(add_tag)::value;
       constexpr int V = decltype(v_tag)::value;
       const int threads = threads_for(hidden / V);
-      rms_norm_kernel<T, kAdd, V><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+      rms_norm_kernel<T, kAdd, V><<<static_cast<unsigned>(rows * per_row), threads, 0, stream>>>(
           x.ptr<T>(), x.stride0(), res, rs, w.data, static_cast<int>(w.dtype), out.ptr<T>(),
-          out.stride0(), static_cast<int>(hidden), eps, w_off);
+          out.stride0(), static_cast<int>(hidden), static_cast<int>(per_row), eps, w_off);
     };
     if (residual) {
       if (vec) go(std::true_type{}, std::integral_constant<int, V16>{});
@@ -338,22 +332,6 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
     };
     if (vec) go(std::integral_constant<int, V16>{});
     else go(std::integral_constant<int, 1>{});
-  });
-  PAGODA_CUDA_CHECK_LAUNCH();
-}
-
-void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream) {
-  const char* op = "add_bias";
-  const int64_t rows = num_rows(x), cols = x.row_numel();
-  require(x.ndim == 2, op, "x must be [T, N], got " + shape_str(x));
-  require(bias.dtype == DType::F32 && bias.numel() == cols && bias.device == Device::CUDA, op,
-          "bias must be F32 [" + std::to_string(cols) + "] on cuda, got " + shape_str(bias));
-  if (rows == 0 || cols == 0) return;
-  PAGODA_DISPATCH_FLOAT(x.dtype, T, op, {
-    const int threads = threads_for(cols);
-    const int bpr = static_cast<int>((cols + threads - 1) / threads);
-    add_bias_kernel<T><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(x.ptr<T>(), x.stride0(),
-                                                                              bias.ptr<float>(), cols, bpr);
   });
   PAGODA_CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -15,8 +16,6 @@ void launch_gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, cudaSt
 void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps,
                      bool zero_centered, cudaStream_t stream);
 void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
-// x[t, :] += bias (x [T, N] in F32/BF16, dim 0 may be strided; bias [N] F32).
-void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream);
 void launch_gelu_tanh_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
 // In place on x's rows: x *= factor when cap is 0, else x = cap * tanh(x / cap).
 void launch_scale_or_cap(Tensor& x, float factor, float cap, cudaStream_t stream);
@@ -27,6 +26,15 @@ void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaS
 // `workspace` (8 bytes per block); without room there it runs one block per row.
 void launch_argmax_rows(const Tensor& logits, Tensor& out, int num_sms, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);
+
+// rope_add_kernels.cu. RoPE in place on x [T, heads, D] with inv_freq (rotary_dim / 2 values, at
+// most kMaxRopePairs) as rope_inv_freq computed them; NeoX or interleaved pairs.
+constexpr int kMaxRopePairs = 256;
+void launch_rope(Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq, float scale, int rotary_dim,
+                 bool interleaved, cudaStream_t stream);
+// out = a + b ([rows, cols], dim 0 strided; out may alias a or b); x += bias (F32 [cols]) per row.
+void launch_add(const Tensor& a, const Tensor& b, Tensor& out, cudaStream_t stream);
+void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream);
 
 void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping,
                               Tensor& k_cache, Tensor& v_cache, cudaStream_t stream);
