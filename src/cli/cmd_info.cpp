@@ -64,6 +64,11 @@ void print_info(const std::string& dir) {
               static_cast<long long>(cfg.num_heads), static_cast<long long>(cfg.num_kv_heads),
               static_cast<long long>(cfg.head_dim), static_cast<long long>(cfg.rotary_dim),
               cfg.rope_theta);
+  // The family's own settings (rope scaling, sliding window, ...), as the family words them.
+  if (const ModelFamily& family = model_family_of(cfg); family.describe != nullptr) {
+    for (const auto& [label, value] : family.describe(cfg))
+      std::printf("%-18s %s\n", label.c_str(), value.c_str());
+  }
   if (cfg.num_layers_of(LayerKind::LinearAttention) > 0) {
     std::printf("gated deltanet     %lld key heads x dk %lld, %lld value heads x dv %lld, "
                 "conv kernel %lld\n",

@@ -2,6 +2,8 @@
 // without q/k norms, with optional biases on q/k/v/o_proj (attention_bias), RoPE over the whole head
 // with transformers' `llama3` frequency scaling (MODELS.md "Llama 3.x"), tied or untied embeddings,
 // head_dim explicit or hidden_size / num_attention_heads.
+#include <cstdio>
+
 #include "core/error.h"
 #include "io/config_reader.h"
 #include "model/dense_decoder.h"
@@ -66,12 +68,29 @@ std::unique_ptr<Model> make_llama(const ModelConfig& config, const Checkpoint& c
   return make_dense_decoder(config, ckpt, backend, opt);
 }
 
+// `pagoda info`: the rope scaling and biases, which the common core does not carry.
+std::vector<std::pair<std::string, std::string>> describe_llama(const ModelConfig& config) {
+  const LlamaFields* f = config.family_fields_as<LlamaFields>();
+  if (f == nullptr) return {};
+  std::string rope = "none";
+  if (f->rope_scaling.scaling == RopeScaling::Llama3) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "llama3 (factor %g, low_freq_factor %g, high_freq_factor %g, "
+                  "original_max_position_embeddings %g)",
+                  f->rope_scaling.factor, f->rope_scaling.low_freq_factor,
+                  f->rope_scaling.high_freq_factor, f->rope_scaling.original_max_positions);
+    rope = buf;
+  }
+  return {{"rope scaling", rope}, {"attention bias", f->attention_bias ? "q/k/v/o" : "none"}};
+}
+
 }  // namespace
 
 std::vector<ModelFamily> llama_families() {
   // head_dim default 0: LlamaConfig derives it as hidden_size // num_attention_heads.
   return {{"Llama", "llama", "LlamaForCausalLM", /*nested=*/false, /*default_head_dim=*/0,
-           read_llama_config, make_llama}};
+           read_llama_config, make_llama, describe_llama}};
 }
 
 }  // namespace pagoda
