@@ -124,6 +124,7 @@ def llama3_2_cases(c):
         ("tool_calls_then_answer", c([SYS, u("Weather in Tokyo?"), a("", tool_calls=[call("get_weather", {"location": "東京"})]),
                                       tool("18°C, rain"), a("It is 18°C and raining."), u("Thanks!")],
                                      add_generation_prompt=True, tools=[WEATHER_TOOL], **d)),
+        ("tool_calls_null_is_a_type_error", c([u("q"), a("x", tool_calls=None)], **d)),
         ("error_two_tool_calls", c([u("q"), a("", tool_calls=[weather, weather])], tools=[WEATHER_TOOL], **d)),
         ("error_tools_without_user_message", c([SYS], tools=[WEATHER_TOOL], **d)),
     ]
@@ -154,6 +155,12 @@ def mistral_cases(c):
         ("tool_call_string_arguments", c([u("Weather?"), a(None, tool_calls=[mcall("get_weather", "{\"location\": \"Berlin\"}")])],
                                           tools=[WEATHER_TOOL])),
         ("tool_result_number", c([u("q"), a(None, tool_calls=[weather]), result(21)])),
+        # `content|string` prints Python's repr of a mapping or list (quotes, True, None, floats).
+        ("tool_result_python_repr", c([u("q"), a(None, tool_calls=[weather]), result({"temp": 21.5, "ok": True, "x": None, "s": "it's"}),
+                                       a("ok"), u("again"), a(None, tool_calls=[weather]), result([1, "a", [2.0, False]])])),
+        ("tools_on_every_equal_last_user_message", c([u("same"), a("one"), u("same")], tools=[WEATHER_TOOL])),
+        ("tool_call_without_arguments", c([u("q"), a(None, tool_calls=[{"id": "a1B2c3D4e", "type": "function",
+                                                                        "function": {"name": "now"}}])])),
         ("error_roles_not_alternating", c([u("a"), u("b")])),
         ("error_assistant_first", c([SYS, a("hi"), u("b")])),
         ("error_unknown_role", c([u("a"), {"role": "critic", "content": "b"}])),
@@ -169,6 +176,8 @@ def gemma3_cases(c):
         ("content_parts_with_images", c([u([img(), txt("  What is in this picture?  "), img(), txt("And this?")]),
                                          a([txt("A cat and a dog.")]), u([txt("Thanks")])], add_generation_prompt=True)),
         ("unknown_part_type_dropped", c([u([txt("a"), {"type": "audio"}, txt("b")])])),
+        ("content_mapping_iterates_keys", c([u({"type": "text", "text": "ignored"})])),
+        ("bos_and_eos_absent", {"messages": [u("no special tokens given")], "tools": None, "add_generation_prompt": True}),
         ("error_roles_not_alternating", c([u("a"), u("b")])),
         ("error_assistant_first", c([a("hi")])),
         ("late_system_is_a_turn", c([u("a"), {"role": "system", "content": "late"}])),
@@ -217,7 +226,8 @@ def main():
         for case_name, context in cases(c):
             used.clear()
             entry = render_entry(template, {"name": case_name, "context": context}, context)
-            assert case_name.startswith("error_") == ("error" in entry), (name, case_name, entry)
+            # error_* cases raise on purpose (raise_exception); *_type_error ones fail in Python.
+            assert (case_name.startswith("error_") or case_name.endswith("_type_error")) == ("error" in entry), entry
             if used:
                 assert len(set(used)) == 1
                 entry["strftime_now"] = used[0]

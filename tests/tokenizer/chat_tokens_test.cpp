@@ -104,7 +104,7 @@ TEST(ChatTokensGemma3, TurnMarkersAreSingleTokens) {
   size_t checked = 0;
   const ordered_json renders = read_json(kRoot + "/tests/fixtures/chat_templates/gemma3_renders.json");
   for (const auto& c : renders.at("cases")) {
-    if (!c.contains("render")) continue;
+    if (!c.contains("render") || !c.at("context").contains("bos_token")) continue;
     SCOPED_TRACE(c.at("name").get<std::string>());
     const std::string prompt = tmpl->render(c.at("context"));
     ASSERT_EQ(prompt, c.at("render").get<std::string>());
