@@ -4,8 +4,8 @@ templates (transformers.utils.chat_template_utils._compile_jinja_template): an
 ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and jinja2.ext.loopcontrols, the
 `tojson` filter that keeps key order and does not escape non-ASCII, and the `raise_exception` global.
 
-Writes three fixtures that tests/tokenizer/chat_template_test.cpp and
-tests/tokenizer/chat_template_request_test.cpp compare byte for byte:
+Writes three fixtures that tests/template/chat_template_test.cpp and
+tests/server/openai_request_test.cpp compare byte for byte:
   tests/fixtures/chat_templates/qwen3_renders.json    the real Qwen3 template (from
       tests/data/qwen3-tokenizer/tokenizer_config.json, see tools/fetch_test_data.sh) over many
       conversations: [{"name", "context", "render"}], then request-level cases as below

@@ -22,6 +22,8 @@ void Backend::add_bias(Tensor&, const Tensor&) {
               "projections (attention_bias) need; run this model with --device cpu");
 }
 
+float rope_attention_scale(const RopeParams&) { return 1.0f; }
+
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim) {
   const int64_t rot = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
   const int64_t half = rot / 2;
@@ -100,6 +102,12 @@ Buffer Backend::alloc(size_t bytes) {
     throw Error("out of " + std::string(device_name(device())) + " memory: could not allocate " +
                 human_bytes(bytes) + " (" + std::to_string(bytes) + " bytes) on " + name());
   return Buffer(this, p, bytes);
+}
+
+AttentionPlan Backend::plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                                      const AttentionLengths& lengths) {
+  return plan_attention_tiles(shape, meta.num_tokens, meta.num_seqs, meta.block_size, meta.max_seq_len,
+                              meta.max_query_len, lengths, 1);
 }
 
 void Backend::begin_capture() { throw Error(name() + " cannot capture graphs"); }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/attention_plan.h"
 #include "backend/step_meta.h"
 #include "core/tensor.h"
 
@@ -66,6 +67,8 @@ struct RopeParams {
 // inv_freq of every rotary pair (rotary_dim / 2 values; rotary_dim 0 = head_dim), in fp32 as
 // transformers computes them, with the scaling applied. Host-side; what a backend's rope uses.
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
+// What cos and sin are multiplied by (yarn's attention factor; 1 for every other scaling).
+float rope_attention_scale(const RopeParams& rope);
 
 class Backend {
  public:
@@ -123,10 +126,17 @@ class Backend {
   // Unified varlen paged attention over one step: q [T, Hq, D] → out [T, Hq, D]. Sequence s owns
   // rows cu_seqlens_q[s]..cu_seqlens_q[s+1]; its query i (of q_len) sits at context position
   // seq_lens[s] - q_len + i and attends causally to keys [0, that position] read through
-  // block_tables[s]. GQA: query head h reads kv head h / (Hq / Hkv).
+  // block_tables[s]. GQA: query head h reads kv head h / (Hq / Hkv). The work partition comes
+  // from meta.attention_plan when it was made for this call's shape and step (plan_attention),
+  // else the call plans for itself; the results are the same either way.
   virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                const StepMeta& meta, const AttentionParams& params,
                                Tensor& out) = 0;
+  // The step's attention plan (attention_plan.h), made once per step on the host from StepMeta's
+  // host scalars and, where given, the host lengths; the caller stores it in meta.attention_plan.
+  // The default: tiles of one query row, no splits.
+  virtual AttentionPlan plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                                       const AttentionLengths& lengths);
   // out[i, :] = x[rows[i], :]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out = a * sigmoid(gate), elementwise (Qwen3.5 attention output gate); out may alias a.

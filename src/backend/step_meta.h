@@ -9,6 +9,8 @@
 
 namespace pagoda {
 
+struct AttentionPlan;
+
 struct StepMeta {
   // Device tensors, all int32.
   Tensor token_ids;     // [T]
@@ -29,6 +31,11 @@ struct StepMeta {
   int32_t max_seq_len = 0;         // longest context
   int32_t max_blocks_per_seq = 0;  // columns of block_tables
   int32_t block_size = 0;
+
+  // The step's attention plan (attention_plan.h), made once by the ModelRunner with
+  // Backend::plan_attention and owned by it; every attention layer of the step reuses it. Null:
+  // paged_attention plans for each call itself (tests, benchmarks).
+  const AttentionPlan* attention_plan = nullptr;
 };
 
 }  // namespace pagoda

@@ -1,5 +1,6 @@
-// `pagoda bench kernels` (PERF.md item 3): each hot kernel alone, through the Backend interface,
-// at the shapes of the models we serve. Reports time, achieved bandwidth (bytes that must move:
+// `pagoda bench kernels` (PERF.md item 3; also `pagoda bench ops`): the op table's perf cases
+// (bench/op_table.h) — each hot op alone, through the Backend interface, at the shapes of the
+// models we serve. Reports time, achieved bandwidth (bytes that must move:
 // each input read once, each output written once) and arithmetic rate, and both as fractions of
 // the device's own ceilings measured first in the same run: a large device-to-device copy (bytes
 // read + written) and a large bf16 GEMM.

@@ -165,8 +165,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
     *exit_code = 0;
   });
 
-  auto* kern = bench->add_subcommand("kernels", "Each hot kernel alone at model shapes: time, GB/s, "
-                                                "TFLOP/s against the device's measured copy and GEMM rates");
+  auto* kern = bench->add_subcommand("kernels", "The op table's perf cases: each hot op alone at model shapes: "
+                                                "time, GB/s, TFLOP/s against the device's measured copy and GEMM "
+                                                "rates (alias: ops)");
+  kern->alias("ops");
   auto kargs = std::make_shared<KernelArgs>();
   kern->add_option("--device", kargs->device, "cpu or cuda")->capture_default_str();
   kern->add_option("--filter", kargs->opt.filter, "Only kernels whose name or shape contains this");

@@ -128,6 +128,25 @@ StepMeta ModelRunner::upload_padded_decode(const StepBatch* b, int32_t bucket) {
   return m;
 }
 
+void ModelRunner::plan_attention(StepMeta& meta, const StepBatch* batch, const PagedKvCache& kv) {
+  const auto& cfg = model_.config();
+  const KvCacheShape& ks = kv.shape();
+  if (ks.num_layers == 0 || cfg.num_heads <= 0) return;  // no attention layer
+  AttentionShape shape;
+  shape.num_q_heads = static_cast<int32_t>(cfg.num_heads);
+  shape.num_kv_heads = ks.num_kv_heads;
+  shape.head_dim = ks.head_dim;
+  shape.q_dtype = be_.activation_dtype();
+  shape.kv_dtype = ks.dtype;
+  AttentionLengths lengths;
+  if (batch) {
+    lengths.cu_seqlens_q = batch->cu_seqlens_q.data();
+    lengths.seq_lens = batch->seq_lens.data();
+  }
+  attn_plan_ = be_.plan_attention(meta, shape, lengths);
+  meta.attention_plan = &attn_plan_;
+}
+
 void ModelRunner::forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, RecurrentState* recurrent) {
   const int64_t vocab = model_.config().vocab_size;
   Tensor logits = logits_buf_.tensor(DType::F32, {meta.num_logits_rows, vocab});
@@ -138,7 +157,8 @@ void ModelRunner::forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, Rec
 
 const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCache& kv,
                                                RecurrentState* recurrent) {
-  const StepMeta meta = upload(batch);
+  StepMeta meta = upload(batch);
+  plan_attention(meta, &batch, kv);
   const int64_t vocab = model_.config().vocab_size;
   Tensor logits = logits_buf_.tensor(DType::F32, {meta.num_logits_rows, vocab});
   model_.forward(meta, ModelState{kv, recurrent}, logits);
@@ -168,7 +188,8 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
     upload_padded_decode(&batch, bucket->first);
     be_.replay(bucket->second);
   } else {
-    const StepMeta meta = upload(batch);
+    StepMeta meta = upload(batch);
+    plan_attention(meta, &batch, kv);
     forward_and_argmax(meta, kv, recurrent);
   }
   step_.argmax.resize(static_cast<size_t>(R));
@@ -250,7 +271,9 @@ int ModelRunner::capture_decode_graphs(PagedKvCache& kv, RecurrentState* recurre
     if (graphs_.count(bucket)) continue;
     // An eager run first (GEMM plans, kernel attributes), then the capture. Padding sequences
     // write no cache and only the dummy state slot, so these runs leave live state untouched.
-    const StepMeta meta = upload_padded_decode(nullptr, bucket);
+    // The plan from the layout's maxima: the captured launches must hold for every replay.
+    StepMeta meta = upload_padded_decode(nullptr, bucket);
+    plan_attention(meta, nullptr, kv);
     forward_and_argmax(meta, kv, recurrent);
     be_.synchronize();
     be_.begin_capture();

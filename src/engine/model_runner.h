@@ -84,6 +84,9 @@ class ModelRunner {
   StepMeta upload(const StepBatch& batch);
   // Graph-mode decode layout: the batch padded to `bucket` sequences, uploaded at fixed offsets.
   StepMeta upload_padded_decode(const StepBatch* batch, int32_t bucket);
+  // The step's attention plan (attention_plan.h), made once and stored in meta.attention_plan for
+  // every attention layer. `batch` null: the graph-mode layout, planned from meta's maxima.
+  void plan_attention(StepMeta& meta, const StepBatch* batch, const PagedKvCache& kv);
   void forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, RecurrentState* recurrent);
   // Brings the flagged rows of the model's last hidden rows to the host as fp32.
   void copy_hidden_rows(std::span<const uint8_t> hidden_rows);
@@ -98,6 +101,7 @@ class ModelRunner {
   std::vector<float> host_logits_;
   std::vector<uint16_t> hidden_staging_;  // 16-bit hidden rows before widening
   StepLogits step_;
+  AttentionPlan attn_plan_;
   StepTimes times_;
   std::map<int32_t, int64_t> graphs_;  // bucket → graph handle
   size_t workspace_bytes_ = 0;

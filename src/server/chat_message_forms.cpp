@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "server/request_json.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace pagoda::server {
 namespace {

@@ -8,8 +8,8 @@
 #include "server/api_error.h"
 #include "server/request_json.h"
 
-#if __has_include("tokenizer/chat_template.h")
-#include "tokenizer/chat_template.h"
+#if __has_include("template/chat_template.h")
+#include "template/chat_template.h"
 #define PAGODA_HAS_CHAT_TEMPLATE 1
 #else
 // The Jinja interpreter is not in this tree yet: chat requests answer 400 until it is.

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace {
 

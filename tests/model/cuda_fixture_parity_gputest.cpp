@@ -1,10 +1,12 @@
 // The tiny fixtures on the GPU with fp32 activations (--dtype float32): greedy tokens identical to
 // Hugging Face transformers' fp32 reference (the same reference the CPU engine matches in ctest),
-// for every fixture — Qwen3 tied/untied/GQA/sharded and both Qwen3.5 layouts — batched with CUDA
+// for every fixture — Qwen3 tied/untied/GQA/sharded, both Qwen3.5 layouts, Llama 3 (llama3 RoPE
+// scaling, biases) — batched with CUDA
 // graphs, eagerly, and with chunked prefill plus forced preemption. In bf16 the fixtures' near-tied
 // top-2 logits (margins down to 3e-3) flip some tokens; that is what the fp32 mode is for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -19,22 +21,23 @@ using testing::greedy;
 using testing::run_all;
 
 const char* const kFixtures[] = {"qwen3-tiny-tied", "qwen3-tiny-untied-gqa4", "qwen3-tiny-mha-sharded",
-                                 "qwen3_5-tiny-text", "qwen3_5-tiny-mm"};
+                                 "qwen3_5-tiny-text", "qwen3_5-tiny-mm", "llama3-tiny-tied-bias",
+                                 "llama3-tiny-untied"};
 
 struct Variant {
   const char* name;
   bool eager;
   int32_t max_num_batched_tokens;
   int32_t max_num_seqs;
-  int64_t num_blocks_override;  // 0: sized by kv_cache_memory_bytes
+  bool starve_blocks;  // blocks for the longest case and one more: the cases cannot all run at once
 };
 
 const Variant kVariants[] = {
-    {"Graphs", false, 2048, 16, 0},
-    {"Eager", true, 2048, 16, 0},
+    {"Graphs", false, 2048, 16, false},
+    {"Eager", true, 2048, 16, false},
     // 48-token steps cut the prompts (up to 300 tokens) across several 64-token GDN chunks at odd
-    // places; 30 blocks of 16 for ~1,200 tokens of work force preemption and recompute.
-    {"ChunkedPreempted", false, 48, 4, 30},
+    // places; a pool that holds the longest case but not all of them forces preemption and recompute.
+    {"ChunkedPreempted", false, 48, 4, true},
 };
 
 class CudaFixtureParity : public ::testing::TestWithParam<std::tuple<const char*, Variant>> {};
@@ -53,12 +56,17 @@ TEST_P(CudaFixtureParity, Fp32GreedyTokensEqualTransformers) {
   c.max_model_len = 340;  // the longest case: 300 + 32 tokens
   c.block_size = 16;
   c.kv_cache_memory_bytes = 64 << 20;
-  c.num_gpu_blocks_override = v.num_blocks_override;
+  if (v.starve_blocks) {
+    size_t longest = 0;
+    for (const auto& rc : cases) longest = std::max(longest, rc.prompt_ids.size() + rc.generated_ids.size());
+    c.num_gpu_blocks_override = static_cast<int64_t>((longest + 15) / 16 + 1);
+    c.max_model_len = static_cast<int32_t>(c.num_gpu_blocks_override * 16);
+  }
   Engine engine(fixture_model_dir(name), c);
   ASSERT_EQ(engine.backend().activation_dtype(), DType::F32);
   const int32_t max_tokens = static_cast<int32_t>(cases.front().generated_ids.size());
   const auto out = run_all(engine, cases, greedy(max_tokens));
-  if (v.num_blocks_override > 0) {
+  if (v.starve_blocks) {
     EXPECT_GT(engine.scheduler().num_preemptions(), 0) << "the variant did not force a preemption";
   }
   for (size_t i = 0; i < cases.size(); ++i)

@@ -148,7 +148,7 @@ TEST(OpenAiRequest, UnsetSamplingFieldsTakeTheModelDefaults) {
 #include "server/chat_message_forms.h"
 #include "server/chat_prompt.h"
 #include "server/request_json.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace pagoda::server {
 namespace {

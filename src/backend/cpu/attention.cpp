@@ -138,7 +138,51 @@ AttnShape check_attention_args(const Tensor& q, const Tensor& k_cache, const Ten
   return a;
 }
 
+AttentionShape attention_shape(const AttnShape& a, DType kv_dtype) {
+  AttentionShape s;
+  s.num_q_heads = static_cast<int32_t>(a.Hq);
+  s.num_kv_heads = static_cast<int32_t>(a.Hkv);
+  s.head_dim = static_cast<int32_t>(a.D);
+  s.q_dtype = DType::F32;
+  s.kv_dtype = kv_dtype;
+  return s;
+}
+
 }  // namespace
+
+AttentionPlan plan_attention(ThreadPool& pool, const StepMeta& meta, const AttentionShape& shape,
+                             const AttentionLengths& lengths) {
+  // The CPU's metadata tensors are host memory: the lengths can always be read from them.
+  AttentionLengths len = lengths;
+  if (!len.cu_seqlens_q || !len.seq_lens) {
+    require(meta.cu_seqlens_q.dtype == DType::I32 && meta.seq_lens.dtype == DType::I32 &&
+                meta.cu_seqlens_q.numel() >= meta.num_seqs + 1 && meta.seq_lens.numel() >= meta.num_seqs,
+            "plan_attention", "cu_seqlens_q / seq_lens must be int32 and cover num_seqs");
+    len.cu_seqlens_q = meta.cu_seqlens_q.ptr<const int32_t>();
+    len.seq_lens = meta.seq_lens.ptr<const int32_t>();
+  }
+  const int64_t threads = pool.num_threads(), hkv = std::max<int32_t>(shape.num_kv_heads, 1);
+  // Query tiles: one row for decodes; for prefill chunks as many consecutive rows of one sequence
+  // as still leave ~8 items per thread (a tile's rows read the same key blocks, kept in cache).
+  int32_t tile = 1;
+  if (meta.max_query_len > 1)
+    for (int32_t r : {16, 8, 4, 2})
+      if (static_cast<int64_t>(meta.num_tokens) / r * hkv >= 8 * threads) {
+        tile = r;
+        break;
+      }
+  AttentionPlan p = plan_attention_tiles(shape, meta.num_tokens, meta.num_seqs, meta.block_size,
+                                         meta.max_seq_len, meta.max_query_len, len, tile);
+  // Work: a dot product, a softmax term and an accumulation per (query head, key). Split the GQA
+  // group when there are too few (tile, kv head) items to keep every thread busy (and the work is
+  // worth more than one thread at all).
+  const double work = p.query_key_pairs * shape.num_q_heads * (2.0 * shape.head_dim + 16);
+  const int64_t group = std::max<int64_t>(1, shape.num_q_heads / hkv);
+  const int64_t items = std::max<int64_t>(1, static_cast<int64_t>(p.tiles.size()) * hkv);
+  const int64_t want = pool.ranges_for(1, work, 2 * threads);
+  p.head_splits = want <= 1 ? 1 : static_cast<int32_t>(std::clamp<int64_t>((want + items - 1) / items, 1, group));
+  return p;
+}
 
 void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
                      const Tensor& v_cache, const StepMeta& meta, const AttentionParams& params,
@@ -154,11 +198,6 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
   const int32_t* cu = meta.cu_seqlens_q.ptr<const int32_t>();
   const int32_t* seq_lens = meta.seq_lens.ptr<const int32_t>();
   const int32_t* tables = meta.block_tables.ptr<const int32_t>();
-
-  // Token row -> (sequence, context position); validate what the kernel will read.
-  std::vector<int32_t> seq_of(static_cast<size_t>(T), -1);
-  std::vector<int64_t> pos_of(static_cast<size_t>(T), 0);
-  double keys = 0.0;  // (query token, key) pairs to score, for the work estimate
   require(cu[0] >= 0 && cu[S] <= T, op, "cu_seqlens_q out of range");
   for (int64_t s = 0; s < S; ++s) {
     const int64_t q_len = cu[s + 1] - cu[s], ctx = seq_lens[s];
@@ -170,34 +209,43 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       const int32_t blk = tables[s * a.max_blocks + b];
       require(blk >= 0 && blk < a.num_blocks, op, "block table entry out of range");
     }
-    for (int64_t i = 0; i < q_len; ++i) {
-      seq_of[static_cast<size_t>(cu[s] + i)] = static_cast<int32_t>(s);
-      pos_of[static_cast<size_t>(cu[s] + i)] = ctx - q_len + i;
-    }
-    const int64_t window = params.sliding_window > 0 ? params.sliding_window : ctx;
-    for (int64_t i = 0; i < q_len; ++i)
-      keys += static_cast<double>(std::min(window, ctx - q_len + i + 1));
   }
 
-  // Work: a dot product, a softmax term and an accumulation per (query head, key).
-  const double work = keys * static_cast<double>(a.Hq * (a.D + a.Dv + 16));
-  // Split the GQA group when there are too few (token, kv head) items to keep every thread busy
-  // (and the work is worth more than one thread at all).
-  const int64_t want = pool.ranges_for(1, work, 2 * static_cast<int64_t>(pool.num_threads()));
-  const int64_t splits =
-      want <= 1 ? 1 : std::clamp<int64_t>((want + T * a.Hkv - 1) / (T * a.Hkv), 1, a.G);
+  // The step's plan where it was made for this call, else one for this call alone.
+  const AttentionShape shape = attention_shape(a, k_cache.dtype);
+  const AttentionPlan* plan = meta.attention_plan;
+  AttentionPlan local;
+  if (!plan || !plan->from_lengths ||
+      !plan->made_for(shape, static_cast<int32_t>(T), static_cast<int32_t>(S), static_cast<int32_t>(a.block_size))) {
+    StepMeta m = meta;
+    m.num_tokens = static_cast<int32_t>(T);
+    m.num_seqs = static_cast<int32_t>(S);
+    m.block_size = static_cast<int32_t>(a.block_size);
+    local = plan_attention(pool, m, shape, {cu, seq_lens});
+    plan = &local;
+  }
+  // The tiles must describe this step's rows: a plan made from other lengths is an internal error.
+  for (const AttentionTile& t : plan->tiles)
+    require(t.seq >= 0 && t.seq < S && t.row_begin >= cu[t.seq] && t.row_end <= cu[t.seq + 1] &&
+                t.context == seq_lens[t.seq] &&
+                t.first_pos == seq_lens[t.seq] - (cu[t.seq + 1] - cu[t.seq]) + (t.row_begin - cu[t.seq]),
+            op, "internal: the attention plan was made for other lengths than this step's");
+
+  const int64_t splits = std::clamp<int64_t>(plan->head_splits, 1, a.G);
   const int64_t group = (a.G + splits - 1) / splits;
-  const int64_t items = T * a.Hkv * splits;
+  const int64_t items = static_cast<int64_t>(plan->tiles.size()) * a.Hkv * splits;
+  if (items == 0) return;
+  const double work = plan->query_key_pairs * static_cast<double>(a.Hq * (a.D + a.Dv + 16));
   pool.parallel_for(items, [&](int64_t begin, int64_t end) {
     thread_local Scratch scratch;
     for (int64_t it = begin; it < end; ++it) {
-      const int64_t t = it / (a.Hkv * splits), kvh = (it / splits) % a.Hkv, part = it % splits;
-      const int32_t s = seq_of[static_cast<size_t>(t)];
-      if (s < 0) continue;  // a padding row outside every sequence
+      const AttentionTile& tile = plan->tiles[static_cast<size_t>(it / (a.Hkv * splits))];
+      const int64_t kvh = (it / splits) % a.Hkv, part = it % splits;
       const int64_t g0 = part * group, nG = std::min(group, a.G - g0);
       if (nG <= 0) continue;
-      attend(a, q, k_cache, v_cache, tables + s * a.max_blocks, t, pos_of[static_cast<size_t>(t)],
-             kvh, g0, nG, params, out, scratch);
+      for (int64_t t = tile.row_begin; t < tile.row_end; ++t)
+        attend(a, q, k_cache, v_cache, tables + tile.seq * a.max_blocks, t, tile.first_pos + (t - tile.row_begin),
+               kvh, g0, nG, params, out, scratch);
     }
   }, 1, work / static_cast<double>(items));
 }

@@ -103,6 +103,10 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
                                  const StepMeta& meta, const AttentionParams& params, Tensor& out) {
   cpu::paged_attention(pool_, q, k_cache, v_cache, meta, params, out);
 }
+AttentionPlan CpuBackend::plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                                         const AttentionLengths& lengths) {
+  return cpu::plan_attention(pool_, meta, shape, lengths);
+}
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
   cpu::gather_rows(pool_, x, rows, out);
 }

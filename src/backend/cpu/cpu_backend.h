@@ -48,6 +48,8 @@ class CpuBackend final : public Backend {
                          Tensor& k_cache, Tensor& v_cache) override;
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const StepMeta& meta, const AttentionParams& params, Tensor& out) override;
+  AttentionPlan plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                               const AttentionLengths& lengths) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) override;
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state,

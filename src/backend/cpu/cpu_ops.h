@@ -44,6 +44,10 @@ void qk_norm_rope_and_cache(ThreadPool& pool, Tensor& q, Tensor& k, const Tensor
                             Tensor& k_cache, Tensor& v_cache);
 
 // attention.cpp
+// The CPU's attention plan: query tiles (one row for decodes, up to 16 rows of a prefill chunk)
+// and the GQA-group split, from the lengths (read from meta's host tensors where not given).
+AttentionPlan plan_attention(ThreadPool& pool, const StepMeta& meta, const AttentionShape& shape,
+                             const AttentionLengths& lengths);
 void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
                      const Tensor& v_cache, const StepMeta& meta, const AttentionParams& params,
                      Tensor& out);

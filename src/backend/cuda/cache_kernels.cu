@@ -1,5 +1,8 @@
 // KV-cache writes: reshape_and_cache and the fused qk_norm_rope_and_cache (per token: RMSNorm of
-// every q and k head, NeoX RoPE, k and v stored in the paged caches at slot_mapping).
+// every q and k head (or none), NeoX RoPE, k and v stored in the paged caches at slot_mapping).
+#include <algorithm>
+#include <vector>
+
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -7,6 +10,15 @@ namespace pagoda::cuda {
 namespace {
 
 constexpr int kCacheThreads = 128;
+constexpr int kMaxRopeHalf = 128;  // rotary_dim up to 256
+
+// The rotary frequencies of one call, computed on the host by rope_inv_freq() (every scaling the
+// CPU backend knows, the same fp32 numbers) and passed by value: no device table to keep alive, and
+// a captured graph replays them unchanged. `scale` multiplies cos and sin (yarn's attention factor).
+struct RopeTable {
+  float inv_freq[kMaxRopeHalf];
+  float scale;
+};
 
 template <typename T, typename TC>
 __global__ void reshape_and_cache_kernel(const T* k, int64_t ks, const T* v, int64_t vs, const int32_t* slots,
@@ -27,7 +39,7 @@ __global__ void reshape_and_cache_kernel(const T* k, int64_t ks, const T* v, int
 template <typename T, typename TC>
 __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, const T* v, int64_t vs,
                                           const void* qw, const void* kw, int wdt, float eps, float w_off,
-                                          int hq, int hkv, int d, int rotary_dim, float theta,
+                                          int hq, int hkv, int d, int rotary_dim, const RopeTable rope,
                                           const int32_t* positions, const int32_t* slots, TC* k_cache,
                                           TC* v_cache) {
   extern __shared__ float head_buf[];
@@ -40,13 +52,12 @@ __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, co
   const float pos = static_cast<float>(positions[t]);
   const int64_t slot = slots[t];
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    // inv_freq = 1 / theta^(2j/rotary_dim), angle = pos * inv_freq, both in fp32 (as HF computes them);
-    // cos and sin rounded to T (HF's bf16 path).
-    const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+    // angle = pos * inv_freq in fp32 (as HF computes it); cos and sin scaled, then rounded to T
+    // (HF's bf16 path).
     float sn, cs;
-    sincosf(pos * inv_freq, &sn, &cs);
-    cos_tab[j] = round_to<T>(cs);
-    sin_tab[j] = round_to<T>(sn);
+    sincosf(pos * rope.inv_freq[j], &sn, &cs);
+    cos_tab[j] = round_to<T>(cs * rope.scale);
+    sin_tab[j] = round_to<T>(sn * rope.scale);
   }
   __syncthreads();
   const int h = static_cast<int>(blockIdx.y) * nwarps + warp;
@@ -65,9 +76,12 @@ __global__ void qk_norm_rope_cache_kernel(T* q, int64_t qs, T* k, int64_t ks, co
     // The rounding points of Hugging Face's bf16 path: the norm's output is a T tensor (plain
     // weight: normalised value rounded, then the product rounded; zero-centred: one rounding),
     // and RoPE runs in T: cos and sin rounded, q*cos and rotate_half(q)*sin rounded, then the sum.
-    for (int i = lane; i < d; i += 32) {
-      const float wv = load_weight(w, wdt, i);
-      buf[i] = w_off == 0.0f ? round_to<T>(round_to<T>(buf[i] * inv) * wv) : round_to<T>(buf[i] * inv * (wv + w_off));
+    // Without norm weights (Llama, Mistral, Qwen2) the head goes to RoPE as it is.
+    if (w != nullptr) {
+      for (int i = lane; i < d; i += 32) {
+        const float wv = load_weight(w, wdt, i);
+        buf[i] = w_off == 0.0f ? round_to<T>(round_to<T>(buf[i] * inv) * wv) : round_to<T>(buf[i] * inv * (wv + w_off));
+      }
     }
     __syncwarp();
     for (int i = lane; i < d; i += 32) {
@@ -129,13 +143,26 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
   require(k.shape[0] == t && k.shape[2] == d && v.shape == k.shape, op,
           "k " + shape_str(k) + " and v " + shape_str(v) + " do not match q " + shape_str(q));
   require(q.dtype == k.dtype && q.dtype == v.dtype, op, "q, k and v must have one dtype");
-  require(q_norm_w.numel() == d && k_norm_w.numel() == d && q_norm_w.dtype == k_norm_w.dtype, op,
-          "q/k norm weights must be [" + std::to_string(d) + "] of one dtype");
-  require(q_norm_w.dtype == DType::F32 || q_norm_w.dtype == DType::BF16 || q_norm_w.dtype == DType::F16, op,
-          "norm weight dtype must be F32, BF16 or F16");
+  // Empty q and k norm weights: no norm (the contract in backend.h).
+  const bool has_norm = !q_norm_w.empty();
+  require(has_norm == !k_norm_w.empty(), op, "q and k norm weights must be both given or both empty");
+  if (has_norm) {
+    require(q_norm_w.numel() == d && k_norm_w.numel() == d && q_norm_w.dtype == k_norm_w.dtype, op,
+            "q/k norm weights must be [" + std::to_string(d) + "] of one dtype");
+    require(q_norm_w.dtype == DType::F32 || q_norm_w.dtype == DType::BF16 || q_norm_w.dtype == DType::F16, op,
+            "norm weight dtype must be F32, BF16 or F16");
+  }
   require(rope.rotary_dim >= 0 && rope.rotary_dim <= d && rope.rotary_dim % 2 == 0, op,
           "rotary_dim " + std::to_string(rope.rotary_dim) + " must be even and at most head_dim " + std::to_string(d));
   require(rope.rotary_dim == 0 || rope.theta > 0.0f, op, "rope theta must be positive");
+  require(rope.rotary_dim / 2 <= kMaxRopeHalf, op,
+          "rotary_dim " + std::to_string(rope.rotary_dim) + " is above the kernel's " + std::to_string(2 * kMaxRopeHalf));
+  RopeTable table{};
+  if (rope.rotary_dim > 0) {
+    const std::vector<float> inv_freq = rope_inv_freq(rope, d);
+    std::copy(inv_freq.begin(), inv_freq.end(), table.inv_freq);
+  }
+  table.scale = rope_attention_scale(rope);
   check_caches(op, k_cache, v_cache, hkv, d);
   require(meta.positions.dtype == DType::I32 && meta.slot_mapping.dtype == DType::I32 &&
               meta.positions.numel() >= t && meta.slot_mapping.numel() >= t,
@@ -148,9 +175,10 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>((hq + hkv + warps - 1) / warps));
   PAGODA_DISPATCH_FLOAT(q.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
     qk_norm_rope_cache_kernel<T, TC><<<grid, threads, smem, stream>>>(
-        q.ptr<T>(), q.stride0(), k.ptr<T>(), k.stride0(), v.ptr<T>(), v.stride0(), q_norm_w.data,
-        k_norm_w.data, static_cast<int>(q_norm_w.dtype), eps, zero_centered ? 1.0f : 0.0f, static_cast<int>(hq),
-        static_cast<int>(hkv), static_cast<int>(d), rope.rotary_dim, rope.theta, meta.positions.ptr<int32_t>(),
+        q.ptr<T>(), q.stride0(), k.ptr<T>(), k.stride0(), v.ptr<T>(), v.stride0(), has_norm ? q_norm_w.data : nullptr,
+        has_norm ? k_norm_w.data : nullptr, static_cast<int>(q_norm_w.dtype), eps, zero_centered ? 1.0f : 0.0f,
+        static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(d), rope.rotary_dim, table,
+        meta.positions.ptr<int32_t>(),
         meta.slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(), v_cache.ptr<TC>());
   }));
   PAGODA_CUDA_CHECK_LAUNCH();

@@ -225,13 +225,14 @@ void CudaBackend::qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, 
                                          const Tensor& k_norm_w, float eps, bool zero_centered,
                                          const RopeParams& rope, const StepMeta& meta, Tensor& k_cache,
                                          Tensor& v_cache) {
-  // The kernel computes unscaled inv_freq itself; scaled RoPE (Llama 3) runs on the CPU until it
-  // reads rope_inv_freq's table.
-  if (rope.scaling != RopeScaling::None)
-    throw Error("the CUDA backend has no scaled RoPE yet (rope_scaling llama3); run this model with --device cpu");
   activate();
   cuda::launch_qk_norm_rope_and_cache(q, k, v, q_norm_w, k_norm_w, eps, zero_centered, rope, meta, k_cache, v_cache,
                                       stream_);
+}
+
+void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
+  activate();
+  cuda::launch_add_bias(x, bias, stream_);
 }
 
 void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
@@ -240,15 +241,27 @@ void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, const Tens
   cuda::launch_reshape_and_cache(k, v, slot_mapping, k_cache, v_cache, stream_);
 }
 
+namespace {
+cuda::AttentionContext attention_context(int num_sms, size_t max_smem_optin, float* split_workspace) {
+  cuda::AttentionContext ctx;
+  ctx.num_sms = num_sms;
+  ctx.max_smem_optin = max_smem_optin;
+  ctx.split_workspace = split_workspace;
+  ctx.split_workspace_floats = CudaBackend::kSplitWorkspaceBytes / sizeof(float);
+  return ctx;
+}
+}  // namespace
+
+AttentionPlan CudaBackend::plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                                          const AttentionLengths& lengths) {
+  return cuda::plan_paged_attention(meta, shape, lengths, attention_context(num_sms_, max_smem_optin_, split_workspace_));
+}
+
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const StepMeta& meta, const AttentionParams& params, Tensor& out) {
   activate();
-  cuda::AttentionContext ctx;
-  ctx.num_sms = num_sms_;
-  ctx.max_smem_optin = max_smem_optin_;
-  ctx.split_workspace = split_workspace_;
-  ctx.split_workspace_floats = kSplitWorkspaceBytes / sizeof(float);
-  cuda::launch_paged_attention(q, k_cache, v_cache, meta, params, out, ctx, stream_);
+  cuda::launch_paged_attention(q, k_cache, v_cache, meta, params, out,
+                               attention_context(num_sms_, max_smem_optin_, split_workspace_), stream_);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {

@@ -55,10 +55,14 @@ class CudaBackend final : public Backend {
   void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
                               const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
                               const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) override;
+  void add_bias(Tensor& x, const Tensor& bias) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
                          Tensor& v_cache) override;
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const StepMeta& meta,
                        const AttentionParams& params, Tensor& out) override;
+  // Computed on the host once per step; device-buffer plans for graph replay come with the GPU issue.
+  AttentionPlan plan_attention(const StepMeta& meta, const AttentionShape& shape,
+                               const AttentionLengths& lengths) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) override;
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, Tensor& conv_state,

@@ -159,6 +159,16 @@ __global__ void rms_norm_kernel(const T* x, int64_t xs, T* res, int64_t rs, cons
 
 // ---- silu_mul, sigmoid_gate -----------------------------------------------------------------------
 
+// x[row, i] += bias[i]: the bias of a projection, added to its T output (rounded once).
+template <typename T>
+__global__ void add_bias_kernel(T* x, int64_t xs, const float* bias, int64_t cols, int blocks_per_row) {
+  const int64_t row = blockIdx.x / blocks_per_row;
+  const int64_t i = static_cast<int64_t>(blockIdx.x % blocks_per_row) * blockDim.x + threadIdx.x;
+  if (i >= cols) return;
+  T* p = x + row * xs + i;
+  *p = from_f32<T>(to_f32(*p) + bias[i]);
+}
+
 // out = silu(gate) * up with the rounding of a T-typed reference: silu rounded to T, product rounded.
 template <typename T, int V>
 __global__ void silu_mul_kernel(const T* gu, int64_t gs, T* out, int64_t os, int64_t inter, int blocks_per_row) {
@@ -290,6 +300,22 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
     };
     if (vec) go(std::integral_constant<int, V16>{});
     else go(std::integral_constant<int, 1>{});
+  });
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream) {
+  const char* op = "add_bias";
+  const int64_t rows = num_rows(x), cols = x.row_numel();
+  require(x.ndim == 2, op, "x must be [T, N], got " + shape_str(x));
+  require(bias.dtype == DType::F32 && bias.numel() == cols && bias.device == Device::CUDA, op,
+          "bias must be F32 [" + std::to_string(cols) + "] on cuda, got " + shape_str(bias));
+  if (rows == 0 || cols == 0) return;
+  PAGODA_DISPATCH_FLOAT(x.dtype, T, op, {
+    const int threads = threads_for(cols);
+    const int bpr = static_cast<int>((cols + threads - 1) / threads);
+    add_bias_kernel<T><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(x.ptr<T>(), x.stride0(),
+                                                                              bias.ptr<float>(), cols, bpr);
   });
   PAGODA_CUDA_CHECK_LAUNCH();
 }

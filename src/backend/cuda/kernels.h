@@ -15,6 +15,8 @@ void launch_gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, cudaSt
 void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps,
                      bool zero_centered, cudaStream_t stream);
 void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream);
+// x[t, :] += bias (x [T, N] in F32/BF16, dim 0 may be strided; bias [N] F32).
+void launch_add_bias(Tensor& x, const Tensor& bias, cudaStream_t stream);
 void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaStream_t stream);
 
 // out[i] = argmax of logits row i (F32 [R, V], lowest index on ties, NaN never wins) → I32 [R].
@@ -63,7 +65,13 @@ struct AttentionContext {
   size_t split_workspace_floats = 0;
 };
 
+// The plan of the tensor-core kernels for one step (attention_plan.h): decode or prefill tiling,
+// grid.x and the split-KV factor, from the real longest context where `lengths` are given (else
+// StepMeta's max_seq_len: under graph capture the most a replay may see).
+AttentionPlan plan_paged_attention(const StepMeta& meta, const AttentionShape& shape, const AttentionLengths& lengths,
+                                   const AttentionContext& ctx);
 // q and out BF16: the tensor-core kernels (paged_attention.cuh); F32: launch_paged_attention_simt.
+// Uses meta.attention_plan where it was made for this call's shape and step, else plans the call.
 void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const StepMeta& meta, const AttentionParams& params, Tensor& out,
                             const AttentionContext& ctx, cudaStream_t stream);

@@ -1,5 +1,7 @@
-// Host plan of paged attention (grid shape, decode or prefill tiling, split-KV factor) from
-// StepMeta's host scalars only, and the kernel that merges split-KV partial results.
+// Host plan of paged attention (grid shape, decode or prefill tiling, split-KV factor), made once
+// per step (CudaBackend::plan_attention, attention_plan.h) from the real lengths where the caller
+// has them, else from StepMeta's host scalars; the launch; and the kernel that merges split-KV
+// partial results.
 #include <algorithm>
 
 #include "backend/cuda/kernels.h"
@@ -40,6 +42,39 @@ int log2_exact(int v) {
 
 }  // namespace
 
+AttentionPlan plan_paged_attention(const StepMeta& meta, const AttentionShape& shape, const AttentionLengths& lengths,
+                                   const AttentionContext& ctx) {
+  // Tiles as the kernel walks them (rows of one sequence and kv head, up to 64 per CTA); the kernel
+  // itself maps CTAs to sequences from cu_seqlens_q on the device, so they are informative here.
+  AttentionPlan p = plan_attention_tiles(shape, meta.num_tokens, meta.num_seqs, meta.block_size, meta.max_seq_len,
+                                         meta.max_query_len, lengths, 64);
+  const int64_t d = shape.head_dim, hq = shape.num_q_heads, hkv = std::max(shape.num_kv_heads, 1);
+  if (shape.q_dtype != DType::BF16 || d <= 0 || hq % hkv != 0) return p;  // the fp32 SIMT path needs no plan
+  const int kd = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+  const int group = static_cast<int>(hq / hkv);
+  const int planes = shape.kv_dtype == DType::BF16 ? 1 : 2;
+  p.decode_tiling = static_cast<int64_t>(std::max(meta.max_query_len, 1)) * group <= 16;
+  p.rows_per_cta = p.decode_tiling ? 16 : 64;
+  const int tile_keys = attn::kv_tile_keys(kd, planes);
+  const int64_t t = meta.num_tokens;
+  p.grid_x = t * group / p.rows_per_cta + meta.num_seqs;
+
+  // Split the keys over more CTAs when the grid alone would leave the GPU idle and the contexts are
+  // long enough that each split still gets at least two tiles. max_context: the real longest context
+  // where the lengths were given, else StepMeta's maximum (graph capture: the worst case).
+  int splits = 1;
+  const int64_t ctas = p.grid_x * hkv;
+  const int64_t target = 2LL * std::max(ctx.num_sms, 1);
+  if (ctas < target && p.max_context >= 4 * tile_keys) {
+    const int64_t want = (target + ctas - 1) / ctas;
+    const int64_t by_len = p.max_context / (2 * tile_keys);
+    const int64_t by_mem = static_cast<int64_t>(ctx.split_workspace_floats) / std::max<int64_t>(1, t * hq * (d + 2));
+    splits = static_cast<int>(std::clamp<int64_t>(std::min({want, by_len, by_mem, int64_t{32}}), 1, 32));
+  }
+  p.kv_splits = splits;
+  return p;
+}
+
 void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const StepMeta& meta,
                             const AttentionParams& params, Tensor& out, const AttentionContext& ctx,
                             cudaStream_t stream) {
@@ -74,25 +109,27 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
           "q and out must be 16-byte aligned with row strides a multiple of 8 elements");
   if (t == 0 || meta.num_seqs == 0) return;
 
-  const int group = static_cast<int>(hq / hkv);
-  const int planes = k_cache.dtype == DType::BF16 ? 1 : 2;
-  const bool decode = static_cast<int64_t>(std::max(meta.max_query_len, 1)) * group <= 16;
-  const int rows_per_cta = decode ? 16 : 64;
-  const int tile_keys = attn::kv_tile_keys(kd, planes);
-  const int64_t grid_x = t * group / rows_per_cta + meta.num_seqs;
-  require(grid_x < (int64_t{1} << 31), op, "batch too large");
-
-  // Split the keys over more CTAs when the grid alone would leave the GPU idle and the contexts are
-  // long enough that each split still gets at least two tiles.
-  int splits = 1;
-  const int64_t ctas = grid_x * hkv;
-  const int64_t target = 2LL * std::max(ctx.num_sms, 1);
-  if (ctas < target && meta.max_seq_len >= 4 * tile_keys) {
-    const int64_t want = (target + ctas - 1) / ctas;
-    const int64_t by_len = meta.max_seq_len / (2 * tile_keys);
-    const int64_t by_mem = static_cast<int64_t>(ctx.split_workspace_floats) / std::max<int64_t>(1, t * hq * (d + 2));
-    splits = static_cast<int>(std::clamp<int64_t>(std::min({want, by_len, by_mem, int64_t{32}}), 1, 32));
+  // The step's plan (made once per step by CudaBackend::plan_attention) where it fits this call, else
+  // one from StepMeta's host scalars, as every call made before plans existed.
+  AttentionShape shape;
+  shape.num_q_heads = static_cast<int32_t>(hq);
+  shape.num_kv_heads = static_cast<int32_t>(hkv);
+  shape.head_dim = static_cast<int32_t>(d);
+  shape.q_dtype = q.dtype;
+  shape.kv_dtype = k_cache.dtype;
+  const AttentionPlan* plan = meta.attention_plan;
+  AttentionPlan local;
+  if (!plan || !plan->made_for(shape, meta.num_tokens, meta.num_seqs, meta.block_size) || plan->rows_per_cta == 0) {
+    local = plan_paged_attention(meta, shape, AttentionLengths{}, ctx);
+    plan = &local;
   }
+  const int group = static_cast<int>(hq / hkv);
+  const bool decode = plan->decode_tiling;
+  const int64_t grid_x = plan->grid_x;
+  require(grid_x < (int64_t{1} << 31), op, "batch too large");
+  const int splits = plan->kv_splits;
+  require(splits >= 1 && static_cast<size_t>(splits) * t * hq * (d + 2) <= ctx.split_workspace_floats, op,
+          "internal: the attention plan's split-KV factor does not fit the workspace");
 
   attn::Args a{};
   a.q = q.ptr<bf16>();

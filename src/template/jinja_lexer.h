@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/jinja_bigint.h"
+#include "template/jinja_bigint.h"
 
 namespace pagoda::jinja {
 

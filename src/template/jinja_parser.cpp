@@ -1,6 +1,6 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
-#include "tokenizer/jinja_parser_impl.h"
+#include "template/jinja_parser_impl.h"
 
 namespace pagoda::jinja {
 namespace detail {

@@ -1,6 +1,6 @@
 // Python int arithmetic beyond 64 bits for the chat-template interpreter. Expected values are
 // Python 3.11's (int, divmod, float(), int / int), written out by hand.
-#include "tokenizer/jinja_bigint.h"
+#include "template/jinja_bigint.h"
 
 #include <gtest/gtest.h>
 

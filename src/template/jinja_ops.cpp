@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_eval.h"
 
 namespace pagoda::jinja {
 namespace {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_eval.h"
 
 namespace pagoda {
 

@@ -3,7 +3,7 @@
 // by tools/chat_template_reference.py), compared byte for byte; then null content, integers beyond
 // 64 bits, syntax errors, undefined values, raise_exception, template loading and the resource
 // limits (nesting of request data and of template-built values included).
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <gtest/gtest.h>
 

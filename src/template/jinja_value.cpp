@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 #include <utf8proc.h>
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
 
 namespace pagoda::jinja::detail {
 

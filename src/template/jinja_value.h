@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_bigint.h"
+#include "template/jinja_bigint.h"
 
 namespace pagoda::jinja {
 

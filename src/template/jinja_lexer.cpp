@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 #include "tokenizer/utf8.h"
 
 namespace pagoda::jinja {

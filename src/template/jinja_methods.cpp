@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_eval.h"
 #include "tokenizer/utf8.h"
 
 namespace pagoda::jinja {

@@ -1,6 +1,6 @@
 // Expression parsing: jinja2's precedence climbing (condexpr, or, and, not, compare, + -, ~,
 // * / // %, **, unary, postfix, filters and tests).
-#include "tokenizer/jinja_parser_impl.h"
+#include "template/jinja_parser_impl.h"
 
 namespace pagoda::jinja::detail {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace pagoda::jinja {
 namespace {

@@ -1,8 +1,8 @@
 // jinja2's built-in tests: `x is defined`, `x is string`, `x is divisibleby 3`, ...
 #include <map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_eval.h"
 
 namespace pagoda::jinja {
 namespace {

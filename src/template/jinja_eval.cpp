@@ -1,8 +1,8 @@
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_eval.h"
 
 #include <ctime>
 
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace pagoda::jinja {
 

@@ -1,11 +1,11 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 namespace pagoda {
 namespace {

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_bigint.h"
+#include "template/jinja_bigint.h"
 
 #include <algorithm>
 #include <cerrno>

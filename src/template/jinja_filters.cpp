@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_eval.h"
 
 namespace pagoda::jinja {
 

@@ -1,0 +1,267 @@
+// Op table test cases of the row-wise and matrix ops: embedding, rms_norm, add_rms_norm, linear,
+// silu_mul, linear_silu_mul, gather_rows, sigmoid_gate, argmax_rows.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "bench/op_table.h"
+
+namespace pagoda::optable {
+
+std::function<Tol(DType, const std::string&)> tol_by_act(Tol f32, Tol bf16) {
+  return [=](DType act, const std::string&) { return act == DType::F32 ? f32 : bf16; };
+}
+
+std::function<std::string(Backend&)> not_on_cuda(std::string why) {
+  return [why](Backend& be) { return be.device() == Device::CUDA ? why : std::string(); };
+}
+
+namespace {
+
+// bf16 activations against a double formula on the same inputs: one or two roundings of the result.
+constexpr Tol kBf16{1e-2, 1.6e-2};
+constexpr Tol kExactF32{0, 0};
+constexpr Tol kRoundBf16{0, 8e-3};  // one rounding to bf16 (half an ulp is 2^-9 relative)
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t v : d) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(v);
+  }
+  return s;
+}
+
+HostTensor ints(std::vector<int32_t> v) {
+  HostTensor h;
+  h.dtype = DType::I32;
+  h.shape = {static_cast<int64_t>(v.size())};
+  h.i = std::move(v);
+  return h;
+}
+
+HostTensor zeros(DType dtype, std::vector<int64_t> shape) {
+  HostTensor h;
+  h.dtype = dtype;
+  h.shape = std::move(shape);
+  if (dtype == DType::I32)
+    h.i.assign(static_cast<size_t>(h.numel()), -1);
+  else
+    h.f.assign(static_cast<size_t>(h.numel()), 0.0f);
+  return h;
+}
+
+void add_embedding(std::vector<OpCase>& out) {
+  for (DType table_dt : {DType::F32, DType::BF16})
+    for (auto [v, h, t] : {std::tuple{37, 24, 9}, std::tuple{300, 136, 5}}) {
+      OpCase c;
+      c.op = "embedding";
+      c.label = "V=" + std::to_string(v) + " H=" + std::to_string(h) + " T=" + std::to_string(t) + " table " +
+                dtype_name(table_dt);
+      c.make = [=](DType act) {
+        OpData d;
+        d.t["table"] = random_tensor(11 + v, table_dt, {v, h});
+        std::mt19937 rng(v + t);
+        std::vector<int32_t> ids{0, v - 1};  // the first and the last row
+        while (static_cast<int>(ids.size()) < t) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(v)));
+        d.t["ids"] = ints(ids);
+        d.t["out"] = zeros(act, {t, h});
+        return d;
+      };
+      c.run = [](Backend& be, DeviceData& d, int) { be.embedding(d.t("table"), d.t("ids"), d.t("out")); };
+      c.outputs = {"out"};
+      c.tol = tol_by_act(kExactF32, kRoundBf16);
+      out.push_back(std::move(c));
+    }
+}
+
+void add_norms(std::vector<OpCase>& out) {
+  struct Shape { int64_t t, h, pad; DType w; bool zc; };
+  for (const Shape& s : {Shape{5, 64, 0, DType::F32, false}, Shape{3, 1000, 0, DType::BF16, true},
+                         Shape{7, 100, 3, DType::F32, true}, Shape{1, 4096, 0, DType::BF16, false}}) {
+    const std::string label = "T=" + std::to_string(s.t) + " H=" + std::to_string(s.h) + " w " + dtype_name(s.w) +
+                              (s.zc ? " zero-centred" : "") + (s.pad ? " strided x" : "");
+    auto inputs = [s](DType act) {
+      OpData d;
+      d.t["x"] = random_tensor(static_cast<uint32_t>(s.t * 31 + s.h), act, {s.t, s.h}, -2.0f, 2.0f);
+      d.t["x"].row_pad = s.pad;
+      d.t["w"] = random_tensor(static_cast<uint32_t>(s.h), s.w, {s.h}, s.zc ? -0.5f : 0.5f, 1.5f);
+      d.t["out"] = zeros(act, {s.t, s.h});
+      d.p["eps"] = 1e-6;
+      d.p["zero_centered"] = s.zc;
+      return d;
+    };
+    OpCase c;
+    c.op = "rms_norm";
+    c.label = label;
+    c.make = inputs;
+    c.run = [s](Backend& be, DeviceData& d, int) { be.rms_norm(d.t("x"), d.t("w"), d.t("out"), 1e-6f, s.zc); };
+    c.outputs = {"out"};
+    c.tol = tol_by_act({1e-5, 1e-5}, kBf16);
+    out.push_back(c);
+
+    c.op = "add_rms_norm";
+    c.make = [inputs, s](DType act) {
+      OpData d = inputs(act);
+      d.t["residual"] = random_tensor(static_cast<uint32_t>(s.h + 5), act, {s.t, s.h}, -2.0f, 2.0f);
+      return d;
+    };
+    c.run = [s](Backend& be, DeviceData& d, int) {
+      be.add_rms_norm(d.t("residual"), d.t("x"), d.t("w"), d.t("out"), 1e-6f, s.zc);
+    };
+    c.outputs = {"residual", "out"};
+    out.push_back(std::move(c));
+  }
+}
+
+void add_linear(std::vector<OpCase>& out) {
+  // T from 1 (decode GEMV) past the skinny-GEMM limit of 8 to a small GEMM; K a multiple of 8 and not.
+  struct Shape { int64_t t, n, k; };
+  const Shape shapes[] = {{1, 40, 64}, {3, 72, 136}, {8, 33, 256}, {9, 64, 96}, {37, 50, 72}, {2, 16, 37}};
+  for (DType wdt : {DType::F32, DType::BF16, DType::F16})
+    for (const Shape& s : shapes)
+      for (bool f32_out : {false, true}) {
+        if (f32_out && (wdt != DType::BF16 || s.t > 9)) continue;  // lm_head style: fp32 logits
+        OpCase c;
+        c.op = "linear";
+        c.label = "T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) + " w " +
+                  dtype_name(wdt) + (f32_out ? " out f32" : "");
+        c.make = [=](DType act) {
+          OpData d;
+          d.t["x"] = random_tensor(static_cast<uint32_t>(s.t + s.k), act, {s.t, s.k});
+          d.t["w"] = random_tensor(static_cast<uint32_t>(s.n * 7 + s.k), wdt, {s.n, s.k});
+          d.t["out"] = zeros(f32_out ? DType::F32 : act, {s.t, s.n});
+          return d;
+        };
+        c.run = [](Backend& be, DeviceData& d, int) { be.linear(d.t("x"), d.t("w"), d.t("out")); };
+        c.outputs = {"out"};
+        c.tol = tol_by_act({1e-5 * std::sqrt(double(s.k)), 1e-4}, kBf16);
+        // The CUDA backend multiplies weights in the activation dtype (the loader converts them).
+        c.unsupported = [wdt](Backend& be) {
+          return be.device() == Device::CUDA && wdt != be.activation_dtype()
+                     ? std::string("cuda linear takes weights in the activation dtype")
+                     : std::string();
+        };
+        out.push_back(std::move(c));
+      }
+}
+
+void add_glu(std::vector<OpCase>& out) {
+  for (auto [t, i] : {std::pair<int64_t, int64_t>{3, 40}, {1, 1000}, {17, 64}}) {
+    OpCase c;
+    c.op = "silu_mul";
+    c.label = "T=" + std::to_string(t) + " I=" + std::to_string(i);
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["gate_up"] = random_tensor(static_cast<uint32_t>(t * i), act, {t, 2 * i}, -4.0f, 4.0f);
+      d.t["out"] = zeros(act, {t, i});
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.silu_mul(d.t("gate_up"), d.t("out")); };
+    c.outputs = {"out"};
+    c.tol = tol_by_act({1e-6, 1e-5}, kBf16);
+    out.push_back(std::move(c));
+  }
+  // The MLP's down projection with its activation: decode rows (the fused skinny GEMM on CUDA) and more.
+  for (auto [t, i, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 48}, {4, 96, 40}, {12, 128, 24}}) {
+    OpCase c;
+    c.op = "linear_silu_mul";
+    c.label = "T=" + std::to_string(t) + " I=" + std::to_string(i) + " N=" + std::to_string(n);
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["gate_up"] = random_tensor(static_cast<uint32_t>(t * i + 1), act, {t, 2 * i}, -3.0f, 3.0f);
+      d.t["w"] = random_tensor(static_cast<uint32_t>(n + i), act, {n, i});
+      d.t["act"] = zeros(act, {t, i});
+      d.t["out"] = zeros(act, {t, n});
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) {
+      be.linear_silu_mul(d.t("gate_up"), d.t("w"), d.t("act"), d.t("out"));
+    };
+    c.outputs = {"out"};
+    c.tol = tol_by_act({2e-5 * std::sqrt(double(i)), 1e-4}, {2e-2, 2e-2});
+    out.push_back(std::move(c));
+  }
+  for (auto [t, h] : {std::pair<int64_t, int64_t>{4, 48}, {9, 1000}}) {
+    OpCase c;
+    c.op = "sigmoid_gate";
+    c.label = "T=" + std::to_string(t) + " H=" + std::to_string(h);
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["a"] = random_tensor(static_cast<uint32_t>(t + h), act, {t, h}, -2.0f, 2.0f);
+      d.t["gate"] = random_tensor(static_cast<uint32_t>(t * h), act, {t, h}, -6.0f, 6.0f);
+      d.t["gate"].row_pad = 8;  // the gate is a column view of the fused projection
+      return d;
+    };
+    // In place, as the model calls it (out aliases a).
+    c.run = [](Backend& be, DeviceData& d, int) { be.sigmoid_gate(d.t("a"), d.t("gate"), d.t("a")); };
+    c.outputs = {"a"};
+    c.tol = tol_by_act({1e-6, 1e-5}, kBf16);
+    out.push_back(std::move(c));
+  }
+}
+
+void add_gather_argmax(std::vector<OpCase>& out) {
+  {
+    OpCase c;
+    c.op = "gather_rows";
+    c.label = "12x40 rows {11, 0, 5, 5, 3}";
+    c.make = [](DType act) {
+      OpData d;
+      d.t["x"] = random_tensor(5, act, {12, 40});
+      d.t["rows"] = ints({11, 0, 5, 5, 3});
+      d.t["out"] = zeros(act, {5, 40});
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.gather_rows(d.t("x"), d.t("rows"), d.t("out")); };
+    c.outputs = {"out"};
+    c.tol = tol_by_act(kExactF32, {0, 0});
+    out.push_back(std::move(c));
+  }
+  // Ties (the lowest index wins), NaNs (never win), a strided row layout, a large vocab.
+  for (auto [rows, vocab, pad] : {std::tuple<int64_t, int64_t, int64_t>{6, 1000, 0}, {3, 77, 5}, {2, 151936, 0}}) {
+    OpCase c;
+    c.op = "argmax_rows";
+    c.label = dims({rows, vocab}) + (pad ? " strided" : "");
+    c.make = [=](DType) {
+      OpData d;
+      HostTensor x = random_tensor(static_cast<uint32_t>(vocab + rows), DType::F32, {rows, vocab}, -10.0f, 10.0f);
+      x.row_pad = pad;
+      std::mt19937 rng(static_cast<uint32_t>(vocab));
+      for (int64_t r = 0; r < rows; ++r) {
+        auto at = [&](int64_t j) -> float& { return x.f[static_cast<size_t>(r * vocab + j)]; };
+        const int64_t a = static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab));
+        const int64_t b = static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab));
+        if (r % 2 == 0) at(std::min(a, b)) = at(std::max(a, b)) = 50.0f;  // a tie
+        if (r % 3 == 1) at(a) = std::nanf("");
+      }
+      d.t["x"] = x;
+      d.t["out"] = zeros(DType::I32, {rows});
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.argmax_rows(d.t("x"), d.t("out")); };
+    c.outputs = {"out"};
+    c.tol = tol_by_act({0, 0}, {0, 0});
+    out.push_back(std::move(c));
+  }
+}
+
+}  // namespace
+
+void add_dense_cases(std::vector<OpCase>& out) {
+  add_embedding(out);
+  add_norms(out);
+  add_linear(out);
+  add_glu(out);
+  add_gather_argmax(out);
+}
+
+std::vector<OpCase> test_cases() {
+  std::vector<OpCase> out;
+  add_dense_cases(out);
+  add_attention_cases(out);
+  add_gdn_cases(out);
+  return out;
+}
+
+}  // namespace pagoda::optable
