@@ -19,7 +19,7 @@ Writes tests/fixtures/chat_templates/<name>_renders.json:
 where "error" is raise_exception's message (or another Python exception's text, with its
 "error_type"). A case whose render used strftime_now has "strftime_now": the date text the fake
 clock gave (FIXED_NOW below), which a test replaces by its own clock's text.
-tests/tokenizer/chat_template_family_test.cpp compares pagoda's renders byte for byte.
+tests/template/chat_template_family_test.cpp compares pagoda's renders byte for byte.
 
     python3 tools/chat_template_family_reference.py [--root REPO]
 

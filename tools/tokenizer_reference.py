@@ -440,7 +440,7 @@ def build_model_strings(name: str) -> list[str]:
             parts.append(rng.choice(SEPARATORS))
         texts.append("".join(parts))
     # Whole chats as the model's template renders them (tests/fixtures/chat_templates/, from
-    # tools/chat_template_family_reference.py): tests/tokenizer/chat_tokens_test.cpp renders and
+    # tools/chat_template_family_reference.py): tests/template/chat_tokens_test.cpp renders and
     # encodes them end to end. Appended last so that adding them changes no earlier string.
     texts += chat_render_strings(MODELS[name].get("chat_renders"))
     seen, out = set(), []

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace pagoda {
 namespace {
