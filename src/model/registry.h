@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/config_reader.h"
@@ -27,6 +28,9 @@ struct ModelFamily {
   void (*read_config)(const ConfigReader& r, ModelConfig* c) = nullptr;
   std::unique_ptr<Model> (*make)(const ModelConfig& config, const Checkpoint& ckpt,
                                  Backend& backend) = nullptr;
+  // Optional: the family's own settings for `pagoda info` (rope scaling, sliding window, ...), as
+  // {label, value} lines printed after the common ones; null when the common core says it all.
+  std::vector<std::pair<std::string, std::string>> (*describe)(const ModelConfig& config) = nullptr;
 };
 
 // Every registered family, in registration order (one entry per model_type).

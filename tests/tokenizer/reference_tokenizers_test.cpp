@@ -1,6 +1,6 @@
 // Real tokenizers besides Qwen3 (tests/data/<dir>/tokenizer.json from tools/fetch_test_data.sh)
 // against tests/fixtures/tokenizer/<name>_reference.json (tools/tokenizer_reference.py --model):
-// byte-level BPE (Llama 3.1, DeepSeek-V3, gpt-oss) and SentencePiece-style BPE (Gemma 3, Llama 2,
+// byte-level BPE (Llama 3.1, Llama 3.2, Mistral NeMo, DeepSeek-V3, gpt-oss) and SentencePiece-style BPE (Gemma 3, Llama 2,
 // and Llama 2 edited to use the Metaspace pre-tokenizer and decoder). Encode ids, decode text,
 // streaming decode, special tokens from the post_processor, and decodes of hand-picked id lists
 // (invalid byte-fallback runs, skipped special tokens).
@@ -113,7 +113,7 @@ TEST_P(ReferenceTokenizer, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ReferenceTokenizer,
-                         ::testing::Values("gemma3", "llama3_1", "deepseek_v3", "gptoss", "llama2",
+                         ::testing::Values("gemma3", "llama3_1", "llama3_2", "mistral_nemo", "deepseek_v3", "gptoss", "llama2",
                                            "llama2_metaspace_first", "llama2_metaspace_always"));
 
 // Facts about Gemma 3 read off its tokenizer.json by hand, independent of any fixture.

@@ -6,7 +6,7 @@
 # Run from the repository root (the device tool's working directory), with
 # tests/data/qwen3-tokenizer/tokenizer.json carried.  The other tokenizers' references
 # (tools/tokenizer_reference.py --model all) are remade for those of tests/data/{gemma3,llama3_1,
-# deepseek_v3,gptoss,llama2}-tokenizer that are carried too; together they exceed one run's carry
+# llama3_2,mistral_nemo,deepseek_v3,gptoss,llama2}-tokenizer that are carried too; together they exceed one run's carry
 # limit, so carry them over two runs (e.g. gemma3 + llama2 + deepseek_v3, then gptoss + llama3_1)
 # with TOKENIZERS_ONLY=1, which skips the model fixtures.  Needs python3 with torch, transformers 5.x,
 # safetensors, numpy and tokenizers; no network.  Everything it makes is packed into
