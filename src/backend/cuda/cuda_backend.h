@@ -55,12 +55,6 @@ class CudaBackend final : public Backend {
   void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
   void scale(Tensor& x, float factor) override;
   void softcap(Tensor& x, float cap) override;
-  // The skinny-GEMM kernel with the activation fused into its loads where linear() would pick that
-  // kernel for the down projection; silu_mul into act then linear() otherwise.
-  void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;
-  void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
-                              const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
-                              const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
@@ -88,8 +82,8 @@ class CudaBackend final : public Backend {
   // The skinny-GEMM kernel with the activation fused into its loads where linear() would pick that
   // kernel for the down projection; silu_mul into act then linear() otherwise.
   void linear_silu_mul(const Tensor& gate_up, const Tensor& w_down, Tensor& act, Tensor& out) override;
-  // One kernel for norm + NeoX RoPE (unscaled) + cache write where the q/k norm weights are there;
-  // the composed primitives otherwise (no q/k norm, scaled or interleaved RoPE).
+  // One kernel for norm (where the q/k norm weights are there) + NeoX RoPE (any scaling, from
+  // rope_inv_freq's table) + cache write; interleaved RoPE takes the composed primitives.
   void qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm_w,
                               const Tensor& k_norm_w, float eps, bool zero_centered, const RopeParams& rope,
                               const StepMeta& meta, Tensor& k_cache, Tensor& v_cache) override;
