@@ -152,16 +152,16 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
     require(q_norm_w.dtype == DType::F32 || q_norm_w.dtype == DType::BF16 || q_norm_w.dtype == DType::F16, op,
             "norm weight dtype must be F32, BF16 or F16");
   }
-  require(rope.rotary_dim >= 0 && rope.rotary_dim <= d && rope.rotary_dim % 2 == 0, op,
-          "rotary_dim " + std::to_string(rope.rotary_dim) + " must be even and at most head_dim " + std::to_string(d));
-  require(rope.rotary_dim == 0 || rope.theta > 0.0f, op, "rope theta must be positive");
-  require(rope.rotary_dim / 2 <= kMaxRopeHalf, op,
-          "rotary_dim " + std::to_string(rope.rotary_dim) + " is above the kernel's " + std::to_string(2 * kMaxRopeHalf));
+  // rotary_dim 0 means the whole head (the contract in backend.h).
+  const int rot = rope.rotary_dim > 0 ? rope.rotary_dim : static_cast<int>(d);
+  require(rot <= d && rot % 2 == 0, op,
+          "rotary_dim " + std::to_string(rot) + " must be even and at most head_dim " + std::to_string(d));
+  require(rope.theta > 0.0f, op, "rope theta must be positive");
+  require(rot / 2 <= kMaxRopeHalf, op,
+          "rotary_dim " + std::to_string(rot) + " is above the kernel's " + std::to_string(2 * kMaxRopeHalf));
   RopeTable table{};
-  if (rope.rotary_dim > 0) {
-    const std::vector<float> inv_freq = rope_inv_freq(rope, d);
-    std::copy(inv_freq.begin(), inv_freq.end(), table.inv_freq);
-  }
+  const std::vector<float> inv_freq = rope_inv_freq(rope, d);
+  std::copy(inv_freq.begin(), inv_freq.end(), table.inv_freq);
   table.scale = rope.attention_factor;
   check_caches(op, k_cache, v_cache, hkv, d);
   require(meta.positions.dtype == DType::I32 && meta.slot_mapping.dtype == DType::I32 &&
@@ -170,14 +170,14 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
   if (t == 0) return;
   const int threads = kCacheThreads;
   const int warps = threads / 32;
-  const size_t smem = (static_cast<size_t>(warps) * static_cast<size_t>(d) + static_cast<size_t>(rope.rotary_dim)) * sizeof(float);
+  const size_t smem = (static_cast<size_t>(warps) * static_cast<size_t>(d) + static_cast<size_t>(rot)) * sizeof(float);
   require(smem <= 48 * 1024, op, "head_dim too large");
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>((hq + hkv + warps - 1) / warps));
   PAGODA_DISPATCH_FLOAT(q.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
     qk_norm_rope_cache_kernel<T, TC><<<grid, threads, smem, stream>>>(
         q.ptr<T>(), q.stride0(), k.ptr<T>(), k.stride0(), v.ptr<T>(), v.stride0(), has_norm ? q_norm_w.data : nullptr,
         has_norm ? k_norm_w.data : nullptr, static_cast<int>(q_norm_w.dtype), eps, zero_centered ? 1.0f : 0.0f,
-        static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(d), rope.rotary_dim, table,
+        static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(d), rot, table,
         meta.positions.ptr<int32_t>(),
         meta.slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(), v_cache.ptr<TC>());
   }));
