@@ -1,5 +1,6 @@
 // Op table test cases of the row-wise and matrix ops: embedding, rms_norm, add_rms_norm, linear,
-// silu_mul, linear_silu_mul, gather_rows, sigmoid_gate, add_bias, argmax_rows.
+// silu_mul, gelu_tanh_mul, scale, softcap, linear_silu_mul, gather_rows, sigmoid_gate, add_bias,
+// argmax_rows.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -159,6 +160,53 @@ void add_glu(std::vector<OpCase>& out) {
     };
     c.run = [](Backend& be, DeviceData& d, int) { be.silu_mul(d.t("gate_up"), d.t("out")); };
     c.outputs = {"out"};
+    c.tol = tol_by_act({1e-6, 1e-5}, kBf16);
+    out.push_back(std::move(c));
+  }
+  for (auto [t, i] : {std::pair<int64_t, int64_t>{3, 40}, {1, 1000}, {9, 72}}) {
+    OpCase c;
+    c.op = "gelu_tanh_mul";
+    c.label = "T=" + std::to_string(t) + " I=" + std::to_string(i);
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["gate_up"] = random_tensor(static_cast<uint32_t>(7 * t * i), act, {t, 2 * i}, -5.0f, 5.0f);
+      d.t["gate_up"].row_pad = 8;  // a strided input
+      d.t["out"] = zeros(act, {t, i});
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.gelu_tanh_mul(d.t("gate_up"), d.t("out")); };
+    c.outputs = {"out"};
+    c.tol = tol_by_act({1e-6, 1e-5}, kBf16);
+    out.push_back(std::move(c));
+  }
+  // In place, as Gemma calls them: the embedding scale and the final logit soft-cap.
+  for (auto [t, n] : {std::pair<int64_t, int64_t>{1, 64}, {6, 1000}}) {
+    OpCase c;
+    c.op = "scale";
+    c.label = "T=" + std::to_string(t) + " N=" + std::to_string(n) + " x 7.5";
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["x"] = random_tensor(static_cast<uint32_t>(11 * t + n), act, {t, n}, -2.0f, 2.0f);
+      d.p["factor"] = 7.5;
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.scale(d.t("x"), 7.5f); };
+    c.outputs = {"x"};
+    c.tol = tol_by_act({1e-6, 1e-6}, kRoundBf16);
+    out.push_back(std::move(c));
+  }
+  for (auto [t, n] : {std::pair<int64_t, int64_t>{1, 300}, {5, 64}}) {
+    OpCase c;
+    c.op = "softcap";
+    c.label = "T=" + std::to_string(t) + " N=" + std::to_string(n) + " cap 3";
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["x"] = random_tensor(static_cast<uint32_t>(13 * t + n), act, {t, n}, -12.0f, 12.0f);
+      d.p["cap"] = 3.0;
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.softcap(d.t("x"), 3.0f); };
+    c.outputs = {"x"};
     c.tol = tol_by_act({1e-6, 1e-5}, kBf16);
     out.push_back(std::move(c));
   }

@@ -96,6 +96,36 @@ inline std::vector<double> swiglu(const HostTensor& gu) {
 
 inline Outputs silu_mul(const OpData& in) { return {{"out", swiglu(in.at("gate_up"))}}; }
 
+// transformers' gelu_pytorch_tanh: 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))), times up.
+inline Outputs gelu_tanh_mul(const OpData& in) {
+  const HostTensor& gu = in.at("gate_up");
+  const int64_t t = gu.shape[0], i2 = gu.shape[1], half = i2 / 2;
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  std::vector<double> out;
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t j = 0; j < half; ++j) {
+      const double g = gu.at(r * i2 + j), u = gu.at(r * i2 + half + j);
+      out.push_back(rnd(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * u, gu.dtype));
+    }
+  return {{"out", out}};
+}
+
+inline Outputs scale(const OpData& in) {
+  const HostTensor& x = in.at("x");
+  const double f = in.param("factor");
+  std::vector<double> out;
+  for (float v : x.f) out.push_back(rnd(v * f, x.dtype));
+  return {{"x", out}};
+}
+
+inline Outputs softcap(const OpData& in) {
+  const HostTensor& x = in.at("x");
+  const double cap = in.param("cap");
+  std::vector<double> out;
+  for (float v : x.f) out.push_back(rnd(cap * std::tanh(v / cap), x.dtype));
+  return {{"x", out}};
+}
+
 inline Outputs linear_silu_mul(const OpData& in) {
   const HostTensor& gu = in.at("gate_up");
   return {{"out", matmul_t(swiglu(gu), in.at("w"), gu.shape[0], in.at("out").dtype)}};

@@ -133,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, OpTable,
 
 TEST(OpTableCases, EveryOpHasCasesAndAFormula) {
   const std::set<std::string> want = {"embedding", "rms_norm", "add_rms_norm", "linear", "silu_mul",
-                                      "linear_silu_mul", "qk_norm_rope_and_cache", "reshape_and_cache",
+                                      "linear_silu_mul", "gelu_tanh_mul", "scale", "softcap", "qk_norm_rope_and_cache", "reshape_and_cache",
                                       "paged_attention", "gather_rows", "sigmoid_gate", "add_bias", "causal_conv1d_silu",
                                       "gated_delta_rule", "gated_rms_norm", "argmax_rows"};
   const std::vector<std::string> names = op_names();
