@@ -311,8 +311,10 @@ void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor&
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 
-void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
-  const char* op = "silu_mul";
+namespace {
+
+// The GLU activations: act(gate_up[:, :I]) * gate_up[:, I:], one launcher for both kernels.
+void launch_glu(const char* op, bool gelu_tanh, const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
   const int64_t rows = num_rows(gate_up), two_i = gate_up.row_numel();
   require(gate_up.ndim == 2 && two_i % 2 == 0, op, "gate_up must be [T, 2I], got " + shape_str(gate_up));
   const int64_t inter = two_i / 2;
@@ -327,8 +329,13 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
       const int64_t items = inter / V;
       const int threads = threads_for(items);
       const int bpr = static_cast<int>((items + threads - 1) / threads);
-      silu_mul_kernel<T, V><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(
-          gate_up.ptr<T>(), gate_up.stride0(), out.ptr<T>(), out.stride0(), inter, bpr);
+      const auto blocks = static_cast<unsigned>(rows * bpr);
+      if (gelu_tanh)
+        gelu_tanh_mul_kernel<T, V><<<blocks, threads, 0, stream>>>(gate_up.ptr<T>(), gate_up.stride0(), out.ptr<T>(),
+                                                                   out.stride0(), inter, bpr);
+      else
+        silu_mul_kernel<T, V><<<blocks, threads, 0, stream>>>(gate_up.ptr<T>(), gate_up.stride0(), out.ptr<T>(),
+                                                              out.stride0(), inter, bpr);
     };
     if (vec) go(std::integral_constant<int, V16>{});
     else go(std::integral_constant<int, 1>{});
@@ -336,29 +343,14 @@ void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
+void launch_silu_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
+  launch_glu("silu_mul", false, gate_up, out, stream);
+}
+
 void launch_gelu_tanh_mul(const Tensor& gate_up, Tensor& out, cudaStream_t stream) {
-  const char* op = "gelu_tanh_mul";
-  const int64_t rows = num_rows(gate_up), two_i = gate_up.row_numel();
-  require(gate_up.ndim == 2 && two_i % 2 == 0, op, "gate_up must be [T, 2I], got " + shape_str(gate_up));
-  const int64_t inter = two_i / 2;
-  check_2d_rows(op, out, rows, inter, "out");
-  require(out.dtype == gate_up.dtype, op, "out and gate_up must have one dtype");
-  if (rows == 0 || inter == 0) return;
-  PAGODA_DISPATCH_FLOAT(gate_up.dtype, T, op, {
-    constexpr int V16 = 16 / sizeof(T);
-    const bool vec = vec16_ok(sizeof(T), inter, {{gate_up.data, gate_up.stride0()}, {out.data, out.stride0()}});
-    auto go = [&](auto v_tag) {
-      constexpr int V = decltype(v_tag)::value;
-      const int64_t items = inter / V;
-      const int threads = threads_for(items);
-      const int bpr = static_cast<int>((items + threads - 1) / threads);
-      gelu_tanh_mul_kernel<T, V><<<static_cast<unsigned>(rows * bpr), threads, 0, stream>>>(
-          gate_up.ptr<T>(), gate_up.stride0(), out.ptr<T>(), out.stride0(), inter, bpr);
-    };
-    if (vec) go(std::integral_constant<int, V16>{});
-    else go(std::integral_constant<int, 1>{});
-  });
-  PAGODA_CUDA_CHECK_LAUNCH();
+  launch_glu("gelu_tanh_mul", true, gate_up, out, stream);
 }
 
 void launch_scale_or_cap(Tensor& x, float factor, float cap, cudaStream_t stream) {
