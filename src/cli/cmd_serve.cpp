@@ -168,6 +168,7 @@ void run_serve(ServeArgs& a) {
   server::EngineMetricsInfo info;
   info.model_name = a.server.served_model_names.front();
   info.num_kv_blocks = engine->memory_plan().num_blocks;
+  info.enable_prefix_caching = engine->config().enable_prefix_caching;
   info.block_size = engine->config().block_size;
   info.kv_cache_dtype = torch_dtype_name(engine->config().kv_cache_dtype);  // as resolved (engine_config.h)
   info.metrics_prefix = a.metrics_prefix;

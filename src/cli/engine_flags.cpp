@@ -43,6 +43,17 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   // Accepted as vllm serve takes them; pagoda's behaviour is fixed (documented in the README).
   cmd->add_flag("--trust-remote-code")->description("No effect: pagoda runs no code from checkpoints");
   cmd->add_flag("--enable-chunked-prefill")->description("No effect: chunked prefill is always on");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
+                "Reuse the KV blocks (and on hybrid models the recurrent state) of prompt prefixes "
+                "seen before (default: on)");
+  cmd->add_option("--state-snapshot-memory-fraction", c.state_snapshot_memory_fraction,
+                  "Hybrid models with prefix caching: the share of the cache memory that holds "
+                  "recurrent-state snapshots, the points a prefix hit can resume from")
+      ->capture_default_str();
+  cmd->add_option("--state-checkpoint-interval", c.state_checkpoint_interval,
+                  "Hybrid models with prefix caching: also snapshot the state every N tokens of a long "
+                  "prompt, a multiple of --block-size; 0 = only at a prompt's last full block (default: " +
+                      std::to_string(kDefaultStateCheckpointInterval) + ")");
   cmd->add_flag("--enforce-eager", c.enforce_eager,
                 "cuda: run every step eagerly (no CUDA graphs for decode steps)");
 }

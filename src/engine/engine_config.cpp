@@ -40,6 +40,12 @@ void validate_engine_config(const EngineConfig& c) {
   const int32_t bs = c.block_size;
   check(bs >= 8 && bs <= 128 && (bs & (bs - 1)) == 0,
         "--block-size must be a power of two from 8 to 128, got " + std::to_string(bs));
+  check(c.state_snapshot_memory_fraction >= 0 && c.state_snapshot_memory_fraction < 1,
+        "--state-snapshot-memory-fraction must be in [0, 1), got " + std::to_string(c.state_snapshot_memory_fraction));
+  check(c.state_checkpoint_interval == -1 || (c.state_checkpoint_interval >= 0 && c.state_checkpoint_interval % bs == 0),
+        "--state-checkpoint-interval must be 0 (off) or a multiple of --block-size (" + std::to_string(bs) +
+            "), got " + std::to_string(c.state_checkpoint_interval));
+  check(c.prefix_cache_hash_bits >= 1 && c.prefix_cache_hash_bits <= 64, "prefix cache hash bits must be in [1, 64]");
 }
 
 namespace {
@@ -77,6 +83,14 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.seed = c.seed;
   r.enforce_eager = c.enforce_eager;
   r.tokenizer_dir = c.tokenizer_dir;
+  r.enable_prefix_caching = c.enable_prefix_caching;
+  const bool hybrid = model.num_layers_of(LayerKind::LinearAttention) > 0;
+  if (r.enable_prefix_caching && hybrid) {
+    r.state_snapshot_memory_fraction = c.state_snapshot_memory_fraction;
+    r.state_checkpoint_interval = c.state_checkpoint_interval >= 0 ? c.state_checkpoint_interval
+                                                                   : kDefaultStateCheckpointInterval;
+  }
+  r.prefix_cache_hash_bits = c.prefix_cache_hash_bits;
   return r;
 }
 
@@ -85,7 +99,11 @@ std::string ResolvedEngineConfig::describe() const {
   s << "device " << device << ", dtype " << torch_dtype_name(model_dtype) << " (activations "
     << torch_dtype_name(activation_dtype) << "), kv cache " << torch_dtype_name(kv_cache_dtype)
     << ", max_model_len " << max_model_len << ", max_num_seqs " << max_num_seqs << ", max_num_batched_tokens "
-    << max_num_batched_tokens << ", block_size " << block_size;
+    << max_num_batched_tokens << ", block_size " << block_size << ", prefix caching "
+    << (enable_prefix_caching ? "on" : "off");
+  if (enable_prefix_caching && state_snapshot_memory_fraction > 0)
+    s << " (state snapshots: " << state_snapshot_memory_fraction << " of the cache memory, every "
+      << state_checkpoint_interval << " tokens of long prefills)";
   return s.str();
 }
 

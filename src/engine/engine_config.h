@@ -36,7 +36,14 @@ struct EngineConfig {
   uint64_t seed = 0;
   bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps (as vLLM's --enforce-eager)
   std::string tokenizer_dir;   // where tokenizer.json is (vLLM's --tokenizer); "" = the model directory
+  bool enable_prefix_caching = true;            // vLLM's default
+  double state_snapshot_memory_fraction = 0.1;  // hybrid models: share of the cache budget for snapshots
+  int32_t state_checkpoint_interval = -1;       // tokens between snapshots of long prefills; -1 = default, 0 = off
+  int prefix_cache_hash_bits = 64;              // test hook: < 64 truncates the block hashes
 };
+
+// The default --state-checkpoint-interval (tokens): see docs/benchmarks.md for the measurement.
+inline constexpr int32_t kDefaultStateCheckpointInterval = 1024;
 
 // Every value decided: no 0 or "auto" left.
 struct ResolvedEngineConfig {
@@ -56,6 +63,10 @@ struct ResolvedEngineConfig {
   uint64_t seed = 0;
   bool enforce_eager = false;
   std::string tokenizer_dir;
+  bool enable_prefix_caching = true;
+  double state_snapshot_memory_fraction = 0;  // 0 unless prefix caching is on for a hybrid model
+  int32_t state_checkpoint_interval = 0;
+  int prefix_cache_hash_bits = 64;
 
   // "device cuda, dtype bfloat16 (activations bfloat16), kv cache bfloat16, max_model_len 4096,
   // max_num_seqs 256, max_num_batched_tokens 8192, block_size 16"

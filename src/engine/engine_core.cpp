@@ -62,6 +62,9 @@ void EngineCore::plan_and_allocate() {
   sc.use_state_slots = mc.num_layers_of(LayerKind::LinearAttention) > 0;
   for (int64_t id : mc.eos_token_ids) sc.eos_token_ids.push_back(static_cast<int32_t>(id));
   sc.seed = config_.seed;
+  sc.enable_prefix_caching = config_.enable_prefix_caching;
+  sc.state_checkpoint_interval = config_.state_checkpoint_interval;
+  sc.prefix_hash_bits = config_.prefix_cache_hash_bits;
   const int32_t max_blocks_per_seq = (sc.max_model_len + sc.block_size - 1) / sc.block_size;
 
   // The runner's workspace is measured before the plan: it is one of its inputs.
@@ -83,6 +86,7 @@ void EngineCore::plan_and_allocate() {
   in.max_model_len = sc.max_model_len;
   in.num_blocks_override = config_.num_gpu_blocks_override;
   in.kv_cache_memory_bytes = config_.kv_cache_memory_bytes;
+  in.snapshot_fraction = sc.use_state_slots ? config_.state_snapshot_memory_fraction : 0.0;
   if (backend_->device() == Device::CPU) {
     // No device memory to fill on the CPU: by default the KV cache gets what max_num_seqs
     // sequences of max_model_len could use, but never more than a quarter of free memory.
@@ -110,12 +114,16 @@ void EngineCore::plan_and_allocate() {
   shape.dtype = config_.kv_cache_dtype;
   kv_ = std::make_unique<PagedKvCache>(*backend_, shape);
   if (sc.use_state_slots) {
-    // One slot per schedulable sequence: exactly plan_.state_bytes.
+    // One slot per schedulable sequence, then the prefix cache's snapshots: exactly
+    // plan_.state_bytes + plan_.snapshot_bytes.
+    snapshot_base_ = state_slots;
+    const auto slots = static_cast<int32_t>(state_slots + plan_.num_snapshots);
     state_ = std::make_unique<RecurrentState>(
-        *backend_, RecurrentStateShape::for_model(mc, state_slots, config_.activation_dtype));
-    check_invariant(static_cast<int64_t>(state_->bytes()) == plan_.state_bytes,
+        *backend_, RecurrentStateShape::for_model(mc, slots, config_.activation_dtype));
+    check_invariant(static_cast<int64_t>(state_->bytes()) == plan_.state_bytes + plan_.snapshot_bytes,
                     "the recurrent state allocation differs from the memory plan");
   }
+  sc.num_state_snapshots = static_cast<int32_t>(plan_.num_snapshots);
   sc.num_kv_blocks = shape.num_blocks;
   scheduler_ = std::make_unique<Scheduler>(sc);
   sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
@@ -195,8 +203,14 @@ std::vector<SampleResult> EngineCore::execute_and_sample(const SchedulerOutput& 
     any_hidden |= rows[i]->embed;
     host[i] = !rows[i]->embed && sampler_->needs_logits(*rows[i]) ? 1 : 0;
   }
+  // Prefix-cache state snapshots: restored into a sequence's slot before the forward pass, taken
+  // from it after; both are device copies in stream order, no host wait.
+  for (const ScheduledSequence& s : sched.scheduled)
+    if (s.restore_snapshot >= 0) state_->copy_slot(snapshot_base_ + s.restore_snapshot, s.seq->state_slot);
   const StepLogits& out = runner_->execute_greedy(
       sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
+  for (const ScheduledSequence& s : sched.scheduled)
+    if (s.take_snapshot >= 0) state_->copy_slot(s.seq->state_slot, snapshot_base_ + s.take_snapshot);
   std::vector<SampleResult> samples(rows.size());
   sample_on_host(out, rows, samples);
   hidden_out.assign(rows.size(), {});
@@ -219,6 +233,7 @@ void fill_from(const Sequence& seq, EngineCoreOutput& o) {
   o.finish_detail = seq.finish_detail;
   o.num_prompt_tokens = seq.num_prompt_tokens();
   o.num_output_tokens = seq.num_output_tokens();
+  o.num_cached_tokens = std::max(seq.num_cached_tokens, 0);
 }
 
 }  // namespace
@@ -285,6 +300,9 @@ void EngineCore::refresh_state(EngineStats& s) const {
   s.num_waiting = scheduler_->num_waiting();
   s.kv_usage = scheduler_->kv_usage();
   s.num_preemptions = scheduler_->num_preemptions();
+  s.prefix_cache_queries = scheduler_->prefix_cache_queries();
+  s.prefix_cache_hits = scheduler_->prefix_cache_hits();
+  s.prefix_caching = config_.enable_prefix_caching;
 }
 
 StepTimes EngineCore::step_times() const {

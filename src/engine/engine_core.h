@@ -39,6 +39,7 @@ struct EngineCoreOutput {
   std::string finish_detail;
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
+  int32_t num_cached_tokens = 0;  // prompt tokens found in the prefix cache at admission
   // An embedding request's one output (finished): the final-norm hidden state of its last prompt
   // token, fp32, neither truncated nor normalised (the caller applies the pooling head).
   std::vector<float> embedding;
@@ -56,7 +57,9 @@ struct EngineStats {
   int32_t step_num_decodes = 0;
   std::vector<int64_t> step_scheduled;  // requests the step computed anything of
   double step_s = 0;                    // wall time of the step
-  // Prefix-cache queries and hits go here when pagoda has a prefix cache.
+  int64_t prefix_cache_queries = 0;     // tokens looked up in the prefix cache, since start
+  int64_t prefix_cache_hits = 0;        // of those, tokens found
+  bool prefix_caching = false;          // --enable-prefix-caching
 };
 
 struct EngineCoreOutputs {
@@ -121,6 +124,7 @@ class EngineCore {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ThreadPool> own_pool_;  // host sampling when the backend has no host pool
+  int32_t snapshot_base_ = 0;  // state slot of prefix-cache snapshot 0 (after the live slots)
   int64_t next_id_ = 0;
   int64_t steps_ = 0;
   double step_s_ = 0;

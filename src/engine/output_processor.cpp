@@ -115,6 +115,7 @@ OutputProcessor::Result OutputProcessor::process(std::vector<EngineCoreOutput>& 
     o.finish_detail = std::move(c.finish_detail);
     o.num_prompt_tokens = c.num_prompt_tokens;
     o.num_output_tokens = c.num_output_tokens;
+    o.num_cached_tokens = c.num_cached_tokens;
     o.embedding = std::move(c.embedding);
     emit_text(*it->second, o);
     if (!o.stop_string.empty() && !o.finished) {

@@ -39,6 +39,7 @@ struct RequestOutput {
   std::string finish_detail;
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
+  int32_t num_cached_tokens = 0;      // prompt tokens the prefix cache had (usage's cached_tokens)
   // An embedding request's one output (finished): see EngineCoreOutput::embedding.
   std::vector<float> embedding;
 };

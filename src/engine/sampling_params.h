@@ -66,12 +66,18 @@ struct SamplingParams {
   // OpenAI's logit_bias: added to the raw logits of these token ids, in [-100, 100]. Shared between
   // the choices of a request like the stop strings.
   std::shared_ptr<const std::vector<std::pair<int32_t, float>>> logit_bias;
+  // Not sampling, but per request and carried with it: vLLM's cache_salt. Requests share cached
+  // prefix blocks only when their salts are equal (empty = the common pool).
+  std::string cache_salt;
 
   // Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
   static constexpr double kGreedyEpsilon = 1e-5;
   bool greedy() const { return temperature < kGreedyEpsilon; }
   bool top_k_enabled() const { return top_k > 0; }
 };
+
+// Longer salts buy no isolation (the salt is hashed) and cost memory per cached block.
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 // The first problem found, as a message naming the field and its valid range (vLLM's rules), or
 // nullopt when the parameters are valid.

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <climits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -20,13 +21,68 @@ std::vector<Sequence*> SchedulerOutput::sampling_seqs() const {
 
 Scheduler::Scheduler(SchedulerConfig config)
     : config_(std::move(config)),
-      kv_(config_.num_kv_blocks, config_.block_size),
+      kv_(config_.num_kv_blocks, config_.block_size, config_.enable_prefix_caching,
+          config_.use_state_slots ? config_.num_state_snapshots : 0, config_.prefix_hash_bits),
       slots_(config_.use_state_slots ? config_.max_num_seqs : 0) {
   check(config_.max_num_seqs >= 1, "--max-num-seqs must be >= 1, got " + std::to_string(config_.max_num_seqs));
   check(config_.max_num_batched_tokens >= config_.max_num_seqs,
         "--max-num-batched-tokens (" + std::to_string(config_.max_num_batched_tokens) +
             ") must be >= --max-num-seqs (" + std::to_string(config_.max_num_seqs) + ")");
   check(config_.max_model_len >= 1, "--max-model-len must be >= 1, got " + std::to_string(config_.max_model_len));
+  check(config_.state_checkpoint_interval >= 0 && config_.state_checkpoint_interval % config_.block_size == 0,
+        "--state-checkpoint-interval must be a multiple of --block-size (" + std::to_string(config_.block_size) +
+            "), got " + std::to_string(config_.state_checkpoint_interval));
+}
+
+std::vector<int32_t> Scheduler::find_prefix(Sequence* seq, int32_t* snapshot) {
+  *snapshot = -1;
+  PrefixCache* cache = kv_.prefix_cache();
+  if (cache == nullptr) return {};
+  const std::string& salt = seq->params().cache_salt;
+  cache->extend_hashes(seq->tokens(), salt, seq->block_hashes);
+  // The last token is always computed: its logits are the point of the step.
+  const int32_t max_blocks = (seq->num_tokens() - 1) / config_.block_size;
+  int32_t kv_blocks = 0;
+  std::vector<int32_t> run =
+      cache->match(seq->tokens(), seq->block_hashes, salt, max_blocks, config_.use_state_slots, snapshot, &kv_blocks);
+  if (kv_blocks > static_cast<int32_t>(run.size())) seq->branch_snapshot_at = kv_blocks * config_.block_size;
+  return run;
+}
+
+int32_t Scheduler::cut_at_boundary(const Sequence& seq, int32_t start, int32_t want) const {
+  if (!hybrid_caching() || config_.num_state_snapshots == 0) return want;
+  const int32_t bs = config_.block_size;
+  const int32_t last_full = seq.num_prompt_tokens() / bs * bs;
+  int32_t next = last_full > start ? last_full : INT32_MAX;
+  if (seq.branch_snapshot_at > start) next = std::min(next, seq.branch_snapshot_at);
+  if (const int32_t iv = config_.state_checkpoint_interval; iv > 0) {
+    const int32_t k = (start / iv + 1) * iv;
+    if (k < last_full) next = std::min(next, k);
+  }
+  return next < start + want ? next - start : want;
+}
+
+int32_t Scheduler::snapshot_for_chunk_end(const Sequence& seq, int32_t end) {
+  if (!hybrid_caching() || config_.num_state_snapshots == 0) return -1;
+  const int32_t bs = config_.block_size;
+  const int32_t last_full = seq.num_prompt_tokens() / bs * bs;
+  const int32_t iv = config_.state_checkpoint_interval;
+  const bool boundary = end > 0 && (end == last_full || end == seq.branch_snapshot_at ||
+                                    (iv > 0 && end < last_full && end % iv == 0));
+  return boundary ? kv_.prefix_cache()->reserve_snapshot() : -1;
+}
+
+void Scheduler::cache_computed_blocks(const ScheduledSequence& s) {
+  PrefixCache* cache = kv_.prefix_cache();
+  if (cache == nullptr) return;
+  Sequence* seq = s.seq;
+  const std::string& salt = seq->params().cache_salt;
+  cache->extend_hashes(seq->tokens(), salt, seq->block_hashes);
+  kv_.cache_full_blocks(seq->id(), seq->tokens(), seq->block_hashes, salt, seq->num_computed_tokens);
+  if (s.take_snapshot < 0) return;
+  const int32_t block = kv_.cached_block(seq->id(), seq->num_computed_tokens / config_.block_size - 1);
+  if (block >= 0) cache->bind_snapshot(s.take_snapshot, block);
+  else cache->release_snapshot(s.take_snapshot);
 }
 
 Sequence* Scheduler::add(int64_t id, std::vector<int32_t> prompt, SamplingParams params, bool embed) {
@@ -144,12 +200,12 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
       ++i;
       continue;
     }
-    const int32_t want = std::min(seq->num_uncomputed_tokens(), budget);
+    const int32_t start = seq->num_computed_tokens;
+    const int32_t want = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed_tokens(), budget));
     const int32_t n = reserve_running(i, want, true);
     if (n == 0) continue;
-    const int32_t start = seq->num_computed_tokens;
     kv_.append_slots(seq->id(), n);
-    out.push_back({seq, start, n, start + n == seq->num_tokens()});
+    out.push_back({seq, start, n, start + n == seq->num_tokens(), -1, snapshot_for_chunk_end(*seq, start + n)});
     in_step_.insert(seq);
     budget -= n;
     ++i;
@@ -166,9 +222,13 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
       finish(seq, FinishReason::Length);
       continue;
     }
+    // A cached prefix first (blocks shared, and on hybrid models the state at its end).
+    int32_t restore = -1;
+    const std::vector<int32_t> hit = find_prefix(seq, &restore);
+    const int32_t start = static_cast<int32_t>(hit.size()) * config_.block_size;
     // The whole chunk must fit: a waiting sequence never takes a partial chunk of free memory.
-    const int32_t n = std::min(seq->num_uncomputed_tokens(), budget);
-    if (!kv_.can_append(seq->id(), n)) break;
+    const int32_t n = cut_at_boundary(*seq, start, std::min(seq->num_tokens() - start, budget));
+    if (kv_.blocks_needed_after(hit, n) > kv_.num_free_blocks()) break;
     int32_t slot = -1;
     if (config_.use_state_slots) {
       slot = slots_.allocate();
@@ -178,8 +238,16 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
     seq->state_slot = slot;
     seq->status = SequenceStatus::Running;
     running_.push_back(seq);
+    kv_.adopt_prefix(seq->id(), hit);
+    if (restore >= 0) kv_.prefix_cache()->touch_snapshot(restore);
+    seq->num_computed_tokens = start;
+    if (seq->num_cached_tokens < 0) seq->num_cached_tokens = start;
+    if (kv_.prefix_caching()) {
+      prefix_queries_ += seq->num_tokens();
+      prefix_hits_ += start;
+    }
     kv_.append_slots(seq->id(), n);
-    out.push_back({seq, 0, n, n == seq->num_tokens()});
+    out.push_back({seq, start, n, start + n == seq->num_tokens(), restore, snapshot_for_chunk_end(*seq, start + n)});
     in_step_.insert(seq);
     budget -= n;
   }
@@ -272,6 +340,7 @@ void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const i
       throw std::logic_error("Scheduler::update_from_output: sequence changed during the step");
     }
     seq->num_computed_tokens += s.num_new_tokens;
+    cache_computed_blocks(s);
     if (!s.samples) continue;
     const int32_t token = sampled[k++];
     if (seq->abort_requested) continue;  // its abort is applied below; the token is dropped

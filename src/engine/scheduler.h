@@ -12,6 +12,13 @@
 //   scheduler.update_from_output(out, tokens);               // appends, checks stops, frees
 //   for (auto& seq : scheduler.take_finished()) ...          // done: stop / length / abort
 //
+// Prefix caching (DESIGN.md §5): a waiting sequence starts from the longest run of cached full
+// blocks of its tokens (never its last token: that one must be computed for its logits). On a
+// hybrid model the run also needs a state snapshot at its end; snapshots are taken at the end of
+// prefill chunks, so chunks are cut at the snapshot boundaries of a prompt: its last full block,
+// and every state_checkpoint_interval tokens. The engine copies the state around the forward pass:
+// ScheduledSequence::restore_snapshot before it, take_snapshot after it.
+//
 // The scheduler owns every Sequence from add() until take_finished() hands it back; Sequence
 // pointers stay valid until then. Single-threaded: call everything from the engine thread.
 #pragma once
@@ -40,6 +47,10 @@ struct SchedulerConfig {
   bool use_state_slots = false;           // the model has GDN layers: max_num_seqs state slots
   std::vector<int32_t> eos_token_ids;     // stop tokens of the model (generation_config.json)
   uint64_t seed = 0;                      // engine seed, for requests without their own
+  bool enable_prefix_caching = false;
+  int32_t num_state_snapshots = 0;        // hybrid models with prefix caching: snapshot slots
+  int32_t state_checkpoint_interval = 0;  // tokens between snapshots of long prefills; 0 = only the last block
+  int prefix_hash_bits = 64;              // < 64: a test hook that makes hash collisions common
 };
 
 // One sequence's share of a step.
@@ -48,6 +59,8 @@ struct ScheduledSequence {
   int32_t start = 0;           // num_computed_tokens before the step = position of the first new token
   int32_t num_new_tokens = 0;
   bool samples = false;        // the chunk reaches the end of its known tokens: a token is sampled
+  int32_t restore_snapshot = -1;  // copy this snapshot into the sequence's state slot before the step
+  int32_t take_snapshot = -1;     // copy the sequence's state into this snapshot after the step
 };
 
 struct SchedulerOutput {
@@ -97,6 +110,10 @@ class Scheduler {
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Prefix cache counters since start, in tokens (vLLM's prefix_cache_queries / _hits): the
+  // tokens of every admitted sequence, and those of them found in the cache.
+  int64_t prefix_cache_queries() const { return prefix_queries_; }
+  int64_t prefix_cache_hits() const { return prefix_hits_; }
   double kv_usage() const { return kv_.usage(); }
   const KvCacheManager& kv() const { return kv_; }
   const StateSlotPool& state_slots() const { return slots_; }
@@ -119,6 +136,14 @@ class Scheduler {
   void release(Sequence* seq);
   void remove_running(Sequence* seq);
   void build_batch(SchedulerOutput& out) const;
+  bool hybrid_caching() const { return kv_.prefix_caching() && config_.use_state_slots; }
+  // The cached run a waiting sequence can start from (blocks), and its snapshot (hybrid models).
+  std::vector<int32_t> find_prefix(Sequence* seq, int32_t* snapshot);
+  // `want` cut at the sequence's next snapshot boundary after `start` (hybrid caching only).
+  int32_t cut_at_boundary(const Sequence& seq, int32_t start, int32_t want) const;
+  // A snapshot slot when a chunk ending at `end` must leave one, else -1.
+  int32_t snapshot_for_chunk_end(const Sequence& seq, int32_t end);
+  void cache_computed_blocks(const ScheduledSequence& s);
 
   SchedulerConfig config_;
   KvCacheManager kv_;
@@ -131,6 +156,7 @@ class Scheduler {
   std::unordered_set<const Sequence*> in_step_;  // during schedule(): already in the step
   uint64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
   int32_t preempted_this_step_ = 0;
   bool in_flight_ = false;
 };

@@ -51,6 +51,15 @@ class Sequence {
   // An embedding request: its prompt is run once and the final hidden state of its last token is
   // its output; it samples nothing and finishes when its prefill does.
   bool embed = false;
+  // Prefix caching: the chained hashes of the full blocks of tokens() so far (PrefixCache), and
+  // the prompt tokens that came from the cache at the first admission (-1 until admitted; usage's
+  // cached_tokens).
+  std::vector<uint64_t> block_hashes;
+  int32_t num_cached_tokens = -1;
+  // Hybrid models: where this sequence's tokens leave a cached run that had no state snapshot at
+  // its end (a branch point, e.g. the end of a shared system prompt): the sequence leaves one there
+  // so that the next request with that prefix can resume from it. 0 = none.
+  int32_t branch_snapshot_at = 0;
 
   std::mt19937_64& rng() { return rng_; }
 

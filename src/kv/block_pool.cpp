@@ -11,7 +11,9 @@ KvBlockPool::KvBlockPool(int32_t num_blocks, int32_t block_size) : block_size_(b
   check(num_blocks >= 0, "KV block pool: num_blocks must be >= 0, got " + std::to_string(num_blocks));
   check(block_size >= 1, "KV block pool: block_size must be >= 1, got " + std::to_string(block_size));
   ref_counts_.assign(static_cast<size_t>(num_blocks), 0);
-  for (int32_t b = 0; b < num_blocks; ++b) free_.push_back(b);
+  prev_.assign(static_cast<size_t>(num_blocks), -1);
+  next_.assign(static_cast<size_t>(num_blocks), -1);
+  for (int32_t b = 0; b < num_blocks; ++b) push_hot(b);
 }
 
 double KvBlockPool::usage() const {
@@ -19,13 +21,33 @@ double KvBlockPool::usage() const {
   return static_cast<double>(num_used()) / static_cast<double>(num_blocks());
 }
 
+void KvBlockPool::push_hot(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  prev_[i] = tail_;
+  next_[i] = -1;
+  if (tail_ >= 0) next_[static_cast<size_t>(tail_)] = b;
+  else head_ = b;
+  tail_ = b;
+  ++num_free_;
+}
+
+void KvBlockPool::unlink(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  if (prev_[i] >= 0) next_[static_cast<size_t>(prev_[i])] = next_[i];
+  else head_ = next_[i];
+  if (next_[i] >= 0) prev_[static_cast<size_t>(next_[i])] = prev_[i];
+  else tail_ = prev_[i];
+  prev_[i] = next_[i] = -1;
+  --num_free_;
+}
+
 bool KvBlockPool::allocate(int32_t n, std::vector<int32_t>& out) {
   if (n < 0) throw std::logic_error("KvBlockPool::allocate: negative count");
   if (n > num_free()) return false;
   out.reserve(out.size() + static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    const int32_t b = free_.front();
-    free_.pop_front();
+    const int32_t b = head_;
+    unlink(b);
     ref_counts_[static_cast<size_t>(b)] = 1;
     out.push_back(b);
   }
@@ -37,6 +59,13 @@ void KvBlockPool::check_id(int32_t block) const {
     throw std::logic_error("KvBlockPool: block id " + std::to_string(block) + " out of range [0, " +
                            std::to_string(num_blocks()) + ")");
   }
+}
+
+void KvBlockPool::touch(int32_t block) {
+  check_id(block);
+  int32_t& rc = ref_counts_[static_cast<size_t>(block)];
+  if (rc == 0) unlink(block);
+  ++rc;
 }
 
 void KvBlockPool::share(int32_t block) {
@@ -61,7 +90,7 @@ void KvBlockPool::free(std::span<const int32_t> blocks) {
   for (int32_t b : blocks) {
     if (ref_counts_[static_cast<size_t>(b)] == 0) {
       ref_counts_[static_cast<size_t>(b)] = -1;  // mark: queued once even if listed twice
-      free_.push_back(b);
+      push_hot(b);
     }
   }
   for (int32_t b : blocks) {

@@ -1,5 +1,6 @@
 #include "kv/kv_cache_manager.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +15,56 @@ const std::vector<int32_t> kNoBlocks;
 
 KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size)
     : pool_(num_blocks, block_size) {}
+
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
+                               int32_t num_snapshots, int hash_bits)
+    : pool_(num_blocks, block_size) {
+  if (enable_prefix_caching) cache_.emplace(num_blocks, block_size, num_snapshots, hash_bits);
+}
+
+void KvCacheManager::forget_reused(std::span<const int32_t> fresh) {
+  if (!cache_) return;
+  for (int32_t b : fresh) cache_->forget(b);
+}
+
+int32_t KvCacheManager::blocks_needed_after(std::span<const int32_t> hit, int32_t num_new_tokens) const {
+  int32_t taken = 0;
+  for (int32_t b : hit) taken += pool_.is_free(b) ? 1 : 0;
+  const auto have = static_cast<int32_t>(hit.size());
+  const int32_t need = ceil_div(have * block_size() + num_new_tokens, block_size()) - have;
+  return taken + (need > 0 ? need : 0);
+}
+
+void KvCacheManager::adopt_prefix(int64_t seq, std::span<const int32_t> hit) {
+  if (hit.empty()) return;
+  if (tables_.count(seq) != 0) throw std::logic_error("KvCacheManager::adopt_prefix: the sequence has blocks");
+  Table& t = tables_[seq];
+  for (int32_t b : hit) pool_.touch(b);
+  t.blocks.assign(hit.begin(), hit.end());
+  t.chain = t.blocks;
+  t.num_tokens = static_cast<int32_t>(hit.size()) * block_size();
+}
+
+void KvCacheManager::cache_full_blocks(int64_t seq, std::span<const int32_t> tokens,
+                                       std::span<const uint64_t> hashes, const std::string& salt,
+                                       int32_t num_computed) {
+  if (!cache_) return;
+  auto it = tables_.find(seq);
+  if (it == tables_.end()) return;
+  Table& t = it->second;
+  const auto full = static_cast<size_t>(std::min(num_computed, t.num_tokens) / block_size());
+  if (hashes.size() < full) throw std::logic_error("KvCacheManager::cache_full_blocks: block hashes missing");
+  for (size_t i = t.chain.size(); i < full; ++i) {
+    const int32_t parent = i == 0 ? -1 : t.chain[i - 1];
+    t.chain.push_back(cache_->insert(t.blocks[i], parent, static_cast<int32_t>(i), tokens, hashes[i], salt));
+  }
+}
+
+int32_t KvCacheManager::cached_block(int64_t seq, int32_t index) const {
+  auto it = tables_.find(seq);
+  if (it == tables_.end() || index < 0 || static_cast<size_t>(index) >= it->second.chain.size()) return -1;
+  return it->second.chain[static_cast<size_t>(index)];
+}
 
 int32_t KvCacheManager::num_tokens(int64_t seq) const {
   auto it = tables_.find(seq);
@@ -51,8 +102,10 @@ bool KvCacheManager::append_slots(int64_t seq, int32_t num_new_tokens, std::vect
   const int32_t need = blocks_needed(seq, num_new_tokens);
   if (!pool_.can_allocate(need)) return false;
   Table& t = tables_[seq];
+  const size_t first_new = t.blocks.size();
   const bool ok = pool_.allocate(need, t.blocks);
   if (!ok) throw std::logic_error("KvCacheManager: allocation failed after can_allocate");
+  forget_reused(std::span<const int32_t>(t.blocks).subspan(first_new));
   const int32_t bs = block_size();
   if (slots != nullptr) {
     slots->reserve(slots->size() + static_cast<size_t>(num_new_tokens));
@@ -67,7 +120,10 @@ bool KvCacheManager::append_slots(int64_t seq, int32_t num_new_tokens, std::vect
 void KvCacheManager::free(int64_t seq) {
   auto it = tables_.find(seq);
   if (it == tables_.end()) return;
-  pool_.free(it->second.blocks);
+  // free() appends to the hot end in order: handing the blocks back last first leaves the first
+  // blocks (a shared prefix, the likeliest to be reused) hottest and the tail evicted first.
+  std::vector<int32_t> reversed(it->second.blocks.rbegin(), it->second.blocks.rend());
+  pool_.free(reversed);
   tables_.erase(it);
 }
 

@@ -4,19 +4,31 @@
 // A sequence's tokens 0, 1, 2, ... live in its blocks in order: token i is in logical block
 // i / block_size at offset i % block_size, so its pool slot is
 // block_table[i / block_size] * block_size + i % block_size.
+//
+// With prefix caching on, full computed blocks are registered in the PrefixCache; a new sequence
+// may start with a run of cached blocks (adopt_prefix) and compute only the rest. A cached block
+// with no owner stays in the pool's LRU free list until a fresh block is needed.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/prefix_cache.h"
 
 namespace pagoda {
 
 class KvCacheManager {
  public:
   KvCacheManager(int32_t num_blocks, int32_t block_size);
+  // With a prefix cache: `num_snapshots` state-snapshot slots (hybrid models; else 0);
+  // `hash_bits` < 64 is a test hook (see PrefixCache).
+  KvCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t num_snapshots,
+                 int hash_bits = 64);
 
   int32_t block_size() const { return pool_.block_size(); }
   const KvBlockPool& pool() const { return pool_; }
@@ -38,16 +50,37 @@ class KvCacheManager {
   // appends the slot ids to `slots` (when not null). All or nothing: returns false and changes
   // nothing when the pool has too few free blocks.
   bool append_slots(int64_t seq, int32_t num_new_tokens, std::vector<int32_t>* slots = nullptr);
-  // Returns every block of `seq` to the pool and forgets it. Unknown ids are ignored.
+  // Returns every block of `seq` to the pool and forgets it (cached blocks stay cached, the last
+  // block of the sequence coldest). Unknown ids are ignored.
   void free(int64_t seq);
+
+  // --- prefix caching (all no-ops / empty when it is off) ---
+  bool prefix_caching() const { return cache_.has_value(); }
+  PrefixCache* prefix_cache() { return cache_ ? &*cache_ : nullptr; }
+  const PrefixCache* prefix_cache() const { return cache_ ? &*cache_ : nullptr; }
+  // Blocks a new sequence that adopts `hit` and then appends `num_new_tokens` would take from the
+  // free list (cached blocks with no owner count: adopting takes them out of it).
+  int32_t blocks_needed_after(std::span<const int32_t> hit, int32_t num_new_tokens) const;
+  // Starts the table of the new sequence `seq` with the cached blocks `hit` (shared, not copied).
+  void adopt_prefix(int64_t seq, std::span<const int32_t> hit);
+  // Registers every block of `seq` that is full within its first `num_computed` tokens and not yet
+  // registered. `hashes` covers at least those blocks (PrefixCache::extend_hashes).
+  void cache_full_blocks(int64_t seq, std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
+                         const std::string& salt, int32_t num_computed);
+  // The registered block that holds full block `index` of `seq` (its own or an equal one found
+  // when registering), or -1.
+  int32_t cached_block(int64_t seq, int32_t index) const;
 
  private:
   struct Table {
     std::vector<int32_t> blocks;
     int32_t num_tokens = 0;
+    std::vector<int32_t> chain;  // the registered block of each full block registered so far
   };
+  void forget_reused(std::span<const int32_t> fresh);
 
   KvBlockPool pool_;
+  std::optional<PrefixCache> cache_;
   std::unordered_map<int64_t, Table> tables_;
 };
 

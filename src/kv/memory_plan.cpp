@@ -2,6 +2,7 @@
 
 #include "core/format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -28,6 +29,8 @@ void check_inputs(const MemoryPlanInputs& in) {
   check(in.max_model_len >= 1, "--max-model-len must be >= 1, got " + std::to_string(in.max_model_len));
   check(in.kv_cache_memory_bytes >= 0, "--kv-cache-memory must be >= 0");
   check(in.num_blocks_override >= 0, "--num-gpu-blocks-override must be >= 0");
+  check(in.snapshot_fraction >= 0 && in.snapshot_fraction < 1,
+        "--state-snapshot-memory-fraction must be in [0, 1), got " + std::to_string(in.snapshot_fraction));
 }
 
 }  // namespace
@@ -44,11 +47,31 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   p.max_model_len = in.max_model_len;
 
   const int64_t left = p.usable_bytes - p.weight_bytes - p.activation_bytes - p.state_bytes;
-  const int64_t kv_budget = in.kv_cache_memory_bytes > 0 ? in.kv_cache_memory_bytes : left;
+  int64_t kv_budget = in.kv_cache_memory_bytes > 0 ? in.kv_cache_memory_bytes : left;
+  const int64_t min_blocks = blocks_for_tokens(in.max_model_len, in.block_size);
+  if (in.snapshot_fraction > 0 && in.state_bytes_per_seq > 0) {
+    // Snapshots take their share of the cache memory (of the KV bytes an override asks for, scaled
+    // up to the whole), but never the blocks that one sequence of max_model_len needs, and never
+    // more snapshots than blocks (each is tied to one block).
+    const double f = in.snapshot_fraction;
+    const int64_t override_kv = in.num_blocks_override * p.kv_bytes_per_block;
+    const int64_t cache_bytes = in.num_blocks_override > 0
+                                    ? static_cast<int64_t>(static_cast<double>(override_kv) / (1 - f))
+                                    : std::max<int64_t>(kv_budget, 0);
+    int64_t n = static_cast<int64_t>(static_cast<double>(cache_bytes) * f) / in.state_bytes_per_seq;
+    if (in.num_blocks_override == 0) {
+      const int64_t spare = kv_budget - min_blocks * p.kv_bytes_per_block;
+      n = std::min(n, spare > 0 ? spare / in.state_bytes_per_seq : 0);
+    }
+    const int64_t blocks = in.num_blocks_override > 0 ? in.num_blocks_override
+                                                      : std::max<int64_t>(kv_budget, 0) / p.kv_bytes_per_block;
+    p.num_snapshots = std::clamp<int64_t>(n, 0, blocks);
+    p.snapshot_bytes = p.num_snapshots * in.state_bytes_per_seq;
+    if (in.num_blocks_override == 0) kv_budget -= p.snapshot_bytes;
+  }
   const int64_t from_memory = kv_budget > 0 ? kv_budget / p.kv_bytes_per_block : 0;
   p.num_blocks = in.num_blocks_override > 0 ? in.num_blocks_override : from_memory;
 
-  const int64_t min_blocks = blocks_for_tokens(in.max_model_len, in.block_size);
   if (p.num_blocks < min_blocks) {
     std::ostringstream os;
     os << "KV cache needs at least " << format_bytes(min_blocks * p.kv_bytes_per_block) << " ("
@@ -68,7 +91,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     throw Error(os.str());
   }
   p.kv_bytes = p.num_blocks * p.kv_bytes_per_block;
-  p.unused_bytes = left - p.kv_bytes;
+  p.unused_bytes = left - p.snapshot_bytes - p.kv_bytes;
   p.kv_capacity_tokens = p.num_blocks * in.block_size;
   p.max_concurrency = static_cast<double>(p.kv_capacity_tokens) / static_cast<double>(in.max_model_len);
   return p;
@@ -80,8 +103,12 @@ std::string MemoryPlan::describe() const {
   std::snprintf(conc, sizeof conc, "%.2f", max_concurrency);
   os << "Memory plan: usable " << format_bytes(usable_bytes) << " = weights " << format_bytes(weight_bytes)
      << " + activations " << format_bytes(activation_bytes) << " + recurrent state "
-     << format_bytes(state_bytes) << " + KV cache " << format_bytes(kv_bytes) << " + unused "
-     << format_bytes(unused_bytes) << "\n";
+     << format_bytes(state_bytes);
+  if (num_snapshots > 0) os << " + state snapshots " << format_bytes(snapshot_bytes);
+  os << " + KV cache " << format_bytes(kv_bytes) << " + unused " << format_bytes(unused_bytes) << "\n";
+  if (num_snapshots > 0)
+    os << "Prefix-cache state snapshots: " << num_snapshots << " (" << format_bytes(snapshot_bytes / num_snapshots)
+       << " each)\n";
   os << "Available KV cache memory: " << format_bytes(kv_bytes) << " (" << num_blocks << " blocks of "
      << block_size << " tokens, " << format_bytes(kv_bytes_per_block) << " per block)\n";
   os << "KV cache size: " << kv_capacity_tokens << " tokens\n";

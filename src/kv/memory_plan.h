@@ -26,6 +26,9 @@ struct MemoryPlanInputs {
   int64_t kv_cache_memory_bytes = 0;
   // --num-gpu-blocks-override: when > 0, the number of blocks, whatever the memory says.
   int64_t num_blocks_override = 0;
+  // Prefix caching on a hybrid model: this fraction of the cache budget (what would go to KV
+  // blocks) holds state snapshots of state_bytes_per_seq each (--state-snapshot-memory-fraction).
+  double snapshot_fraction = 0;
 };
 
 struct MemoryPlan {
@@ -33,10 +36,12 @@ struct MemoryPlan {
   int64_t weight_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t state_bytes = 0;          // state_bytes_per_seq × max_num_seqs
+  int64_t num_snapshots = 0;        // prefix-cache state snapshots (hybrid models)
+  int64_t snapshot_bytes = 0;       // num_snapshots × state_bytes_per_seq
   int64_t kv_bytes_per_block = 0;   // kv_bytes_per_token × block_size
   int64_t num_blocks = 0;
   int64_t kv_bytes = 0;             // num_blocks × kv_bytes_per_block: what gets allocated
-  int64_t unused_bytes = 0;         // usable − weights − activations − state − kv (may be < 0
+  int64_t unused_bytes = 0;         // usable − weights − activations − state − snapshots − kv (may be < 0
                                     // only when an override or explicit KV budget asks for more)
   int32_t block_size = 0;
   int32_t max_model_len = 0;

@@ -1,5 +1,7 @@
 #include "kv/recurrent_state.h"
 
+#include <string>
+
 #include "core/error.h"
 
 namespace pagoda {
@@ -19,7 +21,7 @@ RecurrentStateShape RecurrentStateShape::for_model(const ModelConfig& cfg, int32
 }
 
 RecurrentState::RecurrentState(Backend& backend, const RecurrentStateShape& shape)
-    : shape_(shape) {
+    : backend_(&backend), shape_(shape) {
   check_invariant(shape.num_slots >= 0 && shape.conv_width >= 0, "bad recurrent state shape");
   for (int l = 0; l < shape.num_layers; ++l) {
     Buffer conv = backend.alloc(shape.conv_bytes_per_layer());
@@ -31,6 +33,21 @@ RecurrentState::RecurrentState(Backend& backend, const RecurrentStateShape& shap
     recurrent_.push_back(rec.tensor(DType::F32, {shape.num_slots, shape.num_v_heads, shape.key_dim,
                                                  shape.value_dim}));
     buffers_.push_back(std::move(rec));
+  }
+}
+
+void RecurrentState::copy_slot(int32_t from, int32_t to) {
+  check_invariant(from >= 0 && from < shape_.num_slots && to >= 0 && to < shape_.num_slots,
+                  "recurrent state: slot copy " + std::to_string(from) + " -> " + std::to_string(to) +
+                      " outside [0, " + std::to_string(shape_.num_slots) + ")");
+  if (from == to) return;
+  const size_t conv_row = static_cast<size_t>(shape_.conv_dim * shape_.conv_width) * dtype_size(shape_.conv_dtype);
+  const size_t rec_row = static_cast<size_t>(shape_.num_v_heads * shape_.key_dim * shape_.value_dim) * sizeof(float);
+  for (size_t l = 0; l < conv_.size(); ++l) {
+    auto* conv = conv_[l].ptr<char>();
+    auto* rec = recurrent_[l].ptr<char>();
+    backend_->copy_on_device(conv + conv_row * static_cast<size_t>(to), conv + conv_row * static_cast<size_t>(from), conv_row);
+    backend_->copy_on_device(rec + rec_row * static_cast<size_t>(to), rec + rec_row * static_cast<size_t>(from), rec_row);
   }
 }
 

@@ -43,8 +43,12 @@ class RecurrentState {
   Tensor& conv(int gdn_layer) { return conv_.at(static_cast<size_t>(gdn_layer)); }
   Tensor& recurrent(int gdn_layer) { return recurrent_.at(static_cast<size_t>(gdn_layer)); }
   size_t bytes() const;  // what was actually allocated
+  // Copies every layer's conv and recurrent state of slot `from` into slot `to`, on the device, in
+  // stream order (prefix-cache snapshots: take one after a step, restore one before a step).
+  void copy_slot(int32_t from, int32_t to);
 
  private:
+  Backend* backend_;
   RecurrentStateShape shape_;
   std::vector<Buffer> buffers_;
   std::vector<Tensor> conv_, recurrent_;

@@ -226,6 +226,10 @@ void AsyncEngine::publish_gauges(const EngineStats& s) {
   const int64_t preemptions = s.num_preemptions;
   metrics_.num_preemptions_total.inc(static_cast<double>(preemptions - last_preemptions_));
   last_preemptions_ = preemptions;
+  metrics_.prefix_cache_queries.inc(static_cast<double>(s.prefix_cache_queries - last_prefix_queries_));
+  metrics_.prefix_cache_hits.inc(static_cast<double>(s.prefix_cache_hits - last_prefix_hits_));
+  last_prefix_queries_ = s.prefix_cache_queries;
+  last_prefix_hits_ = s.prefix_cache_hits;
 }
 
 void AsyncEngine::fail_all(const std::string& message) {

@@ -144,6 +144,7 @@ class AsyncEngine {
 
   std::unordered_map<int64_t, Live> live_;  // engine thread only
   int64_t last_preemptions_ = 0;
+  int64_t last_prefix_queries_ = 0, last_prefix_hits_ = 0;
   RequestStats stats_;  // engine thread only
   std::thread thread_;
 };

@@ -49,6 +49,7 @@ std::string chat_finish_reason(const RequestOutput& last, size_t num_tool_calls)
 struct ChatStream {
   std::vector<ChatChoice> choices;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // of the first choice (the prompt is counted once)
 };
 
 }  // namespace
@@ -90,6 +91,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
           ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
           append(c.parsed, c.parser->feed(o.out.new_text));
           c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
+          if (o.choice == 0) state->cached_tokens = o.out.num_cached_tokens;
           if (o.out.finished) {
             append(c.parsed, c.parser->finish());
             c.last = std::move(o.out);
@@ -118,7 +120,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
                       {"created", created},
                       {"model", model},
                       {"choices", out_choices},
-                      {"usage", usage_json(prompt_tokens, completion_tokens, details)}};
+                      {"usage", usage_json(prompt_tokens, completion_tokens, details, state->cached_tokens)}};
         });
   }
 
@@ -136,6 +138,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
         for (ChoiceOutput& o : items) {
           ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
           const RequestOutput& out = o.out;
+          if (o.choice == 0) state->cached_tokens = out.num_cached_tokens;
           if (!c.started) {
             c.started = true;
             events += sse_event(chunk({{"index", o.choice},
@@ -171,7 +174,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
       [=] {
         if (!include_usage) return std::string();
         Json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                  {"choices", Json::array()}, {"usage", usage_json(prompt_tokens, state->completion_tokens, details)}};
+                  {"choices", Json::array()}, {"usage", usage_json(prompt_tokens, state->completion_tokens, details, state->cached_tokens)}};
         return sse_event(c);
       });
 }

@@ -20,6 +20,7 @@ struct StreamState {
   std::vector<int64_t> text_offsets;
   std::vector<bool> echoed;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // of the first choice
 };
 
 }  // namespace
@@ -83,7 +84,8 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
                       {"created", created},
                       {"model", model},
                       {"choices", out_choices},
-                      {"usage", usage_json(prompt_tokens, completion_tokens, details)}};
+                      {"usage", usage_json(prompt_tokens, completion_tokens, details,
+                                           acc->empty() ? 0 : (*acc)[0].last.num_cached_tokens)}};
         });
   }
 
@@ -104,6 +106,7 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
         for (ChoiceOutput& o : items) {
           const RequestOutput& out = o.out;
           if (out.finished) state->completion_tokens += out.num_output_tokens;
+          if (o.choice == 0) state->cached_tokens = out.num_cached_tokens;
           const bool has_logprobs = params.logprobs && !out.samples.empty();
           std::string text = out.new_text;
           if (const auto i = static_cast<size_t>(o.choice); i < echo->size() && !state->echoed[i]) {
@@ -125,7 +128,7 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
       [=] {
         if (!include_usage) return std::string();
         Json c = chunk(Json::array());
-        c["usage"] = usage_json(prompt_tokens, state->completion_tokens, details);
+        c["usage"] = usage_json(prompt_tokens, state->completion_tokens, details, state->cached_tokens);
         return sse_event(c);
       });
 }

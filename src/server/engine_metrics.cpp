@@ -35,6 +35,7 @@ Labels with(const Labels& base, const char* key, const std::string& value) {
 void register_cache_info(MetricsRegistry& r, const std::string& prefix, const EngineMetricsInfo& info) {
   Labels l = {{"block_size", std::to_string(info.block_size)},
               {"cache_dtype", info.kv_cache_dtype},
+              {"enable_prefix_caching", info.enable_prefix_caching ? "True" : "False"},
               {"num_gpu_blocks", std::to_string(info.num_kv_blocks)},
               {"engine", "0"}};
   r.gauge(prefix + "cache_config_info", "Information of the LLMEngine CacheConfig", l).set(1);

@@ -22,6 +22,7 @@ struct EngineMetricsInfo {
   // vllm:cache_config_info labels (vLLM's CacheConfig field names): num_gpu_blocks, block_size,
   // cache_dtype.
   int64_t num_kv_blocks = 0;
+  bool enable_prefix_caching = false;
   int32_t block_size = 0;
   std::string kv_cache_dtype;
   int32_t max_num_seqs = 0;  // not exported: vLLM's cache_config_info has no such label

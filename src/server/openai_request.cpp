@@ -50,6 +50,12 @@ void read_sampling(const Json& j, SamplingParams& p) {
   if (auto v = opt_number(j, "repetition_penalty")) p.repetition_penalty = *v;
   if (auto v = opt_int(j, "min_tokens")) p.min_tokens = static_cast<int32_t>(*v);
   if (auto v = opt_bool(j, "ignore_eos")) p.ignore_eos = *v;
+  if (const Json* v = field(j, "cache_salt")) {  // vLLM: a non-empty string when given
+    if (!v->is_string()) wrong_type("cache_salt", "a non-empty string", *v);
+    if (v->get_ref<const std::string&>().empty())
+      throw bad_request("cache_salt must be a non-empty string when given", "cache_salt");
+    p.cache_salt = v->get<std::string>();
+  }
   if (auto v = opt_bool(j, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = opt_int(j, "n")) p.n = static_cast<int32_t>(*v);
   if (const Json* v = field(j, "stop")) {

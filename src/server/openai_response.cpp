@@ -33,11 +33,11 @@ Json stop_reason_json(const RequestOutput& o, const SamplingParams& params) {
   return nullptr;
 }
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, bool prompt_details) {
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, bool prompt_details, int64_t cached_tokens) {
   Json u = {{"prompt_tokens", prompt_tokens},
             {"total_tokens", prompt_tokens + completion_tokens},
             {"completion_tokens", completion_tokens}};
-  if (prompt_details) u["prompt_tokens_details"] = {{"cached_tokens", 0}};
+  if (prompt_details) u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
   return u;
 }
 

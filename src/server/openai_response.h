@@ -20,8 +20,8 @@ std::string finish_reason_text(FinishReason r);
 Json stop_reason_json(const RequestOutput& o, const SamplingParams& params);
 
 // With `prompt_details`, usage.prompt_tokens_details {cached_tokens} as vLLM's
-// --enable-prompt-tokens-details (no prefix cache yet: 0).
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, bool prompt_details = false);
+// --enable-prompt-tokens-details: `cached_tokens`, the prompt tokens found in the prefix cache.
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, bool prompt_details = false, int64_t cached_tokens = 0);
 
 // Seconds since the epoch, for "created".
 int64_t unix_now();

@@ -116,6 +116,14 @@ bool StatsLogger::tick(Clock::time_point now, const SchedulerSnapshot& s) {
   if (s.num_preemptions > last_preemptions_)
     line += "Preemptions: " + std::to_string(s.num_preemptions - last_preemptions_) + ", ";
   line += "GPU KV cache usage: " + fixed1(s.kv_usage * 100) + "%";
+  if (s.prefix_caching) {
+    // Over the lookups since the last line; over all of them when there were none since.
+    int64_t q = s.prefix_cache_queries - last_prefix_queries_, h = s.prefix_cache_hits - last_prefix_hits_;
+    if (q == 0) q = s.prefix_cache_queries, h = s.prefix_cache_hits;
+    line += ", Prefix cache hit rate: " + fixed1(q > 0 ? 100.0 * static_cast<double>(h) / static_cast<double>(q) : 0.0) + "%";
+    last_prefix_queries_ = s.prefix_cache_queries;
+    last_prefix_hits_ = s.prefix_cache_hits;
+  }
   emit(idle ? LogLevel::Debug : LogLevel::Info, line);
 
   last_prompt_throughput_ = prompt_throughput;

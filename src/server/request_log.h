@@ -50,6 +50,9 @@ struct SchedulerSnapshot {
   int32_t num_waiting = 0;
   double kv_usage = 0;            // fraction
   int64_t num_preemptions = 0;    // since start
+  int64_t prefix_cache_queries = 0;  // tokens, since start
+  int64_t prefix_cache_hits = 0;
+  bool prefix_caching = false;    // print the hit rate
 };
 
 // The periodic stats line. Engine thread only; time is passed in, so tests drive it.
@@ -73,6 +76,7 @@ class StatsLogger {
 
  private:
   bool dormant() const;
+  int64_t last_prefix_queries_ = 0, last_prefix_hits_ = 0;
 
   RequestLogOptions options_;
   std::optional<Clock::time_point> window_start_;  // none while dormant

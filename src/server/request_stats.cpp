@@ -153,6 +153,9 @@ void RequestStats::tick(const EngineStats& engine, Clock::time_point now) {
   s.num_waiting = engine.num_waiting;
   s.kv_usage = engine.kv_usage;
   s.num_preemptions = engine.num_preemptions;
+  s.prefix_cache_queries = engine.prefix_cache_queries;
+  s.prefix_cache_hits = engine.prefix_cache_hits;
+  s.prefix_caching = engine.prefix_caching;
   stats_log_.tick(now, s);
 }
 

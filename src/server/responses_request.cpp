@@ -350,6 +350,12 @@ void read_sampling(const Json& j, SamplingParams& p) {
     p.seed = static_cast<uint64_t>(as_int(*v, "seed", std::numeric_limits<int64_t>::min(),
                                           std::numeric_limits<int64_t>::max()));
   if (auto v = opt_bool(j, "ignore_eos")) p.ignore_eos = *v;
+  if (const Json* v = field(j, "cache_salt")) {  // vLLM: a non-empty string when given
+    if (!v->is_string()) wrong_type("cache_salt", "a non-empty string", *v);
+    if (v->get_ref<const std::string&>().empty())
+      throw bad_request("cache_salt must be a non-empty string when given", "cache_salt");
+    p.cache_salt = v->get<std::string>();
+  }
   if (const Json* v = field(j, "stop")) {
     std::vector<std::string> stop;
     if (v->is_string()) {

@@ -61,6 +61,7 @@ struct ResponseState {
   bool started = false;  // streaming: response.created went out
   FinishReason finish = FinishReason::None;
   int64_t output_tokens = 0;
+  int64_t cached_tokens = 0;
 };
 
 // One engine output: parsed into items (and their events); the open item closes with the output.
@@ -77,6 +78,7 @@ void consume(ResponseState& s, const RequestOutput& out) {
   if (out.finished) {
     s.finish = out.finish_reason;
     s.output_tokens = out.num_output_tokens;
+    s.cached_tokens = out.num_cached_tokens;
     s.items.finish(out.finish_reason == FinishReason::Length ? "incomplete" : "completed", s.events);
   }
 }
@@ -115,7 +117,7 @@ Json response_json(const ResponseHead& h, const std::string& status, Json output
 
 Json usage_of(const ResponseHead& h, const ResponseState& s) {
   return {{"input_tokens", h.input_tokens},
-          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"input_tokens_details", {{"cached_tokens", s.cached_tokens}}},
           {"output_tokens", s.output_tokens},
           {"output_tokens_details", {{"reasoning_tokens", s.reasoning_tokens.count()}}},
           {"total_tokens", h.input_tokens + s.output_tokens}};

@@ -36,9 +36,11 @@ TEST_P(Qwen3_5EngineTest, PreemptedAndChunkedSequencesMatchReference) {
   config.max_model_len = 400;  // 25 blocks of 16: the pool holds one long sequence, not all
   config.num_gpu_blocks_override = ec.num_blocks;
   Engine engine(fixture_model_dir(ec.model), config);
-  EXPECT_EQ(static_cast<int64_t>(engine.state_bytes()),
-            engine.model_config().state_bytes_per_sequence(DType::F32) * ec.max_num_seqs);
-  EXPECT_EQ(static_cast<int64_t>(engine.state_bytes()), engine.memory_plan().state_bytes);
+  // One state slot per sequence, plus the prefix cache's snapshots.
+  const int64_t per_seq = engine.model_config().state_bytes_per_sequence(DType::F32);
+  EXPECT_EQ(engine.memory_plan().state_bytes, per_seq * ec.max_num_seqs);
+  EXPECT_EQ(engine.memory_plan().snapshot_bytes, per_seq * engine.memory_plan().num_snapshots);
+  EXPECT_EQ(static_cast<int64_t>(engine.state_bytes()), engine.memory_plan().state_bytes + engine.memory_plan().snapshot_bytes);
 
   const auto cases = load_reference(ec.model);
   std::map<int64_t, size_t> case_of;
