@@ -1,5 +1,5 @@
 // `pagoda serve` through tests/server/api_test.mjs (the official `openai` npm client): logit_bias,
-// echo, accepted no-op fields, structured-output fields refused by name, /version /ping /load; and
+// echo, accepted no-op fields, prefix caching (cached_tokens, cache_salt, counters), structured-output fields refused by name, /version /ping /load; and
 // chat messages rendered as jinja2 renders them — Qwen3's template from the model directory, and
 // DeepSeek-V3's given with --chat-template (which also checks the flag).
 #include <gtest/gtest.h>
@@ -26,6 +26,18 @@ TEST(ServerApi, ExtrasThroughTheOpenAiClient) {
   EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
   const CommandResult q = run_command(api_test(s, "render " + source_path("tests/fixtures/chat_templates/qwen3_renders.json")));
   EXPECT_EQ(q.code, 0) << q.out;
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+TEST(ServerApi, PrefixCacheThroughTheOpenAiClient) {
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny", "--max-model-len", "1024",
+                                 "--enable-prompt-tokens-details"}))
+      << s.log();
+  const CommandResult r = run_command(api_test(s, "prefix"));
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 

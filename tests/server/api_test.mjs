@@ -2,14 +2,15 @@
 // are accepted and documented as doing nothing, fields refused by name until structured outputs
 // exist, the vLLM side routes; and chat messages (content null with tool calls, text parts)
 // rendered exactly as jinja2 renders them for the request-level cases of a template fixture.
-// Run by tests/server/server_test.cpp:
+// Run by tests/server/api_server_test.cpp:
 //   node api_test.mjs PORT API_KEY MODEL api
 //   node api_test.mjs PORT API_KEY MODEL render FIXTURE.json
+//   node api_test.mjs PORT API_KEY MODEL prefix      (a server with --enable-prompt-tokens-details)
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
 
-import { call, client, model, OpenAI } from './openai_client.mjs';
+import { call, client, metrics, model, OpenAI } from './openai_client.mjs';
 
 const [mode, fixture] = process.argv.slice(5);
 const greedy = { model, temperature: 0 };
@@ -94,4 +95,48 @@ test('request messages render as jinja2 renders them', { skip: mode !== 'render'
     const detok = await call('POST', '/detokenize', { model, tokens: tok.json().tokens });
     assert.equal(detok.json().prompt, c.render, c.name);
   }
+});
+
+test('prefix caching: cached_tokens in usage, cache_salt, the counters', { skip: mode !== 'prefix' }, async () => {
+  // Long enough for several 16-token blocks; new text each run of the test, so the first is a miss.
+  const prompt = `Run ${Date.now()}: ` + 'the quick brown fox jumps over the lazy dog. '.repeat(12);
+  const req = { ...greedy, prompt, max_tokens: 2, ignore_eos: true };
+  const before = await metrics();
+  const first = await client.completions.create(req);
+  assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0);
+  const n = first.usage.prompt_tokens;
+  const again = await client.completions.create(req);
+  // Every full block but the one holding the last prompt token (that one is always computed).
+  assert.equal(again.usage.prompt_tokens_details.cached_tokens, Math.floor((n - 1) / 16) * 16);
+  assert.equal(again.choices[0].text, first.choices[0].text);
+
+  const stream = await client.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+  let usage = null;
+  for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+  assert.equal(usage.prompt_tokens_details.cached_tokens, Math.floor((n - 1) / 16) * 16);
+
+  // A salt is a pool of its own: nothing shared with unsalted requests or other salts.
+  const salted = await client.completions.create({ ...req, cache_salt: 'tenant-a' });
+  assert.equal(salted.usage.prompt_tokens_details.cached_tokens, 0);
+  const salted2 = await client.completions.create({ ...req, cache_salt: 'tenant-b' });
+  assert.equal(salted2.usage.prompt_tokens_details.cached_tokens, 0);
+  const salted3 = await client.completions.create({ ...req, cache_salt: 'tenant-a' });
+  assert.ok(salted3.usage.prompt_tokens_details.cached_tokens > 0);
+  assert.equal(salted3.choices[0].text, first.choices[0].text);
+  await assert.rejects(client.completions.create({ ...req, cache_salt: '' }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'cache_salt');
+
+  const messages = [{ role: 'system', content: prompt }, { role: 'user', content: 'hi' }];
+  const c1 = await client.chat.completions.create({ ...greedy, messages, max_tokens: 2 });
+  const c2 = await client.chat.completions.create({ ...greedy, messages, max_tokens: 2 });
+  assert.ok(c2.usage.prompt_tokens_details.cached_tokens >= c1.usage.prompt_tokens - 16);
+
+  const after = await metrics();
+  const key = (name) => Object.keys(after).find((k) => k.startsWith(`pagoda:${name}{`));
+  const queries = after[key('prefix_cache_queries_total')] - (before[key('prefix_cache_queries_total')] ?? 0);
+  const hits = after[key('prefix_cache_hits_total')] - (before[key('prefix_cache_hits_total')] ?? 0);
+  assert.ok(queries >= 7 * n, `queries ${queries}`);
+  assert.ok(hits >= 3 * Math.floor((n - 1) / 16) * 16, `hits ${hits}`);
+  assert.ok(hits < queries);
+  assert.ok(Object.keys(after).some((k) => k.startsWith('pagoda:cache_config_info{') && k.includes('enable_prefix_caching="True"')));
 });
