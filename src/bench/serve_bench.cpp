@@ -201,6 +201,10 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
     for (size_t i = 1; i < at.size(); ++i) at[i] = at[i - 1] + arrivals.exponential(opt.request_rate);
 
   run.results.resize(requests.size());
+  // Multi-turn: a turn is sent once the one before it is done.
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  std::vector<uint8_t> done(requests.size(), 0);
   Slots slots(opt.max_concurrency > 0 ? opt.max_concurrency : static_cast<int64_t>(requests.size()));
   ProgressBar bar(static_cast<int64_t>(requests.size()), opt.progress);
   std::vector<std::thread> threads;
@@ -208,12 +212,21 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   const Clock::time_point t0 = Clock::now();
   for (size_t i = 0; i < requests.size(); ++i) {
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at[i])));
+    if (const int32_t after = requests[i].after; after >= 0) {
+      std::unique_lock lock(done_mu);
+      done_cv.wait(lock, [&] { return done[static_cast<size_t>(after)] != 0; });
+    }
     slots.acquire();
     threads.emplace_back([&, i] {
       RequestResult& r = run.results[i];
       r.prompt_len = requests[i].prompt_len;
       stream_request(url, calls[i], t0, r);
       slots.release();
+      {
+        std::lock_guard lock(done_mu);
+        done[i] = 1;
+      }
+      done_cv.notify_all();
       bar.tick(!r.success);
     });
   }

@@ -124,6 +124,64 @@ std::vector<BenchRequest> read_jsonl(const DatasetOptions& opt) {
   return out;
 }
 
+// A piece of prompt: random ids (and their text when the vocabulary has text), appended to `r`.
+// Pieces are joined as ids, or as text when there is text (the server tokenizes it again; a piece
+// boundary may merge two tokens, which moves a cache hit by at most one block).
+int64_t append_piece(BenchRequest& r, int32_t len, BenchRng& rng, PromptVocabulary& vocab,
+                     const std::vector<int32_t>& allowed) {
+  BenchRequest piece;
+  piece.prompt_len = len;
+  const int64_t offset = rng.uniform_int(0, static_cast<int64_t>(allowed.size()) - 1);
+  const int64_t mismatch = make_prompt(piece, rng, vocab, allowed, offset, 0);
+  r.prompt_ids.insert(r.prompt_ids.end(), piece.prompt_ids.begin(), piece.prompt_ids.end());
+  r.prompt_text += piece.prompt_text;
+  r.prompt_len += piece.prompt_len;
+  return mismatch;
+}
+
+int64_t prefix_repetition(const DatasetOptions& opt, BenchRng& rng, PromptVocabulary& v,
+                          const std::vector<int32_t>& allowed, std::vector<BenchRequest>& out) {
+  check(opt.prefix_len > 0 && opt.suffix_len >= 0 && opt.num_prefixes > 0 && opt.prefix_output_len > 0,
+        "bench serve: --prefix-repetition-* lengths must be > 0 (the suffix >= 0)");
+  int64_t mismatch = 0;
+  std::vector<BenchRequest> prefixes(static_cast<size_t>(opt.num_prefixes));
+  for (BenchRequest& p : prefixes) mismatch += append_piece(p, opt.prefix_len, rng, v, allowed);
+  for (size_t i = 0; i < out.size(); ++i) {
+    BenchRequest& r = out[i];
+    r = prefixes[i % prefixes.size()];
+    if (opt.suffix_len > 0) mismatch += append_piece(r, opt.suffix_len, rng, v, allowed);
+    r.output_len = opt.prefix_output_len;
+  }
+  return mismatch;
+}
+
+// Conversations in rounds (every conversation's turn 1, then every turn 2, ...), so that a turn
+// waits only for its own previous turn, which was sent a round earlier.
+int64_t multi_turn(const DatasetOptions& opt, BenchRng& rng, PromptVocabulary& v, const std::vector<int32_t>& allowed,
+                   std::vector<BenchRequest>& out) {
+  check(opt.turns > 0 && opt.user_len > 0 && opt.input_len > 0 && opt.output_len > 0,
+        "bench serve: --multi-turn-turns, --multi-turn-user-len and the random lengths must be > 0");
+  const int32_t conversations = std::max(1, opt.num_prompts / opt.turns);
+  out.assign(static_cast<size_t>(conversations) * static_cast<size_t>(opt.turns), {});
+  int64_t mismatch = 0;
+  for (int32_t t = 0; t < opt.turns; ++t)
+    for (int32_t c = 0; c < conversations; ++c) {
+      const size_t i = static_cast<size_t>(t) * static_cast<size_t>(conversations) + static_cast<size_t>(c);
+      BenchRequest& r = out[i];
+      if (t == 0) {
+        mismatch += append_piece(r, opt.input_len, rng, v, allowed);
+      } else {
+        const size_t prev = i - static_cast<size_t>(conversations);
+        r = out[prev];
+        r.after = static_cast<int32_t>(prev);
+        mismatch += append_piece(r, opt.output_len, rng, v, allowed);  // the reply, as the client resends it
+        mismatch += append_piece(r, opt.user_len, rng, v, allowed);
+      }
+      r.output_len = opt.output_len;
+    }
+  return mismatch;
+}
+
 }  // namespace
 
 std::vector<BenchRequest> make_dataset(const DatasetOptions& opt, PromptVocabulary* vocab, DatasetStats* stats) {
@@ -148,8 +206,9 @@ std::vector<BenchRequest> make_dataset(const DatasetOptions& opt, PromptVocabula
       r.prompt_len = lognormal_len(rng, s.input_median, s.input_sigma, 4, 1024);
       r.output_len = lognormal_len(rng, s.output_median, s.output_sigma, 4, 2048 - r.prompt_len);
     }
-  } else {
-    throw Error("bench serve: --dataset-name must be random, sharegpt-like or jsonl (got '" + opt.name + "')");
+  } else if (opt.name != "prefix_repetition" && opt.name != "multi-turn") {
+    throw Error("bench serve: --dataset-name must be random, sharegpt-like, jsonl, prefix_repetition or multi-turn "
+                "(got '" + opt.name + "')");
   }
 
   IdVocabulary ids_only(opt.vocab_size);
@@ -160,6 +219,12 @@ std::vector<BenchRequest> make_dataset(const DatasetOptions& opt, PromptVocabula
   for (int32_t id = 0; id < v.size(); ++id)
     if (v.usable(id)) allowed.push_back(id);
   check(allowed.size() > 1, "bench serve: the vocabulary (" + v.describe() + ") has no ordinary tokens");
+  if (opt.name == "prefix_repetition" || opt.name == "multi-turn") {
+    const int64_t mismatch = opt.name == "prefix_repetition" ? prefix_repetition(opt, rng, v, allowed, out)
+                                                             : multi_turn(opt, rng, v, allowed, out);
+    if (stats) stats->token_mismatch = mismatch;
+    return out;
+  }
   std::vector<int64_t> offsets(out.size());
   for (auto& o : offsets) o = rng.uniform_int(0, static_cast<int64_t>(allowed.size()) - 1);
   int64_t mismatch = 0;

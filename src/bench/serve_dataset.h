@@ -1,5 +1,7 @@
 // `pagoda bench serve`'s requests: random prompts of fixed (or ranged) lengths, lengths drawn from
-// a ShareGPT-like distribution, or prompts read from a JSONL file. Random prompts are made as vLLM's
+// a ShareGPT-like distribution, prompts read from a JSONL file, or the prefix-cache datasets:
+// prefix_repetition (vLLM's: N prefixes of L tokens, each followed by unique suffixes) and
+// multi-turn (conversations whose every turn resends the last one's prompt, reply and a new message). Random prompts are made as vLLM's
 // random dataset makes them: a run of consecutive ids of the vocabulary (special tokens left out)
 // from a random offset, decoded to text and re-encoded until the text is the asked-for number of
 // tokens; with no way to decode, the ids themselves are the prompt. Seeded, and the same on every
@@ -18,16 +20,22 @@ struct BenchRequest {
   std::string prompt_text;          // text prompt (JSONL); used when prompt_ids is empty
   int32_t prompt_len = 0;           // tokens, when known (0 for text: the server's usage tells)
   int32_t output_len = 0;           // max_tokens
+  int32_t after = -1;               // multi-turn: sent only once this request (an earlier index) is done
 };
 
 struct DatasetOptions {
-  std::string name = "random";  // random | sharegpt-like | jsonl
+  std::string name = "random";  // random | sharegpt-like | jsonl | prefix_repetition | multi-turn
   int32_t num_prompts = 1000;
   int32_t input_len = 1024, output_len = 128;  // random: the lengths; jsonl: output_len default
   double range_ratio = 0.0;                    // random: lengths uniform in len·[1-r, 1+r]
   int32_t vocab_size = 0;  // > 0: token-id prompts from [0, V), no tokenizer; 0: a PromptVocabulary's
   std::string path;                            // jsonl
   uint64_t seed = 0;
+  // prefix_repetition (vLLM's flags and defaults): num_prompts spread over the prefixes in turn.
+  int32_t prefix_len = 256, suffix_len = 256, num_prefixes = 10, prefix_output_len = 128;
+  // multi-turn: num_prompts / turns conversations; turn 1 is input_len tokens, every next turn adds
+  // the previous reply (output_len tokens, synthetic) and a user message of user_len tokens.
+  int32_t turns = 5, user_len = 64;
 };
 
 // Draws from a seeded splitmix64 stream: uniform integers and doubles, and normals (Box-Muller).

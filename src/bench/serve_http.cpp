@@ -119,6 +119,9 @@ void stream_request(const ServerUrl& url, const StreamCall& call, std::chrono::s
     if (const auto u = j.find("usage"); u != j.end() && u->is_object()) {
       if (auto v = u->find("completion_tokens"); v != u->end() && v->is_number_integer()) usage_out = v->get<int32_t>();
       if (auto v = u->find("prompt_tokens"); v != u->end() && v->is_number_integer()) usage_in = v->get<int32_t>();
+      if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
+        if (auto v = d->find("cached_tokens"); v != d->end() && v->is_number_integer())
+          result.cached_tokens = v->get<int32_t>();
     }
   };
 

@@ -93,6 +93,10 @@ BenchSummary summarize(const std::vector<RequestResult>& results, double duratio
     ++s.completed;
     s.total_input_tokens += r.prompt_len;
     s.total_output_tokens += r.output_tokens;
+    if (r.cached_tokens >= 0) {
+      s.cached_tokens = std::max<int64_t>(s.cached_tokens, 0) + r.cached_tokens;
+      s.cached_of_input_tokens += r.prompt_len;
+    }
     ttfts.push_back(r.ttft);
     if (r.output_tokens > 1) tpots.push_back(r.tpot());
     itls.insert(itls.end(), r.itl.begin(), r.itl.end());
@@ -138,6 +142,8 @@ std::string summary_table(const BenchSummary& s, const std::string& title) {
   row("Peak output token throughput (tok/s)", num(s.max_output_tokens_per_s));
   row("Peak concurrent requests", count(s.peak_concurrency));
   row("Total token throughput (tok/s)", num(s.total_token_throughput()));
+  row("Prefix cache hit rate (%)", s.cached_tokens < 0 ? std::string("n/a (serve with --enable-prompt-tokens-details)")
+                                                       : num(100.0 * s.prefix_cache_hit_rate()));
   auto block = [&](const std::string& heading, const std::string& key, const Distribution& d) {
     rule(heading, '-');
     row("Mean " + key + " (ms)", num(d.mean));
@@ -167,6 +173,8 @@ nlohmann::ordered_json summary_json(const BenchSummary& s, const std::vector<Req
   j["max_output_tokens_per_s"] = s.max_output_tokens_per_s;
   j["max_concurrent_requests"] = s.peak_concurrency;
   j["peak_concurrency"] = s.peak_concurrency;
+  j["prefix_cache_hit_rate"] = s.cached_tokens < 0 ? nlohmann::ordered_json(nullptr)
+                                                   : nlohmann::ordered_json(s.prefix_cache_hit_rate());
   j["max_concurrency"] = s.max_concurrency > 0 ? nlohmann::ordered_json(s.max_concurrency) : nullptr;
   j["request_rate"] = std::isinf(s.request_rate) ? nlohmann::ordered_json("inf") : nlohmann::ordered_json(s.request_rate);
   auto put = [&](const std::string& key, const Distribution& d) {

@@ -20,6 +20,7 @@ struct RequestResult {
   double ttft = 0;             // to the first chunk carrying text
   double latency = 0;          // end to end: until the stream ended
   std::vector<double> itl;     // gaps between text chunks
+  int32_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens; -1 when not given
   // (latency - ttft) / (output_tokens - 1); 0 for one-token outputs.
   double tpot() const { return output_tokens > 1 ? (latency - ttft) / (output_tokens - 1) : 0; }
 };
@@ -42,6 +43,12 @@ struct BenchSummary {
   double request_rate = 0;              // asked for (infinity: all at once)
   int32_t peak_concurrency = 0;         // most requests in flight at one time, seen
   double max_output_tokens_per_s = 0;   // the busiest whole second
+  // Prompt tokens the server's prefix cache had, over the requests whose usage says so (-1: none
+  // said: the server needs --enable-prompt-tokens-details).
+  int64_t cached_tokens = -1, cached_of_input_tokens = 0;
+  double prefix_cache_hit_rate() const {
+    return cached_of_input_tokens > 0 ? static_cast<double>(cached_tokens) / static_cast<double>(cached_of_input_tokens) : 0;
+  }
   double request_throughput() const { return duration > 0 ? completed / duration : 0; }
   double input_throughput() const { return duration > 0 ? total_input_tokens / duration : 0; }
   double output_throughput() const { return duration > 0 ? total_output_tokens / duration : 0; }

@@ -92,8 +92,10 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
       ->capture_default_str();
   sv->add_option("--model", o->model, "Model name sent (default: the first of GET /v1/models)");
   sv->add_option("--api-key", o->api_key, "Sent as 'Authorization: Bearer KEY'");
-  sv->add_option("--dataset-name", o->dataset.name, "random | sharegpt-like | jsonl")
-      ->check(CLI::IsMember({"random", "sharegpt-like", "jsonl"}))
+  sv->add_option("--dataset-name", o->dataset.name,
+                 "random | sharegpt-like | jsonl | prefix_repetition (shared prefixes) | multi-turn "
+                 "(conversations resending their history)")
+      ->check(CLI::IsMember({"random", "sharegpt-like", "jsonl", "prefix_repetition", "multi-turn"}))
       ->capture_default_str();
   sv->add_option("--dataset-path", o->dataset.path,
                  "jsonl: one object a line, \"prompt\" (text or token ids), optional \"output_len\"");
@@ -103,6 +105,22 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
       ->capture_default_str();
   sv->add_option("--random-range-ratio", o->dataset.range_ratio,
                  "random: lengths uniform in LEN x [1 - r, 1 + r]")
+      ->capture_default_str();
+  sv->add_option("--prefix-repetition-prefix-len", o->dataset.prefix_len, "prefix_repetition: tokens of each prefix")
+      ->capture_default_str();
+  sv->add_option("--prefix-repetition-suffix-len", o->dataset.suffix_len,
+                 "prefix_repetition: tokens of the unique suffix after it")
+      ->capture_default_str();
+  sv->add_option("--prefix-repetition-num-prefixes", o->dataset.num_prefixes,
+                 "prefix_repetition: distinct prefixes, used in turn")
+      ->capture_default_str();
+  sv->add_option("--prefix-repetition-output-len", o->dataset.prefix_output_len, "prefix_repetition: max_tokens")
+      ->capture_default_str();
+  sv->add_option("--multi-turn-turns", o->dataset.turns,
+                 "multi-turn: turns per conversation (num-prompts / turns conversations); turn 1 is "
+                 "--random-input-len tokens, each next one adds a --random-output-len reply and a user message")
+      ->capture_default_str();
+  sv->add_option("--multi-turn-user-len", o->dataset.user_len, "multi-turn: tokens of each later user message")
       ->capture_default_str();
   sv->add_option("--tokenizer", o->tokenizer,
                  "random: a directory with the model's tokenizer.json; prompts are its random ids decoded to "

@@ -222,6 +222,61 @@ TEST(ServeBenchDataset, Jsonl) {
   std::filesystem::remove(path);
 }
 
+TEST(ServeBenchDataset, PrefixRepetitionSharesEachPrefixInTurn) {
+  DatasetOptions o;
+  o.name = "prefix_repetition";
+  o.num_prompts = 12;
+  o.prefix_len = 40;
+  o.suffix_len = 8;
+  o.num_prefixes = 3;
+  o.prefix_output_len = 5;
+  o.vocab_size = 1000;
+  o.seed = 3;
+  const auto a = make_dataset(o);
+  ASSERT_EQ(a.size(), 12u);
+  std::set<std::vector<int32_t>> prefixes, suffixes;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].prompt_ids.size(), 48u);
+    EXPECT_EQ(a[i].prompt_len, 48);
+    EXPECT_EQ(a[i].output_len, 5);
+    EXPECT_EQ(a[i].after, -1);
+    const std::vector<int32_t> prefix(a[i].prompt_ids.begin(), a[i].prompt_ids.begin() + 40);
+    // Prefix i % 3: the same for requests 3 apart, different otherwise.
+    EXPECT_EQ(prefix, std::vector<int32_t>(a[i % 3].prompt_ids.begin(), a[i % 3].prompt_ids.begin() + 40));
+    prefixes.insert(prefix);
+    suffixes.insert(std::vector<int32_t>(a[i].prompt_ids.begin() + 40, a[i].prompt_ids.end()));
+  }
+  EXPECT_EQ(prefixes.size(), 3u);
+  EXPECT_EQ(suffixes.size(), 12u);  // every suffix its own
+}
+
+TEST(ServeBenchDataset, MultiTurnResendsTheConversationInRounds) {
+  DatasetOptions o;
+  o.name = "multi-turn";
+  o.num_prompts = 9;
+  o.turns = 3;
+  o.input_len = 20;
+  o.output_len = 6;
+  o.user_len = 4;
+  o.vocab_size = 1000;
+  const auto a = make_dataset(o);
+  ASSERT_EQ(a.size(), 9u);  // 3 conversations x 3 turns, turn by turn
+  for (size_t i = 0; i < a.size(); ++i) {
+    const size_t turn = i / 3;
+    EXPECT_EQ(a[i].prompt_len, static_cast<int32_t>(20 + turn * (6 + 4))) << i;
+    EXPECT_EQ(a[i].output_len, 6);
+    if (turn == 0) {
+      EXPECT_EQ(a[i].after, -1);
+      continue;
+    }
+    ASSERT_EQ(a[i].after, static_cast<int32_t>(i - 3));
+    const auto& prev = a[i - 3].prompt_ids;
+    ASSERT_GT(a[i].prompt_ids.size(), prev.size());
+    EXPECT_TRUE(std::equal(prev.begin(), prev.end(), a[i].prompt_ids.begin())) << "turn " << turn << " extends the last";
+  }
+  EXPECT_NE(a[0].prompt_ids, a[1].prompt_ids);
+}
+
 TEST(ServeBenchHttp, SseReaderSplitsAnyChunking) {
   const std::string stream = "data: {\"a\":1}\n\n: ping\n\ndata:{\"b\":2}\r\n\r\ndata: [DONE]\n\n";
   for (size_t step : {1, 3, 7, 1000}) {
@@ -381,6 +436,42 @@ TEST(ServeBench, DefaultsAgainstTheDefaultModelCompleteEveryRequest) {
     EXPECT_EQ(metric_sum(after, "pagoda:prompt_tokens_total") - metric_sum(before, "pagoda:prompt_tokens_total"), in);
     EXPECT_EQ(metric_sum(after, "pagoda:request_success_total") - metric_sum(before, "pagoda:request_success_total"),
               6);
+  }
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+// The prefix-cache datasets against a server that reports cached tokens: the hit rate the report
+// gives is the one the server counted, and the multi-turn dataset waits for each previous turn.
+TEST(ServeBench, PrefixDatasetsReportTheServersHitRate) {
+  using server::test::ServerProcess;
+  const server::test::TestModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {"--served-model-name", "tiny", "--max-model-len", "512",
+                                       "--enable-prompt-tokens-details"}))
+      << s.log();
+  const std::string base = std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" +
+                           std::to_string(s.port()) + " --vocab-size 512 --seed 2 --disable-tqdm --max-concurrency 4";
+  for (const std::string& args :
+       {std::string(" --dataset-name prefix_repetition --num-prompts 24 --prefix-repetition-prefix-len 64 "
+                    "--prefix-repetition-suffix-len 8 --prefix-repetition-num-prefixes 3 --prefix-repetition-output-len 4"),
+        std::string(" --dataset-name multi-turn --num-prompts 12 --multi-turn-turns 4 --random-input-len 40 "
+                    "--random-output-len 4 --multi-turn-user-len 12")}) {
+    SCOPED_TRACE(args);
+    const std::string before = s.get("/metrics").body;
+    const std::string result = model_dir.path + "/result.json";
+    const auto r = server::test::run_command(base + args + " --result-file " + result + " 2>&1");
+    ASSERT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+    EXPECT_NE(r.out.find("Prefix cache hit rate (%)"), std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(server::test::read_file(result), nullptr, false);
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["failed"], 0);
+    const std::string after = s.get("/metrics").body;
+    auto delta = [&](const std::string& name) { return metric_sum(after, name) - metric_sum(before, name); };
+    const double hits = delta("pagoda:prefix_cache_hits_total"), queries = delta("pagoda:prefix_cache_queries_total");
+    ASSERT_GT(queries, 0);
+    EXPECT_NEAR(j["prefix_cache_hit_rate"].get<double>(), hits / queries, 1e-9);
+    EXPECT_GT(hits / queries, 0.3) << "shared prefixes and resent conversations should mostly hit";
   }
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
