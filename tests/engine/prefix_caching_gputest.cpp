@@ -58,8 +58,8 @@ TEST_P(CudaPrefixCaching, HashCollisionsStillGiveTheRightTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaPrefixCaching, ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& p) {
+                           std::string n = p.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
