@@ -25,7 +25,7 @@ trap 'kill $pid_on $pid_off 2>/dev/null; wait 2>/dev/null' EXIT
 up() { python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=2)" 2>/dev/null; }
 for port in $port_on $port_off; do
   for _ in $(seq 300); do up $port && break; sleep 0.2; done
-  up $port || { echo "the server on port $port did not come up:"; tail -20 "$out"/*.log; exit 1; }
+  up $port || { echo "the server on port $port did not come up:"; for f in "$out"/*.log; do echo "== $f"; tail -n 20 "$f"; done; exit 1; }
 done
 bench() {  # PORT NAME RUN ARGS...
   local port=$1 name=$2 run=$3
