@@ -9,6 +9,8 @@
 # Figures:
 #   repeated prefixes: vLLM's prefix_repetition dataset, 4 prefixes of 2,000 tokens each followed by
 #     a unique 24-token suffix, 40 requests one at a time: median TTFT (and the hit rate);
+#   multi-turn: 8 conversations of 5 turns (a 512-token first message, 64-token replies and user
+#     messages), 8 in flight, each turn sent when the last one is done: median TTFT, hit rate;
 #   unique prompts: the random dataset (nothing to hit), 1,024-token prompts, 64 output tokens,
 #     8 in flight: output token throughput: the cost of the cache's bookkeeping and snapshots.
 set -euo pipefail
@@ -36,10 +38,14 @@ bench() {  # PORT NAME RUN ARGS...
 repeated=(--dataset-name prefix_repetition --num-prompts 40 --prefix-repetition-prefix-len 2000
           --prefix-repetition-suffix-len 24 --prefix-repetition-num-prefixes 4 --prefix-repetition-output-len 16
           --max-concurrency 1)
+multiturn=(--dataset-name multi-turn --num-prompts 40 --multi-turn-turns 5 --random-input-len 512
+           --random-output-len 64 --multi-turn-user-len 64 --max-concurrency 8)
 unique=(--dataset-name random --num-prompts 32 --random-input-len 1024 --random-output-len 64 --max-concurrency 8)
 for ((i = 0; i < runs; i++)); do
   bench $port_on repeated_on "$i" "${repeated[@]}"
   bench $port_off repeated_off "$i" "${repeated[@]}"
+  bench $port_on multiturn_on "$i" "${multiturn[@]}"
+  bench $port_off multiturn_off "$i" "${multiturn[@]}"
   bench $port_on unique_on "$i" "${unique[@]}"
   bench $port_off unique_off "$i" "${unique[@]}"
 done
@@ -51,6 +57,8 @@ def med(name, key):
 rows = [("repeated prefixes", "median TTFT (ms)", "repeated", "median_ttft_ms"),
         ("repeated prefixes", "mean TTFT (ms)", "repeated", "mean_ttft_ms"),
         ("repeated prefixes", "prefix cache hit rate", "repeated", "prefix_cache_hit_rate"),
+        ("multi-turn", "median TTFT (ms)", "multiturn", "median_ttft_ms"),
+        ("multi-turn", "prefix cache hit rate", "multiturn", "prefix_cache_hit_rate"),
         ("unique prompts", "output tok/s", "unique", "output_throughput"),
         ("unique prompts", "median TTFT (ms)", "unique", "median_ttft_ms"),
         ("unique prompts", "prefix cache hit rate", "unique", "prefix_cache_hit_rate")]
