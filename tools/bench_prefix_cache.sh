@@ -32,6 +32,7 @@ done
 bench() {  # PORT NAME RUN ARGS...
   local port=$1 name=$2 run=$3
   shift 3
+  echo "[bench_prefix_cache] $name run $run (${SECONDS}s)" >&2
   "$bin" bench serve --base-url "http://127.0.0.1:$port" --disable-tqdm --seed "$run" --result-file "$out/$name.$run.json" \
     ${BENCH_ARGS:-} "$@" >/dev/null
 }
