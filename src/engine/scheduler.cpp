@@ -162,8 +162,13 @@ int32_t Scheduler::reserve_running(size_t index, int32_t want, bool can_shrink) 
       preempt(victim);
       continue;
     }
-    const auto own_blocks = static_cast<int32_t>(kv_.block_table(seq->id()).size());
-    if (kv_.pool().num_used() == own_blocks) {
+    // Alone in the pool (no other running sequence holds a block; with prefix caching a block
+    // may be shared, so counting the pool's used blocks would not tell) and still too big: the
+    // cache can never hold it.
+    const bool others_hold_blocks = std::any_of(running_.begin(), running_.end(), [&](const Sequence* r) {
+      return r != seq && !kv_.block_table(r->id()).empty();
+    });
+    if (!others_hold_blocks) {
       // Alone in the pool and still too big: the cache can never hold it.
       seq->finish_detail = "the KV cache (" + std::to_string(kv_.pool().num_blocks()) + " blocks of " +
                            std::to_string(kv_.block_size()) + " tokens) cannot hold " +
