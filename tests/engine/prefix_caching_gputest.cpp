@@ -58,11 +58,7 @@ TEST_P(CudaPrefixCaching, HashCollisionsStillGiveTheRightTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaPrefixCaching, ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text"),
-                         [](const auto& p) {
-                           std::string n = p.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         FixtureParamName());
 
 }  // namespace
 }  // namespace pagoda

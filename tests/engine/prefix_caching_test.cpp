@@ -111,12 +111,7 @@ TEST_P(PrefixCachingTest, OffMeansNoHits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCachingTest,
-                         ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text"),
-                         [](const auto& p) {
-                           std::string n = p.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text"), FixtureParamName());
 
 }  // namespace
 }  // namespace pagoda

@@ -21,6 +21,17 @@ inline std::string fixture_model_dir(const std::string& name) {
   return std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/models/" + name;
 }
 
+// A fixture's name as a gtest parameter name ("qwen3_5-tiny-text" -> "qwen3_5_tiny_text").
+struct FixtureParamName {
+  template <class ParamInfo>
+  std::string operator()(const ParamInfo& p) const {
+    std::string n = p.param;
+    for (char& c : n)
+      if (c == '-') c = '_';
+    return n;
+  }
+};
+
 inline std::vector<ReferenceCase> load_reference(const std::string& name) {
   std::ifstream in(fixture_model_dir(name) + "/reference.json");
   if (!in) throw std::runtime_error("missing reference fixture for " + name);
