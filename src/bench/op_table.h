@@ -118,6 +118,7 @@ std::vector<OpCase> perf_cases(bool quick);
 void add_dense_cases(std::vector<OpCase>& out);
 void add_attention_cases(std::vector<OpCase>& out);
 void add_gdn_cases(std::vector<OpCase>& out);
+void add_moe_cases(std::vector<OpCase>& out);
 
 // Runs a case on `be` and returns its outputs (fp32 values; ints as floats), by name.
 std::map<std::string, std::vector<float>> run_case(Backend& be, const OpCase& c, const OpData& in);
