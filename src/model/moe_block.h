@@ -92,8 +92,9 @@ void moe_forward(Backend& be, const ModelConfig& cfg, const MoeWeights& w, const
 struct ParameterCounts {
   int64_t total = 0, active = 0;
 };
-ParameterCounts moe_parameter_counts(const ModelConfig& cfg);
-// {label, value} lines for `pagoda info`: the experts and the parameter counts.
-std::vector<std::pair<std::string, std::string>> describe_moe(const ModelConfig& cfg);
+// gated_attention: q_proj holds an output gate per head (Qwen3.5's attention layers).
+ParameterCounts moe_parameter_counts(const ModelConfig& cfg, bool gated_attention);
+// {label, value} lines for `pagoda info`: the experts, the sparse layers and the parameter counts.
+std::vector<std::pair<std::string, std::string>> describe_moe(const ModelConfig& cfg, bool gated_attention);
 
 }  // namespace pagoda
