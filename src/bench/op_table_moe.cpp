@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "bench/op_table.h"
 
@@ -234,7 +235,51 @@ void add_unpermute(std::vector<OpCase>& out) {
   }
 }
 
+// Perf: the grouped GEMMs of a Qwen3-30B-A3B layer (E 128, top 8, H 2048, moe_intermediate_size 768)
+// with the routed rows spread evenly over the experts (decode: k experts of one row each).
+void perf_grouped_linear(std::vector<OpCase>& out, int64_t t, bool down) {
+  const int64_t e = 128, k = 8, h = 2048, i = 768, r = t * k;
+  const int64_t n = down ? h : 2 * i, kk = down ? i : h;
+  std::vector<int32_t> counts(static_cast<size_t>(e), 0);
+  for (int64_t j = 0; j < r; ++j) ++counts[static_cast<size_t>((j * 37) % e)];
+  const std::vector<int32_t> off = offsets_of(counts);
+  const int64_t touched = std::count_if(counts.begin(), counts.end(), [](int32_t c) { return c > 0; });
+  OpCase c;
+  c.op = "moe_grouped_linear";
+  c.label = down ? "30B-A3B down" : "30B-A3B gate_up";
+  c.label += " T=" + std::to_string(t);
+  c.label += " R=" + std::to_string(r);
+  c.label += " " + std::to_string(n) + "x" + std::to_string(kk) + " x" + std::to_string(e);
+  c.make = [=](DType act) {
+    OpData d;
+    for (auto [name, dt, shape] : {std::tuple<const char*, DType, std::vector<int64_t>>{"x", act, {r, kk}},
+                                   {"w", act, {e, n, kk}}, {"out", act, {r, n}}}) {
+      HostTensor hl;
+      hl.dtype = dt;
+      hl.shape = shape;
+      hl.lazy = true;
+      d.t[name] = hl;
+    }
+    d.t["expert_offsets"] = ints(off, {e + 1});
+    return d;
+  };
+  c.run = [](Backend& be, DeviceData& d, int rep) {
+    be.moe_grouped_linear(d.t("x"), d.t("w", rep), d.t("expert_offsets"), d.t("out"));
+  };
+  c.bytes = [=](DType act) {
+    return static_cast<double>(touched * n * kk + r * kk + r * n) * static_cast<double>(dtype_size(act));
+  };
+  c.flops = [=](DType) { return 2.0 * static_cast<double>(r * n * kk); };
+  c.rotate = {"w"};
+  out.push_back(std::move(c));
+}
+
 }  // namespace
+
+void add_moe_perf_cases(std::vector<OpCase>& out, bool quick) {
+  for (int64_t t : quick ? std::vector<int64_t>{1, 512} : std::vector<int64_t>{1, 8, 64, 512, 2048})
+    for (bool down : {false, true}) perf_grouped_linear(out, t, down);
+}
 
 void add_moe_cases(std::vector<OpCase>& out) {
   add_route(out);
