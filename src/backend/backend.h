@@ -83,6 +83,10 @@ enum class Op : int32_t {
   GatedDeltaRule,
   GatedRmsNorm,
   ArgmaxRows,
+  MoeRoute,
+  MoePermute,
+  MoeGroupedLinear,
+  MoeUnpermute,
   kCount  // not an op: the number of them
 };
 // The op's method name ("rms_norm", "paged_attention", ...), as messages name it.
@@ -106,8 +110,8 @@ class Backend {
   virtual std::string name() const = 0;
 
   // ---- capabilities -------------------------------------------------------------------------
-  // Whether this backend runs `op` with `dtype`: the dtype of the weights for Embedding (the table)
-  // and Linear (w), of the logits (F32) for ArgmaxRows, and of the activations for every other op
+  // Whether this backend runs `op` with `dtype`: the dtype of the weights for Embedding (the table),
+  // Linear and MoeGroupedLinear (w), of the logits (F32) for ArgmaxRows, and of the activations for every other op
   // (KV-cache dtypes are the engine's choice; a backend that cannot store one throws naming it).
   // A backend implements every primitive below, but may answer false here for the ones it cannot
   // run (it then throws if called anyway); the model's needs are checked at load (fallback_backend.h).
@@ -217,6 +221,44 @@ class Backend {
   // statistics in fp32. z may be a column view; out may alias x.
   virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                               Tensor& out) = 0;
+
+  // ---- mixture of experts (docs/models.md "Mixture of experts") -------------------------------
+  // A sparse MLP is: router logits → moe_route → moe_permute → moe_grouped_linear (gate|up) →
+  // silu_mul → moe_grouped_linear (down) → moe_unpermute. T tokens, E experts, k = top-k, R = T·k
+  // routed rows; a "slot" is s = t·k + j, the j-th expert choice of token t. None of these reads
+  // device values on the host: launch shapes come from tensor shapes only (graph-safe).
+  //
+  // Per token, softmax over E of logits [T, E] (F32 or activations; dim 0 may be strided, e.g. a
+  // column view of a fused router|shared-gate output) computed in fp32, then its top k: expert_ids
+  // I32 [T, k] in descending probability (equal probabilities: the lower expert id first), weights
+  // F32 [T, k] = those probabilities, divided by their sum when `renormalize` (transformers'
+  // norm_topk_prob). k = expert_ids.size(1), 1 <= k <= E. NaN logits are never chosen before a number.
+  virtual void moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids,
+                         Tensor& weights) = 0;
+  // Sorts the T·k slots by expert (stable: within one expert by slot), E = expert_offsets.size(0) - 1:
+  //   expert_offsets I32 [E + 1]: offsets[e] = slots routed to experts below e (offsets[E] = T·k);
+  //   sorted_slots I32 [R]: the slot of each sorted row (ascending within an expert);
+  //   slot_rows I32 [R]: its inverse, slot_rows[s] = the sorted row of slot s;
+  //   x_sorted [R, H] = x[sorted_slots[r] / k] for x [T, H] (activations, dim 0 may be strided).
+  // expert_ids I32 [T, k] must lie in [0, E) (moe_route's always do); a backend that sees one outside
+  // throws (CPU) or, where it cannot throw, leaves that slot out of every expert.
+  virtual void moe_permute(const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets,
+                           Tensor& sorted_slots, Tensor& slot_rows, Tensor& x_sorted) = 0;
+  // One GEMM per expert over its rows: out[r, :] = x[r, :] · w[e]^T for r in
+  // [offsets[e], offsets[e+1]), x [R, K] (activations, dim 0 may be strided), w [E, N, K] (weights,
+  // contiguous, any float dtype supports() accepts), expert_offsets I32 [E + 1] non-decreasing from 0
+  // with offsets[E] <= R, out [R, N]. An expert without rows costs nothing; rows past offsets[E] are
+  // left unwritten.
+  virtual void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
+                                  Tensor& out) = 0;
+  // Back to token order with the routing weights, summed in fp32 over j = 0..k-1 in that order and
+  // rounded once: out[t, :] = Σ_j weights[t, j] · y[slot_rows[t·k + j], :]
+  //                           + sigmoid(shared_gate[t, 0]) · shared[t, :].
+  // y [R, H] (activations), weights F32 [T, k], slot_rows I32 [T·k], out [T, H] (must not alias y).
+  // shared [T, H] (the shared expert's output) and shared_gate [T, 1] (its gate logit, a column view
+  // allowed) are optional: empty shared = no shared term; empty shared_gate = a gate of 1.
+  virtual void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows,
+                             const Tensor& shared, const Tensor& shared_gate, Tensor& out) = 0;
 
   // ---- sampling helpers -----------------------------------------------------------------------
   // out[i] = argmax_j logits[i, j]: logits F32 [R, V] (dim 0 may be strided), out I32 [R]; the

@@ -127,6 +127,21 @@ void FallbackBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Ten
 void FallbackBackend::argmax_rows(const Tensor& logits, Tensor& out) {
   on(Op::ArgmaxRows, logits.dtype).argmax_rows(logits, out);
 }
+void FallbackBackend::moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) {
+  on(Op::MoeRoute, activation_dtype()).moe_route(logits, renormalize, expert_ids, weights);
+}
+void FallbackBackend::moe_permute(const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets,
+                                  Tensor& sorted_slots, Tensor& slot_rows, Tensor& x_sorted) {
+  on(Op::MoePermute, x.dtype).moe_permute(x, expert_ids, expert_offsets, sorted_slots, slot_rows, x_sorted);
+}
+void FallbackBackend::moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
+                                         Tensor& out) {
+  on(Op::MoeGroupedLinear, w.dtype).moe_grouped_linear(x, w, expert_offsets, out);
+}
+void FallbackBackend::moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows,
+                                    const Tensor& shared, const Tensor& shared_gate, Tensor& out) {
+  on(Op::MoeUnpermute, y.dtype).moe_unpermute(y, weights, slot_rows, shared, shared_gate, out);
+}
 
 // ---- fused paths: whole on the device, or composed ------------------------------------------------
 

@@ -65,6 +65,12 @@ class FallbackBackend final : public Backend {
                         Tensor& out) override;
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& out) override;
+  void moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) override;
+  void moe_permute(const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets, Tensor& sorted_slots,
+                   Tensor& slot_rows, Tensor& x_sorted) override;
+  void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) override;
+  void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
+                     const Tensor& shared_gate, Tensor& out) override;
 
   // A fused path runs whole on the device (its own fusion, if any) when the device supports every
   // primitive it is made of; otherwise as the default composition, primitive by primitive.

@@ -325,6 +325,7 @@ std::vector<OpCase> test_cases() {
   add_dense_cases(out);
   add_attention_cases(out);
   add_gdn_cases(out);
+  add_moe_cases(out);
   return out;
 }
 

@@ -220,6 +220,7 @@ std::vector<OpCase> perf_cases(bool quick) {
     perf_gdn(out, b, q);
   perf_argmax(out, 1);
   perf_argmax(out, 128);
+  add_moe_perf_cases(out, quick);
   return out;
 }
 

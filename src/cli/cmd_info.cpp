@@ -1,6 +1,8 @@
 // `pagoda info [MODEL_DIR]`: what a checkpoint is, before anything is loaded onto a device.
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -62,15 +64,26 @@ std::string rope_scaling_text(const RopeParams& r) {
   return buf;
 }
 
+// The checkpoint, or none when the directory holds config.json alone (a model's shape described
+// before its weights are downloaded: `pagoda info` then reports what the config implies).
+std::optional<Checkpoint> open_weights(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(fs::path(dir) / "model.safetensors", ec) &&
+      !fs::exists(fs::path(dir) / "model.safetensors.index.json", ec))
+    return std::nullopt;
+  return Checkpoint::open_dir(dir);
+}
+
 void print_info(const std::string& dir, const EngineConfig& flags) {
   const ModelConfig cfg = load_model_config(dir);
   // As serve/generate/bench would run it with these flags (engine_config.h decides, once).
   const ResolvedEngineConfig rc = resolve_engine_config(flags, cfg);
-  const Checkpoint ckpt = Checkpoint::open_dir(dir);
+  const std::optional<Checkpoint> ckpt = open_weights(dir);
 
   int64_t params = 0, skipped = 0;
   std::map<std::string, int64_t> by_dtype;  // dtype -> parameter count
-  for (const TensorView* t : ckpt.all()) {
+  for (const TensorView* t : ckpt ? ckpt->all() : std::vector<const TensorView*>{}) {
     if (!canonical_weight_name(t->name)) {
       skipped += t->numel();
       continue;
@@ -119,13 +132,17 @@ void print_info(const std::string& dir, const EngineConfig& flags) {
   std::printf("vocab              %lld (%s embeddings)\n", static_cast<long long>(cfg.vocab_size),
               cfg.tie_word_embeddings ? "tied" : "untied");
   std::printf("max context        %lld\n", static_cast<long long>(cfg.max_position_embeddings));
-  std::printf("parameters         %lld (%s; %s)\n", static_cast<long long>(params),
-              format_count(params).c_str(), dtypes.c_str());
-  if (skipped > 0)
-    std::printf("skipped            %lld (vision tower / MTP head, not served)\n",
-                static_cast<long long>(skipped));
-  std::printf("weights on disk    %s in %zu tensors\n", format_bytes(ckpt.total_bytes()).c_str(),
-              ckpt.all().size());
+  if (ckpt) {
+    std::printf("parameters         %lld (%s; %s)\n", static_cast<long long>(params),
+                format_count(params).c_str(), dtypes.c_str());
+    if (skipped > 0)
+      std::printf("skipped            %lld (vision tower / MTP head, not served)\n",
+                  static_cast<long long>(skipped));
+    std::printf("weights on disk    %s in %zu tensors\n", format_bytes(ckpt->total_bytes()).c_str(),
+                ckpt->all().size());
+  } else {
+    std::printf("weights on disk    none (config.json only)\n");
+  }
   std::printf("engine dtypes      on %s: dtype %s (activations %s), kv cache %s\n", rc.device.c_str(),
               torch_dtype_name(rc.model_dtype), torch_dtype_name(rc.activation_dtype),
               torch_dtype_name(rc.kv_cache_dtype));

@@ -85,7 +85,11 @@ namespace {
 void read_dimensions(const ConfigReader& r, int64_t default_head_dim, ModelConfig* c) {
   c->vocab_size = r.required_int("vocab_size", kMaxVocab);
   c->hidden_size = r.required_int("hidden_size", kMaxHidden);
-  c->intermediate_size = r.required_int("intermediate_size", kMaxIntermediate);
+  // MoE configs whose every layer is sparse (Qwen3.5-MoE) have no dense MLP and may leave it out;
+  // the MoE reader refuses its absence where a dense layer needs it.
+  c->intermediate_size = r.find("moe_intermediate_size").value != nullptr
+                             ? r.optional_int("intermediate_size", 1, kMaxIntermediate).value_or(0)
+                             : r.required_int("intermediate_size", kMaxIntermediate);
   c->num_layers = r.required_int("num_hidden_layers", kMaxLayers);
   c->num_heads = r.required_int("num_attention_heads", kMaxHeads);
   c->num_kv_heads = r.required_int("num_key_value_heads", kMaxHeads);

@@ -22,10 +22,11 @@ void DecoderBase::load_embedding_and_head() {
                  : embed_;
 }
 
-Tensor DecoderBase::scratch(int64_t rows, int64_t cols) {
-  const DType a = be_.activation_dtype();
-  scratch_buffers_.push_back(be_.alloc(static_cast<size_t>(rows * cols) * dtype_size(a)));
-  return scratch_buffers_.back().tensor(a, {rows, cols});
+Tensor DecoderBase::scratch(int64_t rows, int64_t cols) { return scratch(rows, cols, be_.activation_dtype()); }
+
+Tensor DecoderBase::scratch(int64_t rows, int64_t cols, DType dtype) {
+  scratch_buffers_.push_back(be_.alloc(static_cast<size_t>(rows * cols) * dtype_size(dtype)));
+  return scratch_buffers_.back().tensor(dtype, {rows, cols});
 }
 
 void DecoderBase::begin_reserve(int32_t max_tokens, int32_t max_logits_rows) {

@@ -30,6 +30,7 @@ class DecoderBase : public Model {
   // `max_tokens` tokens and `max_logits_rows` sampled rows.
   void begin_reserve(int32_t max_tokens, int32_t max_logits_rows);
   Tensor scratch(int64_t rows, int64_t cols);  // workspace in the activation dtype
+  Tensor scratch(int64_t rows, int64_t cols, DType dtype);  // workspace of another dtype (indices)
   size_t scratch_bytes() const;
 
   // h, x, y: the residual stream, the normed input of a sub-layer, and a sub-layer's output,

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "model/decoder_base.h"
+#include "model/moe_block.h"
 
 namespace pagoda {
 namespace {
@@ -11,7 +12,9 @@ struct DenseLayer {
   // and mlp_out_norm on the two sub-layer outputs (empty otherwise). All [H].
   Tensor input_norm, mlp_norm, attn_out_norm, mlp_out_norm;
   AttentionWeights attn;
+  bool sparse = false;  // the mixture of experts (moe_block.h) instead of the dense MLP
   MlpWeights mlp;
+  MoeWeights moe;
 };
 
 class DenseDecoder final : public DecoderBase {
@@ -39,7 +42,13 @@ class DenseDecoder final : public DecoderBase {
         l.mlp_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
       }
       l.attn = load_attention(ws_, cfg, i, weight_dtype(), attention_options(i));
-      l.mlp = load_mlp(ws_, cfg, i, weight_dtype());
+      l.sparse = is_sparse_layer(cfg, i);
+      if (l.sparse) {
+        l.moe = load_moe(ws_, cfg, i, weight_dtype());
+        ++num_sparse_;
+      } else {
+        l.mlp = load_mlp(ws_, cfg, i, weight_dtype());
+      }
       layers_.push_back(l);
       attention_index_.push_back(i);
     }
@@ -49,7 +58,8 @@ class DenseDecoder final : public DecoderBase {
     std::vector<OpUse> ops = DecoderBase::required_ops();
     for (int i = 0; i < cfg_.num_layers; ++i)
       add_attention_ops(attention_options(i), be_.activation_dtype(), weight_dtype(), ops);
-    add_mlp_ops(opt_.activation, be_.activation_dtype(), weight_dtype(), ops);
+    if (num_sparse_ < cfg_.num_layers) add_mlp_ops(opt_.activation, be_.activation_dtype(), weight_dtype(), ops);
+    if (num_sparse_ > 0) add_moe_ops(cfg_, be_.activation_dtype(), weight_dtype(), ops);
     return ops;
   }
 
@@ -59,8 +69,13 @@ class DenseDecoder final : public DecoderBase {
     begin_reserve(max_tokens, max_logits_rows);
     s_.qkv = scratch(T, (q_heads + 2 * cfg_.num_kv_heads) * D);
     s_.attn = scratch(T, cfg_.num_heads * D);
-    s_.gate_up = scratch(T, 2 * cfg_.intermediate_size);
-    s_.mlp_act = scratch(T, cfg_.intermediate_size);
+    if (num_sparse_ < cfg_.num_layers) {
+      s_.gate_up = scratch(T, 2 * cfg_.intermediate_size);
+      s_.mlp_act = scratch(T, cfg_.intermediate_size);
+    }
+    if (num_sparse_ > 0)
+      moe_ = reserve_moe(cfg_, T, be_.activation_dtype(),
+                         [this](int64_t rows, int64_t cols, DType dt) { return scratch(rows, cols, dt); });
     if (opt_.sandwich_norms) sublayer_out_ = scratch(T, cfg_.hidden_size);
     return scratch_bytes();
   }
@@ -82,7 +97,8 @@ class DenseDecoder final : public DecoderBase {
                         state.kv.k(a), state.kv.v(a), s.x, s_, raw);
       if (opt_.sandwich_norms) be_.rms_norm(raw, l.attn_out_norm, s.y, eps, zc);
       be_.add_rms_norm(s.h, s.y, l.mlp_norm, s.x, eps, zc);
-      mlp_forward(be_, l.mlp, s.x, s_, raw, opt_.activation);
+      if (l.sparse) moe_forward(be_, cfg_, l.moe, s.x, moe_, raw);
+      else mlp_forward(be_, l.mlp, s.x, s_, raw, opt_.activation);
       if (opt_.sandwich_norms) be_.rms_norm(raw, l.mlp_out_norm, s.y, eps, zc);
     }
     finish_forward(meta, s, zc, logits);
@@ -97,6 +113,8 @@ class DenseDecoder final : public DecoderBase {
   DenseDecoderOptions opt_;
   std::vector<DenseLayer> layers_;
   LayerScratch s_;
+  int num_sparse_ = 0;  // layers with experts
+  MoeScratch moe_;
   Tensor sublayer_out_;  // [T, H]: a sub-layer's output before its norm (sandwich norms)
 };
 

@@ -1,7 +1,8 @@
 // A decoder of identical dense layers: RMSNorm -> attention -> residual, RMSNorm -> GLU MLP ->
 // residual, then the final norm and the lm_head. Qwen3, Llama, Qwen2, Mistral and Gemma 3 are this
 // block with different options; a family that has it builds one from its config instead of writing
-// its own loop.
+// its own loop. A config with MoeFields (moe_block.h: Qwen3-MoE) gets the mixture of experts in
+// place of the MLP in its sparse layers.
 #pragma once
 
 #include <memory>

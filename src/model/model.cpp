@@ -2,6 +2,9 @@
 
 #include "backend/fallback_backend.h"
 #include "core/error.h"
+#include "core/format.h"
+#include "io/weight_names.h"
+#include "model/moe_block.h"
 #include "model/registry.h"
 
 namespace pagoda {
@@ -10,8 +13,29 @@ int Model::attention_index(int layer) const {
   return attention_index_.at(static_cast<size_t>(layer));
 }
 
+void check_weights_fit(const ModelConfig& config, const Checkpoint& ckpt, DType weight_dtype, int64_t device_bytes,
+                       const std::string& device) {
+  if (device_bytes <= 0) return;
+  int64_t params = 0;
+  for (const TensorView* t : ckpt.all())
+    if (canonical_weight_name(t->name)) params += t->numel();
+  const int64_t bytes = params * static_cast<int64_t>(dtype_size(weight_dtype));
+  if (bytes <= device_bytes) return;
+  std::string what = format_count(params) + " parameters";
+  if (moe_fields(config) != nullptr) {
+    const bool gated = config.num_layers_of(LayerKind::LinearAttention) > 0;  // Qwen3.5's gated attention
+    what += ", " + format_count(moe_parameter_counts(config, gated).active) + " active per token";
+  }
+  throw Error("the weights need " + format_bytes(bytes) + " as " + dtype_name(weight_dtype) + " (" + what +
+              "), more than the " + format_bytes(device_bytes) + " of " + device +
+              "; one device must hold them all (tensor parallelism is not implemented yet): use a smaller or "
+              "quantised checkpoint, or --device cpu");
+}
+
 std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
                                   Backend& backend) {
+  const DType wdtype = backend.device() == Device::CPU ? DType::F32 : backend.activation_dtype();
+  check_weights_fit(config, ckpt, wdtype, backend.total_memory(), backend.name());
   const ModelFamily& family = model_family_of(config);
   std::unique_ptr<Model> model = family.make(config, ckpt, backend);
   require_ops(backend, model->required_ops(), family.name);

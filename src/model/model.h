@@ -49,6 +49,14 @@ class Model {
   std::vector<int> attention_index_;
 };
 
+// Throws pagoda::Error, before anything is allocated, when the checkpoint's served tensors stored
+// as `weight_dtype` need more than `device_bytes` (0: no limit, host memory), naming the bytes, the
+// parameters (total and, for mixtures of experts, active per token) and the device. load_model calls
+// it with the backend's total_memory(): a model larger than one device says so up front instead of
+// failing at some tensor midway (tensor parallelism is a later issue).
+void check_weights_fit(const ModelConfig& config, const Checkpoint& ckpt, DType weight_dtype, int64_t device_bytes,
+                       const std::string& device);
+
 // Loads the checkpoint in `dir` (config.json + safetensors) onto `backend`, choosing the model
 // family from the config's architecture (model/registry.h).
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend);

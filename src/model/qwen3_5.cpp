@@ -1,11 +1,15 @@
 // Qwen3.5 (hybrid, `qwen3_5` / `qwen3_5_text`): Gated DeltaNet layers mixed with output-gated full
 // attention (partial RoPE), SwiGLU MLP, zero-centred (1 + w) RMSNorm everywhere (MODELS.md). Text
-// decoder only; the multimodal checkpoints keep its settings under text_config.
+// decoder only; the multimodal checkpoints keep its settings under text_config. Its hybrid loop
+// (qwen3_5.h) also runs Qwen3.5-MoE, whose config carries MoeFields: the experts in place of the MLP.
+#include "model/qwen3_5.h"
+
 #include "core/error.h"
 #include "io/config_reader.h"
 #include "model/decoder_base.h"
 #include "model/gated_delta_net_layer.h"
 #include "model/layers.h"
+#include "model/moe_block.h"
 #include "model/registry.h"
 
 namespace pagoda {
@@ -20,7 +24,9 @@ struct Qwen3_5Layer {
   Tensor input_norm, post_norm;  // [H], zero-centred
   AttentionWeights attn;         // full-attention layers
   GatedDeltaNetWeights gdn;      // linear-attention layers
+  bool sparse = false;           // the mixture of experts instead of the dense MLP
   MlpWeights mlp;
+  MoeWeights moe;
 };
 
 class Qwen3_5Model final : public DecoderBase {
@@ -46,7 +52,13 @@ class Qwen3_5Model final : public DecoderBase {
         attention_index_.push_back(-1);
         gdn_index_.push_back(num_gdn_++);
       }
-      l.mlp = load_mlp(ws_, cfg, i, wdt);
+      l.sparse = is_sparse_layer(cfg, i);
+      if (l.sparse) {
+        l.moe = load_moe(ws_, cfg, i, wdt);
+        ++num_sparse_;
+      } else {
+        l.mlp = load_mlp(ws_, cfg, i, wdt);
+      }
       layers_.push_back(l);
     }
   }
@@ -56,7 +68,8 @@ class Qwen3_5Model final : public DecoderBase {
     const DType act = be_.activation_dtype(), wdt = weight_dtype();
     if (num_gdn_ < cfg_.num_layers) add_attention_ops(kAttention, act, wdt, ops);
     if (num_gdn_ > 0) add_gated_delta_net_ops(act, wdt, ops);
-    add_mlp_ops(GluActivation::Silu, act, wdt, ops);
+    if (num_sparse_ < cfg_.num_layers) add_mlp_ops(GluActivation::Silu, act, wdt, ops);
+    if (num_sparse_ > 0) add_moe_ops(cfg_, act, wdt, ops);
     return ops;
   }
 
@@ -72,8 +85,13 @@ class Qwen3_5Model final : public DecoderBase {
       g_.conv_out = scratch(T, cfg_.conv_dim());
       g_.core = scratch(T, cfg_.linear_num_value_heads * cfg_.linear_value_head_dim);
     }
-    s_.gate_up = scratch(T, 2 * cfg_.intermediate_size);
-    s_.mlp_act = scratch(T, cfg_.intermediate_size);
+    if (num_sparse_ < cfg_.num_layers) {
+      s_.gate_up = scratch(T, 2 * cfg_.intermediate_size);
+      s_.mlp_act = scratch(T, cfg_.intermediate_size);
+    }
+    if (num_sparse_ > 0)
+      moe_ = reserve_moe(cfg_, T, be_.activation_dtype(),
+                         [this](int64_t rows, int64_t cols, DType dt) { return scratch(rows, cols, dt); });
     return scratch_bytes();
   }
 
@@ -99,7 +117,8 @@ class Qwen3_5Model final : public DecoderBase {
         gated_delta_net_forward(be_, cfg_, l.gdn, meta, rs->conv(g), rs->recurrent(g), s.x, g_, s.y);
       }
       be_.add_rms_norm(s.h, s.y, l.post_norm, s.x, eps, zc);
-      mlp_forward(be_, l.mlp, s.x, s_, s.y);
+      if (l.sparse) moe_forward(be_, cfg_, l.moe, s.x, moe_, s.y);
+      else mlp_forward(be_, l.mlp, s.x, s_, s.y);
     }
     finish_forward(meta, s, zc, logits);
   }
@@ -108,7 +127,9 @@ class Qwen3_5Model final : public DecoderBase {
   std::vector<Qwen3_5Layer> layers_;
   std::vector<int> gdn_index_;  // index among the GDN layers of each layer (-1 for attention)
   int num_gdn_ = 0;
+  int num_sparse_ = 0;  // layers with experts
   LayerScratch s_;
+  MoeScratch moe_;
   GatedDeltaNetScratch g_;
 };
 
@@ -125,6 +146,8 @@ void read_linear_attention(const ConfigReader& r, ModelConfig* c) {
             std::to_string(c->linear_num_value_heads) + ") is not a multiple of " + r.prefix() +
             "linear_num_key_heads (" + std::to_string(c->linear_num_key_heads) + ")");
 }
+
+}  // namespace
 
 // Qwen3_5TextConfig: a quarter of the head rotates by default; without layer_types every
 // full_attention_interval-th layer (default 4) is full attention, the rest Gated DeltaNet.
@@ -143,8 +166,6 @@ std::unique_ptr<Model> make_qwen3_5(const ModelConfig& config, const Checkpoint&
                                     Backend& backend) {
   return std::make_unique<Qwen3_5Model>(config, ckpt, backend);
 }
-
-}  // namespace
 
 std::vector<ModelFamily> qwen3_5_families() {
   return {

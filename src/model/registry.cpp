@@ -15,6 +15,8 @@ std::vector<ModelFamily> llama_families();
 std::vector<ModelFamily> qwen2_families();
 std::vector<ModelFamily> mistral_families();
 std::vector<ModelFamily> gemma3_families();
+std::vector<ModelFamily> qwen3_moe_families();
+std::vector<ModelFamily> qwen3_5_moe_families();
 
 namespace {
 
@@ -27,6 +29,8 @@ constexpr FamiliesOf kRegistered[] = {
     qwen2_families,
     mistral_families,
     gemma3_families,
+    qwen3_moe_families,
+    qwen3_5_moe_families,
 };
 
 constexpr size_t kMaxConfigBytes = 16u * 1000 * 1000;

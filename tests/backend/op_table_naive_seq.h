@@ -3,6 +3,7 @@
 #pragma once
 
 #include "op_table_naive.h"
+#include "op_table_naive_moe.h"
 
 namespace pagoda::naive {
 
@@ -226,6 +227,10 @@ inline const std::map<std::string, std::function<Outputs(const OpData&)>>& formu
       {"causal_conv1d_silu", causal_conv1d_silu},
       {"gated_delta_rule", gated_delta_rule},
       {"gated_rms_norm", gated_rms_norm},
+      {"moe_route", moe_route},
+      {"moe_permute", moe_permute},
+      {"moe_grouped_linear", moe_grouped_linear},
+      {"moe_unpermute", moe_unpermute},
   };
   return f;
 }

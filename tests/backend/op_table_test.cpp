@@ -135,7 +135,8 @@ TEST(OpTableCases, EveryOpHasCasesAndAFormula) {
   const std::set<std::string> want = {"embedding", "rms_norm", "add_rms_norm", "linear", "silu_mul",
                                       "linear_silu_mul", "gelu_tanh_mul", "scale", "softcap", "qk_norm_rope_and_cache", "reshape_and_cache",
                                       "paged_attention", "gather_rows", "sigmoid_gate", "add_bias", "causal_conv1d_silu",
-                                      "gated_delta_rule", "gated_rms_norm", "argmax_rows"};
+                                      "gated_delta_rule", "gated_rms_norm", "argmax_rows", "moe_route", "moe_permute",
+                                      "moe_grouped_linear", "moe_unpermute"};
   const std::vector<std::string> names = op_names();
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), want);
   for (const std::string& op : want) EXPECT_TRUE(naive::formulas().count(op)) << op;

@@ -91,6 +91,20 @@ class PartialBackend final : public Backend {
     run(Op::GatedRmsNorm).gated_rms_norm(x, z, w, eps, out);
   }
   void argmax_rows(const Tensor& logits, Tensor& out) override { run(Op::ArgmaxRows).argmax_rows(logits, out); }
+  void moe_route(const Tensor& l, bool renorm, Tensor& ids, Tensor& w) override {
+    run(Op::MoeRoute).moe_route(l, renorm, ids, w);
+  }
+  void moe_permute(const Tensor& x, const Tensor& ids, Tensor& off, Tensor& sorted, Tensor& rows,
+                   Tensor& xs) override {
+    run(Op::MoePermute).moe_permute(x, ids, off, sorted, rows, xs);
+  }
+  void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& off, Tensor& out) override {
+    run(Op::MoeGroupedLinear).moe_grouped_linear(x, w, off, out);
+  }
+  void moe_unpermute(const Tensor& y, const Tensor& w, const Tensor& rows, const Tensor& sh, const Tensor& g,
+                     Tensor& out) override {
+    run(Op::MoeUnpermute).moe_unpermute(y, w, rows, sh, g, out);
+  }
 
  private:
   Backend& run(Op op) {

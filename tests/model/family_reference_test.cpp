@@ -1,8 +1,10 @@
 // Every family against Hugging Face transformers' fp32 reference: each fixture directory under
-// tests/fixtures/models/ made by tools/make_llama_fixtures.py or tools/make_family_fixtures.py
+// tests/fixtures/models/ made by tools/make_llama_fixtures.py, tools/make_family_fixtures.py or
+// tools/make_moe_fixtures.py
 // (found at run time; a new family's fixtures join without touching this file) runs
 //  (a) through the model alone: prefill each prompt in one step, then decode token by token with
-//      shuffled KV blocks; greedy tokens identical, last-prompt logits within 1e-4;
+//      shuffled KV blocks (and a recurrent-state slot for hybrid models); greedy tokens identical,
+//      last-prompt logits within 1e-4;
 //  (b) through the engine: all prompts at once, a token budget that forces chunked prefill and a
 //      KV pool too small for all of them (preemption and recompute); greedy tokens identical.
 // A fixture whose architecture no registered family claims fails loudly.
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -19,6 +22,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "io/model_config.h"
+#include "kv/recurrent_state.h"
 #include "model/model.h"
 #include "model/registry.h"
 #include "reference_fixture.h"
@@ -40,7 +44,8 @@ bool made_by_family_script(const std::string& dir) {
   if (!j.is_object() || !j.contains("made_by") || !j["made_by"].is_string()) return false;
   const std::string by = j["made_by"].get<std::string>();
   return by.find("make_llama_fixtures.py") != std::string::npos ||
-         by.find("make_family_fixtures.py") != std::string::npos;
+         by.find("make_family_fixtures.py") != std::string::npos ||
+         by.find("make_moe_fixtures.py") != std::string::npos;
 }
 
 std::vector<std::string> family_fixtures() {
@@ -98,6 +103,10 @@ TEST_P(FamilyReferenceTest, ModelAloneMatchesTransformers) {
                      static_cast<int32_t>(cfg.head_dim), DType::F32};
   PagedKvCache kv(*backend, shape);
   ModelRunner runner(*backend, *model, longest, 1, num_blocks);
+  // Hybrid models: one recurrent-state slot, cleared by each prompt's first step (no initial state).
+  std::unique_ptr<RecurrentState> state;
+  if (cfg.num_layers_of(LayerKind::LinearAttention) > 0)
+    state = std::make_unique<RecurrentState>(*backend, RecurrentStateShape::for_model(cfg, 1, DType::F32));
 
   std::mt19937 rng(11);
   for (const auto& rc : cases) {
@@ -105,8 +114,9 @@ TEST_P(FamilyReferenceTest, ModelAloneMatchesTransformers) {
     SingleSequence seq{block_size, std::vector<int32_t>(static_cast<size_t>(num_blocks))};
     std::iota(seq.blocks.begin(), seq.blocks.end(), 0);
     std::shuffle(seq.blocks.begin(), seq.blocks.end(), rng);
+    if (state) seq.state_slot = 0;
 
-    std::vector<float> logits = runner.execute(seq.step(rc.prompt_ids), kv);
+    std::vector<float> logits = runner.execute(seq.step(rc.prompt_ids), kv, state.get());
     ASSERT_EQ(logits.size(), rc.prompt_last_logits.size());
     EXPECT_LT(testing::max_abs_diff(logits, rc.prompt_last_logits), 1e-4f)
         << "last-position logits differ from transformers";
@@ -114,7 +124,7 @@ TEST_P(FamilyReferenceTest, ModelAloneMatchesTransformers) {
     std::vector<int32_t> generated;
     for (size_t t = 0; t < rc.generated_ids.size(); ++t) {
       generated.push_back(argmax(logits));
-      if (t + 1 < rc.generated_ids.size()) logits = runner.execute(seq.step({generated.back()}), kv);
+      if (t + 1 < rc.generated_ids.size()) logits = runner.execute(seq.step({generated.back()}), kv, state.get());
     }
     EXPECT_EQ(generated, rc.generated_ids);
   }

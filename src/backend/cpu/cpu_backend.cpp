@@ -34,7 +34,7 @@ std::string CpuBackend::name() const {
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {
-  if (op == Op::Embedding || op == Op::Linear) return cpu::is_float_dtype(dtype);
+  if (op == Op::Embedding || op == Op::Linear || op == Op::MoeGroupedLinear) return cpu::is_float_dtype(dtype);
   return dtype == DType::F32;
 }
 
@@ -122,6 +122,24 @@ void CpuBackend::sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) 
 
 void CpuBackend::argmax_rows(const Tensor& logits, Tensor& out) {
   cpu::argmax_rows(pool_, logits, out);
+}
+
+void CpuBackend::moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) {
+  cpu::moe_route(pool_, logits, renormalize, expert_ids, weights);
+}
+
+void CpuBackend::moe_permute(const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets,
+                             Tensor& sorted_slots, Tensor& slot_rows, Tensor& x_sorted) {
+  cpu::moe_permute(pool_, x, expert_ids, expert_offsets, sorted_slots, slot_rows, x_sorted);
+}
+
+void CpuBackend::moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) {
+  cpu::moe_grouped_linear(pool_, x, w, expert_offsets, out);
+}
+
+void CpuBackend::moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
+                               const Tensor& shared_gate, Tensor& out) {
+  cpu::moe_unpermute(pool_, y, weights, slot_rows, shared, shared_gate, out);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads) {

@@ -18,7 +18,8 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   DType activation_dtype() const override { return DType::F32; }
   std::string name() const override;
-  // Every primitive, with F32 activations; weights (embedding, linear) of any float dtype.
+  // Every primitive, with F32 activations; weights (embedding, linear, moe_grouped_linear) of any
+  // float dtype.
   bool supports(Op op, DType dtype) const override;
   bool host_visible_memory() const override { return true; }
   int num_threads() const { return pool_.num_threads(); }
@@ -61,6 +62,12 @@ class CpuBackend final : public Backend {
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                       Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& out) override;
+  void moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) override;
+  void moe_permute(const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets, Tensor& sorted_slots,
+                   Tensor& slot_rows, Tensor& x_sorted) override;
+  void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) override;
+  void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
+                     const Tensor& shared_gate, Tensor& out) override;
 
   // Fused paths: one pass over the data instead of two (add_rms_norm) or three
   // (qk_norm_rope_and_cache, NeoX style; interleaved RoPE takes the composed default).

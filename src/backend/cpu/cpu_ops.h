@@ -68,4 +68,13 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& q, const Tensor& k, const 
 void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                     Tensor& out);
 
+// moe.cpp
+void moe_route(ThreadPool& pool, const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights);
+void moe_permute(ThreadPool& pool, const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets,
+                 Tensor& sorted_slots, Tensor& slot_rows, Tensor& x_sorted);
+void moe_grouped_linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
+                        Tensor& out);
+void moe_unpermute(ThreadPool& pool, const Tensor& y, const Tensor& weights, const Tensor& slot_rows,
+                   const Tensor& shared, const Tensor& shared_gate, Tensor& out);
+
 }  // namespace pagoda::cpu

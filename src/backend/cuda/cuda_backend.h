@@ -76,6 +76,14 @@ class CudaBackend final : public Backend {
 
   void argmax_rows(const Tensor& logits, Tensor& out) override;
 
+  // Mixture of experts (moe_backend.cpp, moe_kernels.cu): graph-safe, not yet measured on a GPU.
+  void moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) override;
+  void moe_permute(const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets, Tensor& sorted_slots,
+                   Tensor& slot_rows, Tensor& x_sorted) override;
+  void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) override;
+  void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
+                     const Tensor& shared_gate, Tensor& out) override;
+
   // Fused paths (our own kernels).
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,
                     bool zero_centered) override;
