@@ -103,8 +103,11 @@ void print_info(const std::string& dir, const EngineConfig& flags) {
   std::printf("dtype              %s\n", dtype_name(cfg.dtype));
   std::printf("layers             %lld: %s\n", static_cast<long long>(cfg.num_layers),
               layer_pattern(cfg).c_str());
-  std::printf("hidden / mlp       %lld / %lld\n", static_cast<long long>(cfg.hidden_size),
-              static_cast<long long>(cfg.intermediate_size));
+  if (cfg.intermediate_size > 0)
+    std::printf("hidden / mlp       %lld / %lld\n", static_cast<long long>(cfg.hidden_size),
+                static_cast<long long>(cfg.intermediate_size));
+  else  // every MLP is a mixture of experts (Qwen3.5-MoE): the expert sizes follow
+    std::printf("hidden             %lld (no dense MLP)\n", static_cast<long long>(cfg.hidden_size));
   std::printf("attention          %lld heads, %lld kv heads, head_dim %lld, rotary_dim %lld, "
               "rope_theta %g\n",
               static_cast<long long>(cfg.num_heads), static_cast<long long>(cfg.num_kv_heads),
