@@ -117,7 +117,12 @@ TEST_P(OpTable, MatchesNaiveAndCpu) {
       const auto ref = optable::run_case(*cpu, c, cin);
       for (const std::string& name : c.outputs) {
         const std::vector<double> r(ref.at(name).begin(), ref.at(name).end());
-        expect_close(got.at(name), r, c.tol(act, name), name + " vs cpu");
+        // A bf16 output (a bf16 KV cache beside fp32 activations) was widened for the CPU, which
+        // then keeps fp32 values: the device's are those rounded to bf16, half an ulp (2^-9
+        // relative) away at most.
+        Tol tol = c.tol(act, name);
+        if (in.t.count(name) && in.t.at(name).dtype == DType::BF16) tol.rtol = std::max(tol.rtol, 1.0 / 256);
+        expect_close(got.at(name), r, tol, name + " vs cpu");
       }
     }
     ++ran;
