@@ -92,6 +92,8 @@ std::optional<std::string> validate_sampling_params(const SamplingParams& p) {
   for (const std::string& s : p.stop) {
     if (s.empty()) return "stop cannot contain an empty string.";
   }
+  if (p.prefix_boundaries.size() > 8)
+    return "at most 8 prefix boundaries, got " + fmt(static_cast<int64_t>(p.prefix_boundaries.size())) + ".";
   if (p.cache_salt.size() > kMaxCacheSaltBytes)
     return "cache_salt must be at most " + fmt(static_cast<int64_t>(kMaxCacheSaltBytes)) + " bytes, got " +
            fmt(static_cast<int64_t>(p.cache_salt.size())) + ".";

@@ -69,6 +69,10 @@ struct SamplingParams {
   // Not sampling, but per request and carried with it: vLLM's cache_salt. Requests share cached
   // prefix blocks only when their salts are equal (empty = the common pool).
   std::string cache_salt;
+  // Prompt lengths (tokens) where earlier parts of the conversation end, e.g. the system prompt
+  // and the previous turn (the chat route finds them). A hybrid model leaves a state snapshot at
+  // the last full block before each, so the next request that shares that part resumes there.
+  std::vector<int32_t> prefix_boundaries;
 
   // Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
   static constexpr double kGreedyEpsilon = 1e-5;

@@ -55,6 +55,8 @@ int32_t Scheduler::cut_at_boundary(const Sequence& seq, int32_t start, int32_t w
   const int32_t last_full = seq.num_prompt_tokens() / bs * bs;
   int32_t next = last_full > start ? last_full : INT32_MAX;
   if (seq.branch_snapshot_at > start) next = std::min(next, seq.branch_snapshot_at);
+  for (int32_t b : seq.params().prefix_boundaries)
+    if (const int32_t at = b / bs * bs; at > start && at < last_full) next = std::min(next, at);
   if (const int32_t iv = config_.state_checkpoint_interval; iv > 0) {
     const int32_t k = (start / iv + 1) * iv;
     if (k < last_full) next = std::min(next, k);
@@ -67,7 +69,9 @@ int32_t Scheduler::snapshot_for_chunk_end(const Sequence& seq, int32_t end) {
   const int32_t bs = config_.block_size;
   const int32_t last_full = seq.num_prompt_tokens() / bs * bs;
   const int32_t iv = config_.state_checkpoint_interval;
-  const bool boundary = end > 0 && (end == last_full || end == seq.branch_snapshot_at ||
+  const auto& hints = seq.params().prefix_boundaries;
+  const bool hinted = std::any_of(hints.begin(), hints.end(), [&](int32_t b) { return b / bs * bs == end; });
+  const bool boundary = end > 0 && (end == last_full || end == seq.branch_snapshot_at || hinted ||
                                     (iv > 0 && end < last_full && end % iv == 0));
   return boundary ? kv_.prefix_cache()->reserve_snapshot() : -1;
 }

@@ -16,7 +16,9 @@
 // blocks of its tokens (never its last token: that one must be computed for its logits). On a
 // hybrid model the run also needs a state snapshot at its end; snapshots are taken at the end of
 // prefill chunks, so chunks are cut at the snapshot boundaries of a prompt: its last full block,
-// and every state_checkpoint_interval tokens. The engine copies the state around the forward pass:
+// every state_checkpoint_interval tokens, the last full block before each of the request's
+// prefix_boundaries (where the chat route saw earlier messages end), and the branch point where a
+// cached run without a snapshot ended. The engine copies the state around the forward pass:
 // ScheduledSequence::restore_snapshot before it, take_snapshot after it.
 //
 // The scheduler owns every Sequence from add() until take_finished() hands it back; Sequence

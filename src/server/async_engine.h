@@ -85,6 +85,10 @@ class AsyncEngine {
   const Tokenizer* tokenizer() const { return engine_->tokenizer(); }
   const ModelConfig& model_config() const { return engine_->model_config(); }
   int32_t max_model_len() const { return engine_->config().max_model_len; }
+  // Prefix caching on a model with Gated DeltaNet layers (state snapshots need boundaries).
+  bool hybrid_prefix_caching() const {
+    return engine_->config().enable_prefix_caching && engine_->model_config().num_layers_of(LayerKind::LinearAttention) > 0;
+  }
 
   // Queues a generation. Returns null when overloaded or shutting down (`why` says which).
   std::shared_ptr<GenerationChannel> submit(std::vector<ChoiceSpec> choices, std::string& why);

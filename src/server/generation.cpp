@@ -22,6 +22,39 @@ std::vector<int32_t> encode_text(const ServerContext& ctx, const std::string& te
   return tok->encode(text);
 }
 
+std::vector<int32_t> conversation_boundaries(const ServerContext& ctx, const ChatPromptRequest& request,
+                                             const std::vector<int32_t>& ids) {
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  if (!ctx.chat || !tok || !ctx.engine.hybrid_prefix_caching() || !request.messages.is_array()) return {};
+  const Json& msgs = request.messages;
+  auto role = [&](size_t i) { return msgs[i].is_object() ? msgs[i].value("role", "") : std::string(); };
+  // The first message after the leading system ones, and the last user message: a request that
+  // shares the system prompt (or the whole conversation so far) differs from here on. Rendering
+  // the prompt with that message's text emptied and comparing tokens finds where, whatever the
+  // template wraps around messages (a template may refuse a conversation cut short, so none is).
+  size_t first = 0;
+  while (first < msgs.size() && (role(first) == "system" || role(first) == "developer")) ++first;
+  size_t last_user = msgs.size();
+  while (last_user > 0 && role(last_user - 1) != "user") --last_user;
+  std::vector<size_t> at;
+  if (first > 0 && first < msgs.size()) at.push_back(first);
+  if (last_user > 0 && last_user - 1 != first) at.push_back(last_user - 1);
+  std::vector<int32_t> out;
+  for (size_t i : at) {
+    if (!msgs[i].contains("content") || !msgs[i]["content"].is_string()) continue;
+    ChatPromptRequest variant = request;
+    variant.messages[i]["content"] = "";
+    try {
+      const std::vector<int32_t> t = tok->encode(ctx.chat->render(variant));
+      const auto common = static_cast<int32_t>(std::mismatch(t.begin(), t.end(), ids.begin(), ids.end()).first - t.begin());
+      if (common > 0 && common + 1 < static_cast<int32_t>(ids.size())) out.push_back(common);
+    } catch (const std::exception&) {
+      // A template that refuses the emptied message: no boundary there.
+    }
+  }
+  return out;
+}
+
 void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, SamplingParams& params,
                 const std::string& param) {
   if (prompt.empty()) throw bad_request("the prompt is empty", param);

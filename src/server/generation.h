@@ -22,6 +22,13 @@ std::vector<int32_t> encode_text(const ServerContext& ctx, const std::string& te
 
 // Checks ids against the vocabulary and the context length; sets params.max_tokens when unset to
 // what the context has left. Throws ApiError 400 (code context_length_exceeded when too long).
+// Prefix caching on a hybrid model: the prompt lengths (tokens of `ids`) where the conversation's
+// earlier parts end: the system prompt, and everything before the final user message. Hints for
+// where to leave state snapshots, never a correctness matter. Empty when the engine needs none (a
+// dense model, or prefix caching off).
+std::vector<int32_t> conversation_boundaries(const ServerContext& ctx, const ChatPromptRequest& request,
+                                             const std::vector<int32_t>& ids);
+
 void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, SamplingParams& params,
                 const std::string& param);
 

@@ -373,23 +373,6 @@ TEST(ServeBench, AgainstPagodaServeMatchesItsMetrics) {
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
-// The shipped default model (what `pagoda serve` runs with no MODEL_DIR) in a folder of its own,
-// its files linked: ServerProcess writes its log into the model folder.
-struct DefaultModelDir {
-  DefaultModelDir() {
-    namespace fs = std::filesystem;
-    std::string tmpl = (fs::temp_directory_path() / "pagoda-default-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) return;
-    path = tmpl;
-    for (const auto& f : fs::directory_iterator(server::test::source_path("models/default")))
-      fs::create_symlink(f.path(), fs::path(path) / f.path().filename());
-  }
-  ~DefaultModelDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-  std::string path;
-};
 
 // Sum of one key over the per-request list of a result file ("input_lens", "output_lens").
 int64_t sum_of(const nlohmann::json& j, const char* key) {
@@ -402,7 +385,7 @@ int64_t sum_of(const nlohmann::json& j, const char* key) {
 // its defaults complete every request: the prompts come from the server's own vocabulary.
 TEST(ServeBench, DefaultsAgainstTheDefaultModelCompleteEveryRequest) {
   using server::test::ServerProcess;
-  const DefaultModelDir model_dir;
+  const server::test::DefaultModelDir model_dir;
   ASSERT_FALSE(model_dir.path.empty());
   ServerProcess s;
   ASSERT_TRUE(s.start(model_dir.path, {})) << s.log();
@@ -479,7 +462,7 @@ TEST(ServeBench, PrefixDatasetsReportTheServersHitRate) {
 // A run where requests fail says so and exits non-zero, after printing its report.
 TEST(ServeBench, FailedRequestsExitNonZero) {
   using server::test::ServerProcess;
-  const DefaultModelDir model_dir;
+  const server::test::DefaultModelDir model_dir;
   ASSERT_FALSE(model_dir.path.empty());
   ServerProcess s;
   ASSERT_TRUE(s.start(model_dir.path, {})) << s.log();

@@ -20,6 +20,7 @@ namespace pagoda::testing {
 struct Request {
   std::vector<int32_t> prompt;
   std::string salt;
+  std::vector<int32_t> boundaries;  // SamplingParams::prefix_boundaries
 };
 
 struct Result {
@@ -68,6 +69,7 @@ inline RunOutput run(const std::string& model, const std::vector<Request>& reque
     p.max_tokens = k.max_tokens;
     p.logprobs = 0;
     p.cache_salt = requests[i].salt;
+    p.prefix_boundaries = requests[i].boundaries;
     index[engine.add_request(requests[i].prompt, p)] = i;
   };
   auto drain = [&] {

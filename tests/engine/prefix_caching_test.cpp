@@ -87,6 +87,22 @@ TEST_P(PrefixCachingTest, ASharedSystemPromptOf40TokensHits) {
   EXPECT_EQ(out.results[3].cached, 32);
 }
 
+TEST_P(PrefixCachingTest, ABoundaryAtTheSystemPromptMakesTheSecondRequestHit) {
+  // The chat route tells where the system prompt ends (prefix_boundaries): the first request leaves
+  // a state snapshot there, so a hybrid model hits from the second request on, as a dense one.
+  std::mt19937 rng(8);
+  const std::vector<int32_t> system = random_tokens(rng, 40);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 3; ++i) reqs.push_back({concat(system, random_tokens(rng, 10 + i)), "", {40}});
+  const RunOutput with = run(GetParam(), reqs, Knobs{});
+  EXPECT_EQ(with.results[0].cached, 0);
+  EXPECT_EQ(with.results[1].cached, 32);
+  EXPECT_EQ(with.results[2].cached, 32);
+  Knobs off;
+  off.caching = false;
+  expect_same(with, run(GetParam(), reqs, off));
+}
+
 TEST_P(PrefixCachingTest, DifferentSaltsNeverShare) {
   std::mt19937 rng(9);
   const std::vector<int32_t> prompt = random_tokens(rng, 70);

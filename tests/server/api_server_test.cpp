@@ -41,6 +41,17 @@ TEST(ServerApi, PrefixCacheThroughTheOpenAiClient) {
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
+TEST(ServerApi, HybridPrefixCacheHitsASharedSystemPrompt) {
+  const DefaultModelDir dir;  // Qwen3.5: Gated DeltaNet layers, a chat template
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny", "--enable-prompt-tokens-details"}))
+      << s.log();
+  const CommandResult r = run_command(api_test(s, "prefix-chat"));
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
 TEST(ServerApi, ChatTemplateFlagRendersDeepSeekV3AsJinja2) {
   const TestModelDir dir;
   ASSERT_FALSE(dir.path.empty());

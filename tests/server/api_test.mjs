@@ -6,6 +6,7 @@
 //   node api_test.mjs PORT API_KEY MODEL api
 //   node api_test.mjs PORT API_KEY MODEL render FIXTURE.json
 //   node api_test.mjs PORT API_KEY MODEL prefix      (a server with --enable-prompt-tokens-details)
+//   node api_test.mjs PORT API_KEY MODEL prefix-chat (the same, of a hybrid model with a chat template)
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
@@ -139,4 +140,24 @@ test('prefix caching: cached_tokens in usage, cache_salt, the counters', { skip:
   assert.ok(hits >= 3 * Math.floor((n - 1) / 16) * 16, `hits ${hits}`);
   assert.ok(hits < queries);
   assert.ok(Object.keys(after).some((k) => k.startsWith('pagoda:cache_config_info{') && k.includes('enable_prefix_caching="True"')));
+});
+
+test('hybrid prefix caching: a shared system prompt hits from the second chat request', { skip: mode !== 'prefix-chat' }, async () => {
+  const system = `Session ${Date.now()}. ` + 'You answer in the words of the King James Bible, briefly and plainly. '.repeat(6);
+  const ask = (q) => client.chat.completions.create({
+    ...greedy, max_tokens: 2, messages: [{ role: 'system', content: system }, { role: 'user', content: q }],
+  });
+  const a = await ask('Who made the heaven and the earth?');
+  assert.equal(a.usage.prompt_tokens_details.cached_tokens, 0);
+  const b = await ask('What is the first day?');
+  // The system prompt's full blocks (the chat route told the engine where it ends).
+  assert.ok(b.usage.prompt_tokens_details.cached_tokens >= 48, JSON.stringify(b.usage));
+  assert.ok(b.usage.prompt_tokens_details.cached_tokens < b.usage.prompt_tokens);
+  // The next turn of the same conversation resumes after the previous turn's prompt.
+  const turn2 = await client.chat.completions.create({
+    ...greedy, max_tokens: 2, messages: [{ role: 'system', content: system },
+      { role: 'user', content: 'What is the first day?' }, { role: 'assistant', content: b.choices[0].message.content },
+      { role: 'user', content: 'And the second?' }],
+  });
+  assert.ok(turn2.usage.prompt_tokens_details.cached_tokens >= b.usage.prompt_tokens_details.cached_tokens, JSON.stringify(turn2.usage));
 });

@@ -119,6 +119,24 @@ struct TestModelDir {
   std::string path;
 };
 
+// The shipped default model (what `pagoda serve` runs with no MODEL_DIR) in a folder of its own,
+// its files linked: ServerProcess writes its log into the model folder.
+struct DefaultModelDir {
+  DefaultModelDir() {
+    namespace fs = std::filesystem;
+    std::string tmpl = (fs::temp_directory_path() / "pagoda-default-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) return;
+    path = tmpl;
+    for (const auto& f : fs::directory_iterator(source_path("models/default")))
+      fs::create_symlink(f.path(), fs::path(path) / f.path().filename());
+  }
+  ~DefaultModelDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
 struct HttpResult {
   int status = 0;
   std::string body;
