@@ -54,6 +54,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "Hybrid models with prefix caching: also snapshot the state every N tokens of a long "
                   "prompt, a multiple of --block-size; 0 = only at a prompt's last full block (default: " +
                       std::to_string(kDefaultStateCheckpointInterval) + ")");
+  cmd->add_option("--speculative-config", f.speculative_config,
+                  "Speculative decoding as JSON, as vLLM takes it: "
+                  "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}' "
+                  "(docs/architecture.md, \"Speculative decoding\")");
   cmd->add_flag("--enforce-eager", c.enforce_eager,
                 "cuda: run every step eagerly (no CUDA graphs for decode steps)");
 }
@@ -62,6 +66,7 @@ EngineConfig engine_config_from(const EngineFlags& f) {
   EngineConfig c = f.config;
   if (!f.kv_cache_memory.empty())
     c.kv_cache_memory_bytes = parse_byte_size(f.kv_cache_memory, "--kv-cache-memory");
+  c.speculative = parse_speculative_config(f.speculative_config);
   validate_engine_config(c);  // a bad flag fails here, before the model loads
   return c;
 }

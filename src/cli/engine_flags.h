@@ -14,6 +14,7 @@ namespace pagoda::cli {
 struct EngineFlags {
   EngineConfig config;
   std::string kv_cache_memory;  // "4GiB", "512MiB", bytes
+  std::string speculative_config;  // JSON, as vLLM's --speculative-config
 };
 
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);

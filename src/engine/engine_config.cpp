@@ -91,6 +91,12 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
                                                                    : kDefaultStateCheckpointInterval;
   }
   r.prefix_cache_hash_bits = c.prefix_cache_hash_bits;
+  r.speculative = c.speculative;
+  if (r.speculative.enabled()) {
+    check(r.speculative.method == SpeculativeMethod::Ngram,
+          std::string("--speculative-config: method \"") + speculative_method_name(r.speculative.method) +
+              "\" is not available yet; use \"ngram\"");
+  }
   return r;
 }
 
@@ -104,6 +110,7 @@ std::string ResolvedEngineConfig::describe() const {
   if (enable_prefix_caching && state_snapshot_memory_fraction > 0)
     s << " (state snapshots: " << state_snapshot_memory_fraction << " of the cache memory, every "
       << state_checkpoint_interval << " tokens of long prefills)";
+  if (speculative.enabled()) s << ", speculative decoding " << speculative.describe();
   return s.str();
 }
 

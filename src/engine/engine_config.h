@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "engine/speculative_config.h"
 #include "io/model_config.h"
 
 namespace pagoda {
@@ -40,6 +41,7 @@ struct EngineConfig {
   double state_snapshot_memory_fraction = 0.1;  // hybrid models: share of the cache budget for snapshots
   int32_t state_checkpoint_interval = -1;       // tokens between snapshots of long prefills; -1 = default, 0 = off
   int prefix_cache_hash_bits = 64;              // test hook: < 64 truncates the block hashes
+  SpeculativeConfig speculative;                // --speculative-config (parsed)
 };
 
 // The default --state-checkpoint-interval (tokens): see docs/benchmarks.md for the measurement.
@@ -67,6 +69,7 @@ struct ResolvedEngineConfig {
   double state_snapshot_memory_fraction = 0;  // 0 unless prefix caching is on for a hybrid model
   int32_t state_checkpoint_interval = 0;
   int prefix_cache_hash_bits = 64;
+  SpeculativeConfig speculative;
 
   // "device cuda, dtype bfloat16 (activations bfloat16), kv cache bfloat16, max_model_len 4096,
   // max_num_seqs 256, max_num_batched_tokens 8192, block_size 16"

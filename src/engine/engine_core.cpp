@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "engine/ngram_proposer.h"
 
 namespace pagoda {
 namespace {
@@ -65,11 +66,16 @@ void EngineCore::plan_and_allocate() {
   sc.enable_prefix_caching = config_.enable_prefix_caching;
   sc.state_checkpoint_interval = config_.state_checkpoint_interval;
   sc.prefix_hash_bits = config_.prefix_cache_hash_bits;
+  const SpeculativeConfig& spec = config_.speculative;
+  sc.num_speculative_tokens = spec.enabled() ? spec.num_speculative_tokens : 0;
   const int32_t max_blocks_per_seq = (sc.max_model_len + sc.block_size - 1) / sc.block_size;
 
   // The runner's workspace is measured before the plan: it is one of its inputs.
+  // Each draft adds a logits row to its sequence's one.
+  const int32_t max_rows = static_cast<int32_t>(std::min<int64_t>(
+      sc.max_num_batched_tokens, static_cast<int64_t>(sc.max_num_seqs) * (1 + sc.num_speculative_tokens)));
   runner_ = std::make_unique<ModelRunner>(*backend_, *model_, sc.max_num_batched_tokens, sc.max_num_seqs,
-                                          max_blocks_per_seq);
+                                          max_blocks_per_seq, max_rows);
 
   MemoryPlanInputs in;
   in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());
@@ -80,7 +86,10 @@ void EngineCore::plan_and_allocate() {
   // never handed to a sequence (the scheduler's pool has max_num_seqs).
   const bool graphs = !config_.enforce_eager && backend_->supports_graphs();
   const int32_t state_slots = sc.max_num_seqs + (graphs && sc.use_state_slots ? 1 : 0);
-  in.max_num_seqs = state_slots;
+  // Speculative decoding on a hybrid model: a copy of each sequence's state from before its
+  // verification step, restored when a draft is rejected (the state went past it).
+  const int32_t spec_slots = sc.use_state_slots && sc.num_speculative_tokens > 0 ? sc.max_num_seqs : 0;
+  in.max_num_seqs = state_slots + spec_slots;
   in.kv_bytes_per_token = mc.kv_bytes_per_token(config_.kv_cache_dtype);
   in.block_size = sc.block_size;
   in.max_model_len = sc.max_model_len;
@@ -116,8 +125,9 @@ void EngineCore::plan_and_allocate() {
   if (sc.use_state_slots) {
     // One slot per schedulable sequence, then the prefix cache's snapshots: exactly
     // plan_.state_bytes + plan_.snapshot_bytes.
-    snapshot_base_ = state_slots;
-    const auto slots = static_cast<int32_t>(state_slots + plan_.num_snapshots);
+    spec_base_ = state_slots;
+    snapshot_base_ = state_slots + spec_slots;
+    const auto slots = static_cast<int32_t>(snapshot_base_ + plan_.num_snapshots);
     state_ = std::make_unique<RecurrentState>(
         *backend_, RecurrentStateShape::for_model(mc, slots, config_.activation_dtype));
     check_invariant(static_cast<int64_t>(state_->bytes()) == plan_.state_bytes + plan_.snapshot_bytes,
@@ -127,6 +137,7 @@ void EngineCore::plan_and_allocate() {
   sc.num_kv_blocks = shape.num_blocks;
   scheduler_ = std::make_unique<Scheduler>(sc);
   sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
+  if (sc.num_speculative_tokens > 0) spec_totals_.spec_accepted_per_pos.assign(static_cast<size_t>(sc.num_speculative_tokens), 0);
   if (graphs) {
     const auto t0 = Clock::now();
     const int n = runner_->capture_decode_graphs(*kv_, state_.get(), sc.use_state_slots ? sc.max_num_seqs : -1);
@@ -167,60 +178,119 @@ ThreadPool& EngineCore::host_pool() {
   return *own_pool_;
 }
 
-void EngineCore::sample_on_host(const StepLogits& logits, std::span<Sequence* const> rows,
-                                std::vector<SampleResult>& samples) {
+void EngineCore::sample_on_host(const StepLogits& logits, std::span<const SamplingRows> seqs,
+                                std::vector<std::vector<SampleResult>>& samples) {
   std::vector<size_t> on_host;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (logits.host_row_of[i] < 0) samples[i].token = logits.argmax[i];
-    else on_host.push_back(i);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SamplingRows& r = seqs[i];
+    if (logits.host_row_of[static_cast<size_t>(r.first_row)] >= 0) {
+      on_host.push_back(i);
+      continue;
+    }
+    // Greedy on the device: each draft is accepted while it is the argmax of the row before it.
+    const std::vector<int32_t>& drafts = r.seq->draft_tokens;
+    for (int32_t j = 0; j <= r.num_drafts; ++j) {
+      const int32_t t = logits.argmax[static_cast<size_t>(r.first_row + j)];
+      samples[i].push_back(SampleResult{t, 0.0f, {}});
+      if (j == r.num_drafts || t != drafts[static_cast<size_t>(j)]) break;
+    }
   }
   if (on_host.empty()) return;
   const auto vocab = static_cast<size_t>(model_config_.vocab_size);
-  // Each row uses only its own sequence's parameters, history and RNG: rows run in parallel. A
+  // Each sequence uses only its own parameters, history and RNG: sequences run in parallel. A
   // row costs a few passes over the vocabulary plus a partial sort.
   host_pool().parallel_for(
       static_cast<int64_t>(on_host.size()),
       [&](int64_t begin, int64_t end) {
         for (int64_t n = begin; n < end; ++n) {
           const size_t i = on_host[static_cast<size_t>(n)];
-          Sequence& seq = *rows[i];
-          const float* row = logits.host_logits.data() + static_cast<size_t>(logits.host_row_of[i]) * vocab;
-          samples[i] = sampler_->sample_row({row, vocab}, seq.params(), seq.prompt(), seq.output(), seq.rng());
+          const SamplingRows& r = seqs[i];
+          Sequence& seq = *r.seq;
+          const auto first = static_cast<size_t>(logits.host_row_of[static_cast<size_t>(r.first_row)]);
+          const std::span<const float> rows(logits.host_logits.data() + first * vocab,
+                                            static_cast<size_t>(r.num_drafts + 1) * vocab);
+          const std::span<const int32_t> drafts(seq.draft_tokens.data(), static_cast<size_t>(r.num_drafts));
+          samples[i] = sampler_->sample_with_drafts(rows, vocab, drafts, seq.params(), seq.prompt(), seq.output(), seq.rng());
         }
       },
       1, 16.0 * static_cast<double>(vocab));
 }
 
-std::vector<SampleResult> EngineCore::execute_and_sample(const SchedulerOutput& sched,
-                                                         std::vector<std::vector<float>>& hidden_out) {
-  const std::vector<Sequence*> rows = sched.sampling_seqs();
+std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const SchedulerOutput& sched,
+                                                                      std::vector<std::vector<float>>& hidden_out) {
+  std::vector<SamplingRows> seqs;
+  int32_t row = 0;
+  for (const ScheduledSequence& s : sched.scheduled)
+    if (s.samples) {
+      seqs.push_back({s.seq, row, s.num_drafts});
+      row += 1 + s.num_drafts;
+    }
   // Greedy rows are decided on the device; only the rows the host sampler needs come back.
   // Embedding rows sample nothing: they take the row's hidden state instead.
-  std::vector<uint8_t> host(rows.size()), hidden(rows.size());
+  std::vector<uint8_t> host(static_cast<size_t>(row)), hidden(static_cast<size_t>(row));
   bool any_hidden = false;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    hidden[i] = rows[i]->embed ? 1 : 0;
-    any_hidden |= rows[i]->embed;
-    host[i] = !rows[i]->embed && sampler_->needs_logits(*rows[i]) ? 1 : 0;
+  for (const SamplingRows& r : seqs) {
+    const bool embed = r.seq->embed;
+    const bool on_host = !embed && sampler_->needs_logits(*r.seq);
+    for (int32_t j = 0; j <= r.num_drafts; ++j) {
+      hidden[static_cast<size_t>(r.first_row + j)] = embed ? 1 : 0;
+      host[static_cast<size_t>(r.first_row + j)] = on_host ? 1 : 0;
+    }
+    any_hidden |= embed;
   }
   // Prefix-cache state snapshots: restored into a sequence's slot before the forward pass, taken
-  // from it after; both are device copies in stream order, no host wait.
-  for (const ScheduledSequence& s : sched.scheduled)
+  // from it after; both are device copies in stream order, no host wait. A hybrid sequence that
+  // verifies drafts keeps a copy of its state from before the step, for a rejection to restore.
+  for (const ScheduledSequence& s : sched.scheduled) {
     if (s.restore_snapshot >= 0) state_->copy_slot(snapshot_base_ + s.restore_snapshot, s.seq->state_slot);
+    if (s.num_drafts > 0 && state_) state_->copy_slot(s.seq->state_slot, spec_base_ + s.seq->state_slot);
+  }
   const StepLogits& out = runner_->execute_greedy(
       sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
   for (const ScheduledSequence& s : sched.scheduled)
     if (s.take_snapshot >= 0) state_->copy_slot(s.seq->state_slot, snapshot_base_ + s.take_snapshot);
-  std::vector<SampleResult> samples(rows.size());
-  sample_on_host(out, rows, samples);
-  hidden_out.assign(rows.size(), {});
+  std::vector<std::vector<SampleResult>> samples(seqs.size());
+  sample_on_host(out, seqs, samples);
+  hidden_out.assign(seqs.size(), {});
   const auto H = static_cast<size_t>(model_config_.hidden_size);
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i]->embed) {
-      const float* h = out.hidden.data() + static_cast<size_t>(out.hidden_row_of[i]) * H;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (seqs[i].seq->embed) {
+      const float* h = out.hidden.data() + static_cast<size_t>(out.hidden_row_of[static_cast<size_t>(seqs[i].first_row)]) * H;
       hidden_out[i].assign(h, h + H);
     }
   return samples;
+}
+
+void EngineCore::count_spec(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens) {
+  size_t k = 0;
+  for (const ScheduledSequence& s : sched.scheduled) {
+    if (!s.samples) continue;
+    const auto accepted = static_cast<int32_t>(tokens[k++].size()) - 1;
+    if (s.num_drafts == 0) continue;
+    // A rejected draft on a hybrid model: the state goes back to before the step.
+    if (scheduler_->rollback_state(s, accepted) && s.seq->state_slot >= 0)
+      state_->copy_slot(spec_base_ + s.seq->state_slot, s.seq->state_slot);
+    ++spec_totals_.spec_num_drafts;
+    spec_totals_.spec_num_draft_tokens += s.num_drafts;
+    spec_totals_.spec_num_accepted_tokens += accepted;
+    for (int32_t j = 0; j < accepted; ++j) ++spec_totals_.spec_accepted_per_pos[static_cast<size_t>(j)];
+  }
+}
+
+void EngineCore::propose_drafts() {
+  const SpeculativeConfig& spec = config_.speculative;
+  if (!spec.enabled()) return;
+  for (Sequence* seq : scheduler_->running()) {
+    seq->draft_tokens.clear();
+    if (seq->embed || seq->num_output_tokens() == 0) continue;
+    // No more drafts than tokens the sequence may still produce after the one sampled anyway.
+    int64_t k = spec.num_speculative_tokens;
+    const SamplingParams& p = seq->params();
+    if (p.max_tokens) k = std::min<int64_t>(k, *p.max_tokens - seq->num_output_tokens() - 1);
+    k = std::min<int64_t>(k, config_.max_model_len - seq->num_tokens() - 1);
+    if (k <= 0) continue;
+    seq->draft_tokens = propose_ngram(seq->tokens(), static_cast<int32_t>(k), spec.prompt_lookup_min, spec.prompt_lookup_max);
+  }
 }
 
 namespace {
@@ -246,11 +316,15 @@ EngineCoreOutputs EngineCore::step() {
   std::vector<EngineCoreOutput>& outs = result.outputs;
   if (!sched.empty()) {
     std::vector<std::vector<float>> hidden;
-    std::vector<SampleResult> samples = execute_and_sample(sched, hidden);
-    std::vector<int32_t> tokens;
-    for (const SampleResult& r : samples) tokens.push_back(r.token);
-    scheduler_->update_from_output(sched, tokens);
+    std::vector<std::vector<SampleResult>> samples = execute_and_sample(sched, hidden);
+    std::vector<std::vector<int32_t>> tokens(samples.size());
+    for (size_t i = 0; i < samples.size(); ++i)
+      for (const SampleResult& r : samples[i]) tokens[i].push_back(r.token);
     const std::vector<Sequence*> rows = sched.sampling_seqs();
+    std::vector<int32_t> before(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) before[i] = rows[i]->num_tokens();
+    count_spec(sched, tokens);
+    scheduler_->update_from_output(sched, tokens);
     for (size_t i = 0; i < rows.size(); ++i) {
       EngineCoreOutput& o = outs.emplace_back();
       o.id = rows[i]->id();
@@ -258,9 +332,14 @@ EngineCoreOutputs EngineCore::step() {
         o.embedding = std::move(hidden[i]);
         continue;
       }
-      o.new_token_ids.push_back(tokens[i]);
-      o.samples.push_back(std::move(samples[i]));
+      // What the sequence kept: a stop inside the accepted drafts ends it there.
+      const auto kept = static_cast<size_t>(rows[i]->num_tokens() - before[i]);
+      for (size_t j = 0; j < kept && j < samples[i].size(); ++j) {
+        o.new_token_ids.push_back(tokens[i][j]);
+        o.samples.push_back(std::move(samples[i][j]));
+      }
     }
+    propose_drafts();
   }
   // Finished sequences leave the scheduler here: their outputs get the finish fields; those that
   // finished without a new token in this step (abort, can never fit) get an output of their own.
@@ -303,6 +382,10 @@ void EngineCore::refresh_state(EngineStats& s) const {
   s.prefix_cache_queries = scheduler_->prefix_cache_queries();
   s.prefix_cache_hits = scheduler_->prefix_cache_hits();
   s.prefix_caching = config_.enable_prefix_caching;
+  s.spec_num_drafts = spec_totals_.spec_num_drafts;
+  s.spec_num_draft_tokens = spec_totals_.spec_num_draft_tokens;
+  s.spec_num_accepted_tokens = spec_totals_.spec_num_accepted_tokens;
+  s.spec_accepted_per_pos = spec_totals_.spec_accepted_per_pos;
 }
 
 StepTimes EngineCore::step_times() const {

@@ -60,6 +60,12 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0;     // tokens looked up in the prefix cache, since start
   int64_t prefix_cache_hits = 0;        // of those, tokens found
   bool prefix_caching = false;          // --enable-prefix-caching
+  // Speculative decoding, since start (vLLM's spec_decode counters): sequences that brought
+  // drafts to a step, the drafts, those accepted, and accepted by position (index 0 = first draft).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;  // empty when speculative decoding is off
 };
 
 struct EngineCoreOutputs {
@@ -107,10 +113,22 @@ class EngineCore {
  private:
   void plan_and_allocate();
   void check_prompt(const std::vector<int32_t>& prompt) const;
-  // Runs the model on the step and samples every sampling row (in SchedulerOutput::sampling_seqs
-  // order); `hidden` gets each embedding row's hidden state.
-  std::vector<SampleResult> execute_and_sample(const SchedulerOutput& sched, std::vector<std::vector<float>>& hidden);
-  void sample_on_host(const StepLogits& logits, std::span<Sequence* const> rows, std::vector<SampleResult>& samples);
+  // Runs the model on the step and samples every sampling sequence (in
+  // SchedulerOutput::sampling_seqs order): its accepted drafts and one more token; `hidden` gets
+  // each embedding row's hidden state.
+  std::vector<std::vector<SampleResult>> execute_and_sample(const SchedulerOutput& sched,
+                                                            std::vector<std::vector<float>>& hidden);
+  // One sampling sequence of the step: where its logits rows start and how many drafts they verify.
+  struct SamplingRows {
+    Sequence* seq;
+    int32_t first_row;
+    int32_t num_drafts;
+  };
+  void sample_on_host(const StepLogits& logits, std::span<const SamplingRows> seqs,
+                      std::vector<std::vector<SampleResult>>& samples);
+  // Speculative decoding: drafts for the next step of every running sequence.
+  void propose_drafts();
+  void count_spec(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens);
   ThreadPool& host_pool();
 
   ResolvedEngineConfig config_;
@@ -125,6 +143,8 @@ class EngineCore {
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ThreadPool> own_pool_;  // host sampling when the backend has no host pool
   int32_t snapshot_base_ = 0;  // state slot of prefix-cache snapshot 0 (after the live slots)
+  int32_t spec_base_ = 0;      // speculative decoding on a hybrid model: slot s's pre-step copy is spec_base_ + s
+  EngineStats spec_totals_;    // its spec_* counters
   int64_t next_id_ = 0;
   int64_t steps_ = 0;
   double step_s_ = 0;

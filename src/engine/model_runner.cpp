@@ -19,17 +19,17 @@ struct DecodeLayout {
 }  // namespace
 
 ModelRunner::ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int32_t max_seqs,
-                         int32_t max_blocks_per_seq)
+                         int32_t max_blocks_per_seq, int32_t max_logits_rows)
     : be_(backend), model_(model), max_tokens_(max_tokens), max_seqs_(max_seqs),
-      max_blocks_per_seq_(max_blocks_per_seq) {
+      max_blocks_per_seq_(max_blocks_per_seq), max_rows_(std::max(max_logits_rows, max_seqs)) {
   const int64_t vocab = model.config().vocab_size;
   const size_t bt = static_cast<size_t>(max_seqs) * static_cast<size_t>(max_blocks_per_seq);
-  const size_t eager_ints = static_cast<size_t>(4 * max_tokens + 5 * max_seqs + 1) + bt;
+  const size_t eager_ints = static_cast<size_t>(4 * max_tokens + 4 * max_seqs + max_rows_ + 1) + bt;
   const size_t graph_ints = DecodeLayout(static_cast<size_t>(max_seqs)).bt + bt;
   meta_buf_ = be_.alloc(std::max(eager_ints, graph_ints) * sizeof(int32_t));
-  logits_buf_ = be_.alloc(static_cast<size_t>(max_seqs) * vocab * sizeof(float));
-  argmax_buf_ = be_.alloc(static_cast<size_t>(max_seqs) * sizeof(int32_t));
-  workspace_bytes_ = model.reserve(max_tokens, max_seqs) + meta_buf_.bytes() +
+  logits_buf_ = be_.alloc(static_cast<size_t>(max_rows_) * vocab * sizeof(float));
+  argmax_buf_ = be_.alloc(static_cast<size_t>(max_rows_) * sizeof(int32_t));
+  workspace_bytes_ = model.reserve(max_tokens, max_rows_) + meta_buf_.bytes() +
                      logits_buf_.bytes() + argmax_buf_.bytes();
 }
 
@@ -40,7 +40,7 @@ ModelRunner::~ModelRunner() {
 StepMeta ModelRunner::upload(const StepBatch& b) {
   const int32_t T = b.num_tokens(), S = b.num_seqs();
   const int32_t R = static_cast<int32_t>(b.logits_rows.size());
-  check_invariant(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= max_seqs_ &&
+  check_invariant(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= max_rows_ &&
                       b.state_slots.size() == static_cast<size_t>(S) &&
                       b.has_initial_state.size() == static_cast<size_t>(S) &&
                       b.max_blocks_per_seq <= max_blocks_per_seq_,

@@ -49,10 +49,11 @@ struct StepTimes {
 class ModelRunner {
  public:
   // Reserves the model's workspace and the metadata buffer for steps of up to `max_tokens` new
-  // tokens over `max_seqs` sequences, each with at most `max_blocks_per_seq` blocks.
-  // Constructed before the KV cache: its workspace is an input of the memory plan.
+  // tokens over `max_seqs` sequences, each with at most `max_blocks_per_seq` blocks, and up to
+  // `max_logits_rows` logits rows (0 = max_seqs: one per sequence; speculative decoding needs
+  // more). Constructed before the KV cache: its workspace is an input of the memory plan.
   ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int32_t max_seqs,
-              int32_t max_blocks_per_seq);
+              int32_t max_blocks_per_seq, int32_t max_logits_rows = 0);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -93,7 +94,7 @@ class ModelRunner {
 
   Backend& be_;
   Model& model_;
-  int32_t max_tokens_, max_seqs_, max_blocks_per_seq_;
+  int32_t max_tokens_, max_seqs_, max_blocks_per_seq_, max_rows_;
   int32_t dummy_state_slot_ = -1;
   int32_t block_size_ = 16;
   Buffer meta_buf_, logits_buf_, argmax_buf_;

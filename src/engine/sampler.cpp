@@ -169,43 +169,93 @@ bool Sampler::needs_logits(const Sequence& seq) const {
   return masks && static_cast<int32_t>(seq.output().size()) < p.min_tokens;
 }
 
+void Sampler::process_row(std::vector<float>& row, const SamplingParams& params, std::span<const int32_t> prompt,
+                          std::span<const int32_t> output) const {
+  mask_stop_tokens_for_min_tokens(row, params, eos_token_ids_, static_cast<int32_t>(output.size()));
+  apply_logit_bias(row, params);
+  apply_penalties(row, params, prompt, output);
+  if (params.greedy()) return;  // temperature, top-k, top-p and min-p all keep the largest logit
+  apply_temperature(row, params.temperature);
+  if (params.top_k_enabled()) apply_top_k(row, params.top_k);
+  apply_top_p(row, params.top_p);
+  apply_min_p(row, params.min_p);
+}
+
+namespace {
+
+void fill_logprobs(SampleResult& result, std::span<const float> logits, const SamplingParams& params) {
+  if (!params.logprobs) return;
+  const std::vector<float> lp = log_softmax(logits);
+  result.logprob = lp[static_cast<size_t>(result.token)];
+  const auto n = std::min<size_t>(static_cast<size_t>(*params.logprobs), lp.size());
+  if (n == 0) return;
+  std::vector<int32_t> idx(lp.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(), [&](int32_t a, int32_t b) {
+    const float la = lp[static_cast<size_t>(a)], lb = lp[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  });
+  for (size_t i = 0; i < n; ++i) result.top_logprobs.emplace_back(idx[i], lp[static_cast<size_t>(idx[i])]);
+}
+
+}  // namespace
+
 SampleResult Sampler::sample_row(std::span<const float> logits, const SamplingParams& params,
                                  std::span<const int32_t> prompt, std::span<const int32_t> output,
                                  std::mt19937_64& rng) const {
   if (logits.empty()) throw std::logic_error("Sampler: empty logits row");
   std::vector<float> row(logits.begin(), logits.end());
-  mask_stop_tokens_for_min_tokens(row, params, eos_token_ids_, static_cast<int32_t>(output.size()));
-  apply_logit_bias(row, params);
-  apply_penalties(row, params, prompt, output);
-
+  process_row(row, params, prompt, output);
   SampleResult result;
-  if (params.greedy()) {
-    // Temperature, top-k, top-p and min-p all keep the largest logit: argmax is enough.
-    result.token = argmax(row);
-  } else {
-    apply_temperature(row, params.temperature);
-    if (params.top_k_enabled()) apply_top_k(row, params.top_k);
-    apply_top_p(row, params.top_p);
-    apply_min_p(row, params.min_p);
-    result.token = sample_from_logits(row, uniform_from(rng));
-  }
-
-  if (params.logprobs) {
-    const std::vector<float> lp = log_softmax(logits);
-    result.logprob = lp[static_cast<size_t>(result.token)];
-    const auto n = std::min<size_t>(static_cast<size_t>(*params.logprobs), lp.size());
-    if (n > 0) {
-      std::vector<int32_t> idx(lp.size());
-      for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
-      std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
-                        [&](int32_t a, int32_t b) {
-                          const float la = lp[static_cast<size_t>(a)], lb = lp[static_cast<size_t>(b)];
-                          return la > lb || (la == lb && a < b);
-                        });
-      for (size_t i = 0; i < n; ++i) result.top_logprobs.emplace_back(idx[i], lp[static_cast<size_t>(idx[i])]);
-    }
-  }
+  result.token = params.greedy() ? argmax(row) : sample_from_logits(row, uniform_from(rng));
+  fill_logprobs(result, logits, params);
   return result;
+}
+
+std::vector<SampleResult> Sampler::sample_with_drafts(std::span<const float> logits, size_t vocab,
+                                                      std::span<const int32_t> drafts, const SamplingParams& params,
+                                                      std::span<const int32_t> prompt,
+                                                      std::span<const int32_t> output, std::mt19937_64& rng) const {
+  if (vocab == 0 || logits.size() != (drafts.size() + 1) * vocab)
+    throw std::logic_error("Sampler::sample_with_drafts: logits size does not match (drafts + 1) × vocab");
+  // The history grows with each accepted draft: penalties and min_tokens see it as the plain
+  // sampler would have, one token at a time.
+  std::vector<int32_t> history(output.begin(), output.end());
+  std::vector<SampleResult> out;
+  std::vector<float> row;
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const std::span<const float> raw = logits.subspan(j * vocab, vocab);
+    row.assign(raw.begin(), raw.end());
+    process_row(row, params, prompt, history);
+    SampleResult& r = out.emplace_back();
+    const bool has_draft = j < drafts.size();
+    const int32_t d = has_draft ? drafts[j] : -1;
+    if (params.greedy()) {
+      r.token = argmax(row);
+    } else if (has_draft && d >= 0 && static_cast<size_t>(d) < vocab &&
+               uniform_from(rng) < probability_of(row, d)) {
+      // A one-hot draft q is accepted with probability min(1, p(d) / q(d)) = p(d) ...
+      r.token = d;
+    } else {
+      // ... and on rejection the token comes from the residual max(0, p - q), normalised: p
+      // without d. Accept-or-residual together draw exactly from p (Leviathan et al. 2023).
+      if (has_draft && d >= 0 && static_cast<size_t>(d) < vocab) row[static_cast<size_t>(d)] = kNegInf;
+      r.token = sample_from_logits(row, uniform_from(rng));
+    }
+    fill_logprobs(r, raw, params);
+    if (!has_draft || r.token != d) break;
+    history.push_back(d);
+  }
+  return out;
+}
+
+double probability_of(std::span<const float> row, int32_t token) {
+  const float m = *std::max_element(row.begin(), row.end());
+  const float v = row[static_cast<size_t>(token)];
+  if (m == kNegInf || v == kNegInf) return 0.0;
+  double z = 0.0;
+  for (float x : row) z += std::exp(static_cast<double>(x) - m);
+  return std::exp(static_cast<double>(v) - m) / z;
 }
 
 std::vector<SampleResult> Sampler::sample(std::span<const float> logits, int64_t vocab,

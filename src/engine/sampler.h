@@ -58,7 +58,22 @@ class Sampler {
                           std::span<const int32_t> prompt, std::span<const int32_t> output,
                           std::mt19937_64& rng) const;
 
+  // Speculative verification of one sequence: `logits` holds drafts.size() + 1 rows, row j the
+  // target's logits for the token after draft j - 1 (row 0: after the last verified token).
+  // Returns the tokens the sequence gets: the accepted drafts, then one token from the first row
+  // that rejected (or from the last row when every draft was accepted). Greedy: a draft is
+  // accepted when it is the processed row's argmax. Sampling: rejection sampling against a
+  // one-hot draft distribution, which leaves the output distributed exactly as without drafts.
+  std::vector<SampleResult> sample_with_drafts(std::span<const float> logits, size_t vocab,
+                                               std::span<const int32_t> drafts, const SamplingParams& params,
+                                               std::span<const int32_t> prompt, std::span<const int32_t> output,
+                                               std::mt19937_64& rng) const;
+
  private:
+  // Every processor in order (min_tokens, logit_bias, penalties, then the warpers unless greedy).
+  void process_row(std::vector<float>& row, const SamplingParams& params, std::span<const int32_t> prompt,
+                   std::span<const int32_t> output) const;
+
   std::vector<int32_t> eos_token_ids_;
 };
 
@@ -76,6 +91,8 @@ void apply_min_p(std::span<float> row, double min_p);
 std::vector<float> log_softmax(std::span<const float> row);
 // Index of the largest value, lowest index on ties.
 int32_t argmax(std::span<const float> row);
+// softmax(row)[token]; 0 for a masked token.
+double probability_of(std::span<const float> row, int32_t token);
 // A draw from softmax(row) with uniform u in [0, 1).
 int32_t sample_from_logits(std::span<const float> row, double u);
 // A uniform double in [0, 1) from one 64-bit draw (53 random bits), the same on every platform.

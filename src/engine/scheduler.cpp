@@ -127,6 +127,7 @@ void Scheduler::preempt(Sequence* seq) {
   release(seq);
   remove_running(seq);
   seq->num_computed_tokens = 0;
+  seq->draft_tokens.clear();
   seq->status = SequenceStatus::Waiting;
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -185,6 +186,18 @@ int32_t Scheduler::reserve_running(size_t index, int32_t want, bool can_shrink) 
   }
 }
 
+int32_t Scheduler::drafts_that_fit(size_t index, int32_t num_real, int32_t budget) const {
+  const Sequence* seq = running_[index];
+  if (seq->draft_tokens.empty() || config_.num_speculative_tokens == 0) return 0;
+  int32_t d = std::min(static_cast<int32_t>(seq->draft_tokens.size()), config_.num_speculative_tokens);
+  d = std::min(d, budget - num_real);
+  // Positions past max_model_len have no block-table room.
+  d = std::min(d, config_.max_model_len - seq->num_tokens());
+  // Drafts never preempt anyone: only the room there is.
+  d = std::min(d, kv_.max_appendable(seq->id()) - num_real);
+  return std::max(d, 0);
+}
+
 void Scheduler::schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
@@ -194,10 +207,13 @@ void Scheduler::schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& b
     }
     if (reserve_running(i, 1, false) == 0) continue;  // seq left running_; i now names the next
     const int32_t start = seq->num_computed_tokens;
-    kv_.append_slots(seq->id(), 1);
-    out.push_back({seq, start, 1, true});
+    const int32_t d = drafts_that_fit(i, 1, budget);
+    kv_.append_slots(seq->id(), 1 + d);
+    ScheduledSequence& s = out.emplace_back(ScheduledSequence{seq, start, 1 + d, true});
+    s.num_drafts = d;
+    seq->draft_tokens.resize(static_cast<size_t>(d));
     in_step_.insert(seq);
-    --budget;
+    budget -= 1 + d;
     ++i;
   }
 }
@@ -213,10 +229,18 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
     const int32_t want = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed_tokens(), budget));
     const int32_t n = reserve_running(i, want, true);
     if (n == 0) continue;
-    kv_.append_slots(seq->id(), n);
-    out.push_back({seq, start, n, start + n == seq->num_tokens(), -1, snapshot_for_chunk_end(*seq, start + n)});
+    const bool to_end = start + n == seq->num_tokens();
+    const int32_t snapshot = snapshot_for_chunk_end(*seq, start + n);
+    // A chunk that reaches the end (a recompute after a rejected draft, or after preemption) may
+    // verify drafts too, unless a state snapshot is taken after it: a snapshot must never hold
+    // unverified tokens.
+    const int32_t d = to_end && snapshot < 0 ? drafts_that_fit(i, n, budget) : 0;
+    kv_.append_slots(seq->id(), n + d);
+    ScheduledSequence& s = out.emplace_back(ScheduledSequence{seq, start, n + d, to_end, -1, snapshot});
+    s.num_drafts = d;
+    seq->draft_tokens.resize(static_cast<size_t>(d));
     in_step_.insert(seq);
-    budget -= n;
+    budget -= n + d;
     ++i;
   }
 }
@@ -298,8 +322,10 @@ void Scheduler::build_batch(SchedulerOutput& out) const {
     const ScheduledSequence& s = out.scheduled[i];
     const std::vector<int32_t>& table = kv_.block_table(s.seq->id());
     const std::span<const int32_t> tokens = s.seq->tokens();
+    const int32_t real_end = s.start + s.num_new_tokens - s.num_drafts;
     for (int32_t p = s.start; p < s.start + s.num_new_tokens; ++p) {
-      b.token_ids.push_back(tokens[static_cast<size_t>(p)]);
+      b.token_ids.push_back(p < real_end ? tokens[static_cast<size_t>(p)]
+                                         : s.seq->draft_tokens[static_cast<size_t>(p - real_end)]);
       b.positions.push_back(p);
       b.slot_mapping.push_back(table[static_cast<size_t>(p / bs)] * bs + p % bs);
     }
@@ -309,11 +335,12 @@ void Scheduler::build_batch(SchedulerOutput& out) const {
               b.block_tables.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(b.max_blocks_per_seq)));
     b.state_slots.push_back(s.seq->state_slot);
     b.has_initial_state.push_back(s.start > 0 ? 1 : 0);
-    if (s.samples) b.logits_rows.push_back(b.num_tokens() - 1);
+    if (s.samples)
+      for (int32_t j = s.num_drafts; j >= 0; --j) b.logits_rows.push_back(b.num_tokens() - 1 - j);
   }
 }
 
-void Scheduler::check_stop(Sequence* seq) {
+FinishReason Scheduler::stop_reason(Sequence* seq) const {
   const SamplingParams& p = seq->params();
   const int32_t token = seq->last_token();
   const int32_t num_out = seq->num_output_tokens();
@@ -323,23 +350,29 @@ void Scheduler::check_stop(Sequence* seq) {
     const bool is_stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
     if (is_eos || is_stop) {
       seq->stop_token = token;
-      finish(seq, FinishReason::Stop);
-      return;
+      return FinishReason::Stop;
     }
   }
-  if ((p.max_tokens && num_out >= *p.max_tokens) || seq->num_tokens() >= config_.max_model_len) {
-    finish(seq, FinishReason::Length);
-  }
+  if ((p.max_tokens && num_out >= *p.max_tokens) || seq->num_tokens() >= config_.max_model_len)
+    return FinishReason::Length;
+  return FinishReason::None;
 }
 
 void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const int32_t> sampled) {
+  std::vector<std::vector<int32_t>> tokens;
+  tokens.reserve(sampled.size());
+  for (int32_t t : sampled) tokens.push_back({t});
+  update_from_output(out, tokens);
+}
+
+void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const std::vector<int32_t>> sampled) {
   if (out.empty()) return;
   if (!in_flight_) throw std::logic_error("Scheduler::update_from_output: no step in flight");
   size_t k = 0;
   for (const ScheduledSequence& s : out.scheduled) k += s.samples ? 1 : 0;
   if (sampled.size() != k) {
     throw std::logic_error("Scheduler::update_from_output: " + std::to_string(sampled.size()) +
-                           " sampled tokens for " + std::to_string(k) + " sampling sequences");
+                           " sampled token lists for " + std::to_string(k) + " sampling sequences");
   }
   in_flight_ = false;
   k = 0;
@@ -348,17 +381,37 @@ void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const i
     if (seq->num_computed_tokens != s.start) {
       throw std::logic_error("Scheduler::update_from_output: sequence changed during the step");
     }
-    seq->num_computed_tokens += s.num_new_tokens;
-    cache_computed_blocks(s);
-    if (!s.samples) continue;
-    const int32_t token = sampled[k++];
-    if (seq->abort_requested) continue;  // its abort is applied below; the token is dropped
-    if (seq->embed) {  // its whole prompt is computed: the engine took its hidden state
-      finish(seq, FinishReason::Stop);
+    const int32_t real = s.num_new_tokens - s.num_drafts;
+    seq->num_computed_tokens += real;
+    if (!s.samples) {
+      cache_computed_blocks(s);
       continue;
     }
-    seq->append_token(token);
-    check_stop(seq);
+    const std::vector<int32_t>& got = sampled[k++];
+    const auto accepted = static_cast<int32_t>(got.size()) - 1;
+    if (accepted < 0 || accepted > s.num_drafts ||
+        !std::equal(got.begin(), got.begin() + accepted, seq->draft_tokens.begin()))
+      throw std::logic_error("Scheduler::update_from_output: the tokens of a sequence are not its accepted drafts "
+                             "and one more");
+    seq->draft_tokens.clear();
+    if (seq->abort_requested || seq->embed) {
+      kv_.truncate(seq->id(), seq->num_computed_tokens);
+      cache_computed_blocks(s);
+      if (seq->embed && !seq->abort_requested) finish(seq, FinishReason::Stop);  // the engine took its hidden state
+      continue;  // an abort is applied below; the token is dropped
+    }
+    // Accepted drafts are computed tokens now; on a hybrid model that rejected one, the state went
+    // past them, so the whole step is recomputed (from the state the engine restores).
+    const bool rewind = rollback_state(s, accepted);
+    FinishReason reason = FinishReason::None;
+    for (int32_t t : got) {
+      seq->append_token(t);
+      if ((reason = stop_reason(seq)) != FinishReason::None) break;
+    }
+    seq->num_computed_tokens = rewind ? s.start : std::min(seq->num_computed_tokens + accepted, seq->num_tokens());
+    if (s.num_drafts > 0) kv_.truncate(seq->id(), seq->num_computed_tokens);
+    cache_computed_blocks(s);
+    if (reason != FinishReason::None) finish(seq, reason);
   }
   std::vector<int64_t> aborts;
   aborts.swap(pending_aborts_);

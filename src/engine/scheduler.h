@@ -53,16 +53,18 @@ struct SchedulerConfig {
   int32_t num_state_snapshots = 0;        // hybrid models with prefix caching: snapshot slots
   int32_t state_checkpoint_interval = 0;  // tokens between snapshots of long prefills; 0 = only the last block
   int prefix_hash_bits = 64;              // < 64: a test hook that makes hash collisions common
+  int32_t num_speculative_tokens = 0;     // most drafts a sequence may bring to a step (0 = none)
 };
 
 // One sequence's share of a step.
 struct ScheduledSequence {
   Sequence* seq = nullptr;
   int32_t start = 0;           // num_computed_tokens before the step = position of the first new token
-  int32_t num_new_tokens = 0;
+  int32_t num_new_tokens = 0;  // including the drafts
   bool samples = false;        // the chunk reaches the end of its known tokens: a token is sampled
   int32_t restore_snapshot = -1;  // copy this snapshot into the sequence's state slot before the step
   int32_t take_snapshot = -1;     // copy the sequence's state into this snapshot after the step
+  int32_t num_drafts = 0;  // the last num_drafts new tokens are the sequence's draft_tokens, to verify
 };
 
 struct SchedulerOutput {
@@ -73,7 +75,8 @@ struct SchedulerOutput {
   int32_t num_preempted = 0;    // preemptions made by this schedule() call
 
   bool empty() const { return scheduled.empty(); }
-  // The sequences of batch.logits_rows, in the same order.
+  // The sampling sequences, in batch order. Each has 1 + num_drafts consecutive rows of
+  // batch.logits_rows: after its last known token and after each draft.
   std::vector<Sequence*> sampling_seqs() const;
   int32_t num_prefill_tokens() const { return batch.num_tokens() - num_decodes; }
 };
@@ -101,6 +104,17 @@ class Scheduler {
   // `sampled[i]` is the token sampled for out.sampling_seqs()[i]. Advances num_computed_tokens,
   // appends the tokens, checks the stop conditions and frees what finished.
   void update_from_output(const SchedulerOutput& out, std::span<const int32_t> sampled);
+  // With drafts: `tokens[i]` are the tokens out.sampling_seqs()[i] gets: its accepted drafts (a
+  // prefix of its draft_tokens) and one token sampled after them. Rejected drafts' KV slots are
+  // dropped. On a hybrid model a sequence that rejected a draft is rewound to the start of the
+  // step (its recurrent state went past the accepted tokens; the engine restores the state it had
+  // before the step, rollback_state() tells which) and recomputes the accepted tokens next step.
+  void update_from_output(const SchedulerOutput& out, std::span<const std::vector<int32_t>> tokens);
+  // Whether a sequence of the step that accepted `accepted` of its drafts must have its recurrent
+  // state restored to what it was before the step.
+  bool rollback_state(const ScheduledSequence& s, int32_t accepted) const {
+    return config_.use_state_slots && s.num_drafts > 0 && accepted < s.num_drafts;
+  }
 
   // Finishes a sequence with reason abort (at once, or at the end of the step in flight).
   // Returns false for an unknown or already finished id.
@@ -134,7 +148,10 @@ class Scheduler {
   void admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budget);
   void preempt(Sequence* seq);
   void finish(Sequence* seq, FinishReason reason);
-  void check_stop(Sequence* seq);
+  // The finish reason the sequence's last token gives it (None: it goes on); sets stop_token.
+  FinishReason stop_reason(Sequence* seq) const;
+  // Drafts of running_[index] that fit the step after its `num_real` tokens.
+  int32_t drafts_that_fit(size_t index, int32_t num_real, int32_t budget) const;
   void release(Sequence* seq);
   void remove_running(Sequence* seq);
   void build_batch(SchedulerOutput& out) const;

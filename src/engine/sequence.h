@@ -60,6 +60,10 @@ class Sequence {
   // its end (a branch point, e.g. the end of a shared system prompt): the sequence leaves one there
   // so that the next request with that prefix can resume from it. 0 = none.
   int32_t branch_snapshot_at = 0;
+  // Speculative decoding: tokens proposed to follow tokens() (not yet verified, not in tokens()).
+  // The scheduler feeds them after the sequence's last token when they fit; the step's target
+  // logits decide how many become tokens. Cleared when scheduled or preempted.
+  std::vector<int32_t> draft_tokens;
 
   std::mt19937_64& rng() { return rng_; }
 

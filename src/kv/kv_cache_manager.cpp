@@ -117,6 +117,22 @@ bool KvCacheManager::append_slots(int64_t seq, int32_t num_new_tokens, std::vect
   return true;
 }
 
+void KvCacheManager::truncate(int64_t seq, int32_t num_tokens) {
+  auto it = tables_.find(seq);
+  if (it == tables_.end()) return;
+  Table& t = it->second;
+  if (num_tokens > t.num_tokens || num_tokens < static_cast<int32_t>(t.chain.size()) * block_size())
+    throw std::logic_error("KvCacheManager::truncate: " + std::to_string(num_tokens) + " tokens is outside [" +
+                           std::to_string(t.chain.size() * static_cast<size_t>(block_size())) + ", " +
+                           std::to_string(t.num_tokens) + "]");
+  t.num_tokens = num_tokens;
+  const auto keep = static_cast<size_t>(ceil_div(num_tokens, block_size()));
+  if (keep >= t.blocks.size()) return;
+  std::vector<int32_t> tail(t.blocks.rbegin(), t.blocks.rend() - static_cast<std::ptrdiff_t>(keep));
+  pool_.free(tail);
+  t.blocks.resize(keep);
+}
+
 void KvCacheManager::free(int64_t seq) {
   auto it = tables_.find(seq);
   if (it == tables_.end()) return;

@@ -50,6 +50,9 @@ class KvCacheManager {
   // appends the slot ids to `slots` (when not null). All or nothing: returns false and changes
   // nothing when the pool has too few free blocks.
   bool append_slots(int64_t seq, int32_t num_new_tokens, std::vector<int32_t>* slots = nullptr);
+  // Keeps only the first `num_tokens` slots of `seq` (speculative decoding: rejected drafts' slots
+  // are dropped); blocks past them go back to the pool. Never drops a registered (cached) block.
+  void truncate(int64_t seq, int32_t num_tokens);
   // Returns every block of `seq` to the pool and forgets it (cached blocks stay cached, the last
   // block of the sequence coldest). Unknown ids are ignored.
   void free(int64_t seq);
