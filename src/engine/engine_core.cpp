@@ -289,7 +289,10 @@ void EngineCore::propose_drafts() {
     if (p.max_tokens) k = std::min<int64_t>(k, *p.max_tokens - seq->num_output_tokens() - 1);
     k = std::min<int64_t>(k, config_.max_model_len - seq->num_tokens() - 1);
     if (k <= 0) continue;
-    seq->draft_tokens = propose_ngram(seq->tokens(), static_cast<int32_t>(k), spec.prompt_lookup_min, spec.prompt_lookup_max);
+    seq->draft_tokens = test_proposer_ ? test_proposer_(*seq, static_cast<int32_t>(k))
+                                       : propose_ngram(seq->tokens(), static_cast<int32_t>(k), spec.prompt_lookup_min,
+                                                       spec.prompt_lookup_max);
+    if (seq->draft_tokens.size() > static_cast<size_t>(k)) seq->draft_tokens.resize(static_cast<size_t>(k));
   }
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,6 +111,11 @@ class EngineCore {
 
   EngineCoreOutputs step();
 
+  // Test hook: with speculative decoding on, drafts come from `proposer` (the sequence's tokens
+  // so far and the most drafts wanted) instead of the configured method.
+  using DraftProposer = std::function<std::vector<int32_t>(const Sequence& seq, int32_t max_drafts)>;
+  void set_draft_proposer_for_testing(DraftProposer proposer) { test_proposer_ = std::move(proposer); }
+
  private:
   void plan_and_allocate();
   void check_prompt(const std::vector<int32_t>& prompt) const;
@@ -145,6 +151,7 @@ class EngineCore {
   int32_t snapshot_base_ = 0;  // state slot of prefix-cache snapshot 0 (after the live slots)
   int32_t spec_base_ = 0;      // speculative decoding on a hybrid model: slot s's pre-step copy is spec_base_ + s
   EngineStats spec_totals_;    // its spec_* counters
+  DraftProposer test_proposer_;
   int64_t next_id_ = 0;
   int64_t steps_ = 0;
   double step_s_ = 0;

@@ -1,0 +1,361 @@
+// Speculative decoding is lossless: the same requests with and without drafts give the same greedy
+// tokens (and logprobs), through chunked prefill, preemption, prefix caching and batches where some
+// sequences bring drafts and others do not; at temperature 1 the token distribution is the same.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../model/reference_fixture.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/ngram_proposer.h"
+#include "engine/speculative_config.h"
+
+namespace pagoda {
+namespace {
+
+using testing::fixture_model_dir;
+
+struct Knobs {
+  int32_t k = 0;                 // 0 = no speculative decoding
+  bool oracle = false;           // drafts from the reference run (with planted errors), else n-gram
+  int32_t budget = 32;           // max_num_batched_tokens: prompts are prefilled in chunks
+  int64_t num_blocks = 400;
+  bool caching = true;
+  int32_t max_num_seqs = 4;
+  int32_t max_tokens = 20;
+  double temperature = 0;
+  int32_t top_k = 0;
+  double top_p = 1.0;
+  double repetition_penalty = 1.0;
+  double presence_penalty = 0.0;
+  bool logit_bias = false;
+  bool seeded = false;           // request i gets seed i
+  int32_t max_model_len = 400;
+  bool together = true;          // all requests queued at once, else each after the previous finished
+  EngineCore::DraftProposer proposer;  // when set: the drafts (overrides oracle)
+};
+
+struct RunOutput {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> logprobs;
+  EngineStats stats;
+  int64_t preemptions = 0;
+};
+
+// Drafts from `reference` (the outputs of a run without drafts): the tokens the sequence will
+// produce, each 5th one wrong, so that steps accept all, some or none of their drafts. Only
+// even-numbered requests get drafts: the others decode plainly in the same batches.
+EngineCore::DraftProposer oracle(const std::vector<std::vector<int32_t>>* reference, const std::map<int64_t, size_t>* index) {
+  return [=](const Sequence& seq, int32_t k) {
+    const size_t i = index->at(seq.id());
+    std::vector<int32_t> drafts;
+    if (i % 2 == 1) return drafts;
+    const std::vector<int32_t>& ref = (*reference)[i];
+    for (int32_t j = 0; j < k; ++j) {
+      const auto m = static_cast<size_t>(seq.num_output_tokens() + j);
+      if (m >= ref.size()) break;
+      drafts.push_back(m % 5 == 3 ? (ref[m] + 1) % 512 : ref[m]);
+    }
+    return drafts;
+  };
+}
+
+RunOutput run(const std::string& model, const std::vector<std::vector<int32_t>>& prompts, const Knobs& kn,
+              const std::vector<std::vector<int32_t>>* reference = nullptr) {
+  EngineConfig config;
+  config.max_num_seqs = kn.max_num_seqs;
+  config.max_num_batched_tokens = kn.budget;
+  config.max_model_len = kn.max_model_len;
+  config.num_gpu_blocks_override = kn.num_blocks;
+  config.enable_prefix_caching = kn.caching;
+  if (kn.k > 0) {
+    config.speculative.method = SpeculativeMethod::Ngram;
+    config.speculative.num_speculative_tokens = kn.k;
+    config.speculative.prompt_lookup_min = 1;
+    config.speculative.prompt_lookup_max = 3;
+  }
+  Engine engine(fixture_model_dir(model), config);
+  std::map<int64_t, size_t> index;
+  if (kn.proposer) engine.core().set_draft_proposer_for_testing(kn.proposer);
+  else if (kn.oracle) engine.core().set_draft_proposer_for_testing(oracle(reference, &index));
+  RunOutput out;
+  out.tokens.resize(prompts.size());
+  out.logprobs.resize(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SamplingParams p;
+    p.temperature = kn.temperature;
+    p.top_k = kn.top_k;
+    p.top_p = kn.top_p;
+    p.repetition_penalty = kn.repetition_penalty;
+    p.presence_penalty = kn.presence_penalty;
+    if (kn.logit_bias)
+      p.logit_bias = std::make_shared<const std::vector<std::pair<int32_t, float>>>(
+          std::vector<std::pair<int32_t, float>>{{7, 2.5f}, {100, -3.0f}});
+    if (kn.seeded) p.seed = i;
+    p.ignore_eos = true;
+    p.max_tokens = kn.max_tokens;
+    if (kn.temperature == 0) p.logprobs = 0;
+    index[engine.add_request(prompts[i], p)] = i;
+    if (!kn.together || i + 1 == prompts.size())
+      for (int steps = 0; engine.has_unfinished() && steps < 100000; ++steps)
+        for (const RequestOutput& o : engine.step()) {
+          const size_t r = index.at(o.id);
+          out.tokens[r].insert(out.tokens[r].end(), o.new_token_ids.begin(), o.new_token_ids.end());
+          for (const SampleResult& s : o.samples) out.logprobs[r].push_back(s.logprob);
+        }
+  }
+  EXPECT_FALSE(engine.has_unfinished());
+  out.stats = engine.core().stats();
+  out.preemptions = engine.scheduler().num_preemptions();
+  return out;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
+  std::uniform_int_distribution<int32_t> d(0, 511);  // the fixtures' vocabulary
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = d(rng);
+  return t;
+}
+
+// Random prompts, and prompts that repeat a phrase (where n-gram lookup finds its drafts).
+std::vector<std::vector<int32_t>> prompts() {
+  std::mt19937 rng(77);
+  std::vector<std::vector<int32_t>> out;
+  for (size_t len : {5u, 17u, 40u, 70u}) out.push_back(random_tokens(rng, len));
+  for (size_t phrase : {3u, 7u, 11u}) {
+    const std::vector<int32_t> p = random_tokens(rng, phrase);
+    std::vector<int32_t> prompt;
+    for (int r = 0; r < 5; ++r) prompt.insert(prompt.end(), p.begin(), p.end());
+    out.push_back(prompt);
+  }
+  // Two that share a 48-token prefix: prefix-cache hits during speculation.
+  const std::vector<int32_t> shared = random_tokens(rng, 48);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<int32_t> p = shared;
+    const std::vector<int32_t> tail = random_tokens(rng, 9);
+    p.insert(p.end(), tail.begin(), tail.end());
+    out.push_back(p);
+  }
+  return out;
+}
+
+void expect_same(const RunOutput& with, const RunOutput& without) {
+  ASSERT_EQ(with.tokens.size(), without.tokens.size());
+  for (size_t i = 0; i < with.tokens.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(with.tokens[i], without.tokens[i]);
+    ASSERT_EQ(with.logprobs[i].size(), without.logprobs[i].size());
+    for (size_t t = 0; t < with.logprobs[i].size(); ++t)
+      EXPECT_NEAR(with.logprobs[i][t], without.logprobs[i][t], 1e-3) << "token " << t;
+  }
+}
+
+class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpeculativeDecodingTest, NgramDraftsGiveTheSameGreedyTokens) {
+  const auto reqs = prompts();
+  const RunOutput plain = run(GetParam(), reqs, {});
+  for (int32_t k : {1, 3, 5}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    Knobs kn;
+    kn.k = k;
+    const RunOutput spec = run(GetParam(), reqs, kn);
+    expect_same(spec, plain);
+    EXPECT_GT(spec.stats.spec_num_drafts, 0);
+    EXPECT_LE(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens);
+  }
+}
+
+TEST_P(SpeculativeDecodingTest, AcceptedRejectedAndPlainSequencesInOneBatchGiveTheSameTokens) {
+  const auto reqs = prompts();
+  Knobs base;
+  base.max_num_seqs = 8;
+  base.budget = 64;
+  const RunOutput plain = run(GetParam(), reqs, base);
+  Knobs kn = base;
+  kn.k = 4;
+  kn.oracle = true;
+  const RunOutput spec = run(GetParam(), reqs, kn, &plain.tokens);
+  expect_same(spec, plain);
+  // Whole runs of drafts were accepted and some rejected, per position too.
+  EXPECT_GT(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens / 2);
+  EXPECT_LT(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens);
+  ASSERT_EQ(spec.stats.spec_accepted_per_pos.size(), 4u);
+  EXPECT_GT(spec.stats.spec_accepted_per_pos[3], 0);
+  EXPECT_GE(spec.stats.spec_accepted_per_pos[0], spec.stats.spec_accepted_per_pos[3]);
+}
+
+TEST_P(SpeculativeDecodingTest, PreemptionAndPrefixCachingGiveTheSameTokens) {
+  const auto reqs = prompts();
+  const RunOutput plain = run(GetParam(), reqs, {});
+  Knobs kn;
+  kn.k = 4;
+  kn.oracle = true;
+  kn.max_num_seqs = 6;
+  kn.num_blocks = 14;  // 224 tokens for 9 requests of up to 90: sequences are preempted
+  kn.max_model_len = 96;
+  const RunOutput spec = run(GetParam(), reqs, kn, &plain.tokens);
+  expect_same(spec, plain);
+  EXPECT_GT(spec.preemptions, 0);
+  EXPECT_GT(spec.stats.spec_num_accepted_tokens, 0);
+  // One after another, the shared prefix and the repeated prompts hit the cache (on the hybrid
+  // model too: its state snapshots are never taken after unverified tokens).
+  kn.num_blocks = 400;
+  kn.max_model_len = 400;
+  kn.together = false;
+  const RunOutput sequential = run(GetParam(), reqs, kn, &plain.tokens);
+  expect_same(sequential, plain);
+  EXPECT_GT(sequential.stats.prefix_cache_hits, 0);
+  EXPECT_GT(sequential.stats.spec_num_accepted_tokens, 0);
+}
+
+TEST_P(SpeculativeDecodingTest, PenaltiesAndLogitBiasAreAppliedToEveryVerifiedRow) {
+  const auto reqs = prompts();
+  Knobs base;
+  base.repetition_penalty = 1.3;
+  base.presence_penalty = 0.4;
+  base.logit_bias = true;
+  const RunOutput plain = run(GetParam(), reqs, base);
+  Knobs kn = base;
+  kn.k = 3;
+  kn.oracle = true;
+  const RunOutput spec = run(GetParam(), reqs, kn, &plain.tokens);
+  expect_same(spec, plain);
+  EXPECT_GT(spec.stats.spec_num_accepted_tokens, 0);
+  // The penalties matter here: without them the tokens differ.
+  const RunOutput unpenalised = run(GetParam(), reqs, {});
+  EXPECT_NE(unpenalised.tokens, plain.tokens);
+}
+
+// Chi-square statistic of two samples' counts over the same categories (homogeneity), and the
+// 0.1% critical value for its degrees of freedom (Wilson–Hilferty).
+struct ChiSquare {
+  double statistic = 0, critical = 0;
+  int df = 0;
+};
+
+ChiSquare two_sample_chi_square(const std::map<std::vector<int32_t>, int>& a, const std::map<std::vector<int32_t>, int>& b,
+                                int na, int nb) {
+  std::map<std::vector<int32_t>, std::pair<int, int>> cells;
+  for (const auto& [key, n] : a) cells[key].first += n;
+  for (const auto& [key, n] : b) cells[key].second += n;
+  // Categories with too few expected counts are pooled into one.
+  std::pair<int, int> rare{0, 0};
+  std::vector<std::pair<int, int>> kept;
+  for (const auto& [key, c] : cells) {
+    if (c.first + c.second < 20) {
+      rare.first += c.first;
+      rare.second += c.second;
+    } else {
+      kept.push_back(c);
+    }
+  }
+  if (rare.first + rare.second > 0) kept.push_back(rare);
+  ChiSquare r;
+  const double n = na + nb;
+  for (const auto& [x, y] : kept) {
+    const double tot = x + y;
+    const double ex = tot * na / n, ey = tot * nb / n;
+    r.statistic += (x - ex) * (x - ex) / ex + (y - ey) * (y - ey) / ey;
+  }
+  r.df = static_cast<int>(kept.size()) - 1;
+  const double z = 3.0902;  // one-sided 0.1%
+  const double v = 2.0 / (9.0 * r.df);
+  r.critical = r.df * std::pow(1 - v + z * std::sqrt(v), 3);
+  return r;
+}
+
+TEST_P(SpeculativeDecodingTest, SamplingAtTemperatureOneKeepsTheTokenDistribution) {
+  // One prompt sampled 1,200 times with top-k and top-p: the joint distribution of output tokens
+  // 2 and 3 (the ones drafts can decide) with drafts equals the one without, at significance 0.1%.
+  std::mt19937 rng(5);
+  const std::vector<int32_t> prompt = random_tokens(rng, 12);
+  const std::vector<std::vector<int32_t>> reqs(1200, prompt);
+  Knobs base;
+  base.temperature = 1.0;
+  base.top_k = 3;
+  base.top_p = 0.95;
+  base.max_tokens = 4;
+  base.seeded = true;
+  base.max_num_seqs = 64;
+  base.budget = 1024;
+  const RunOutput plain = run(GetParam(), reqs, base);
+  std::map<std::vector<int32_t>, int> count_plain, count_spec;
+  for (const auto& t : plain.tokens) ++count_plain[{t[1], t[2]}];
+  // Drafts after output token 1: the plain run's most frequent tokens 2 and 3 after it, so that
+  // many are accepted and many rejected.
+  std::map<int32_t, std::map<std::vector<int32_t>, int>> after;
+  for (const auto& t : plain.tokens) ++after[t[0]][{t[1], t[2]}];
+  Knobs kn = base;
+  kn.k = 2;
+  kn.proposer = [&after](const Sequence& seq, int32_t k) {
+    std::vector<int32_t> drafts;
+    auto it = after.find(seq.output()[0]);
+    if (seq.num_output_tokens() != 1 || it == after.end()) return drafts;
+    const auto best = std::max_element(it->second.begin(), it->second.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    drafts.assign(best->first.begin(), best->first.begin() + std::min<int32_t>(k, 2));
+    return drafts;
+  };
+  const RunOutput spec = run(GetParam(), reqs, kn);
+  for (const auto& t : spec.tokens) {
+    ASSERT_EQ(t.size(), 4u);
+    ++count_spec[{t[1], t[2]}];
+  }
+  EXPECT_GT(spec.stats.spec_num_accepted_tokens, 100);
+  EXPECT_LT(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens);
+  const ChiSquare c = two_sample_chi_square(count_plain, count_spec, 1200, 1200);
+  ASSERT_GE(c.df, 2) << "too few categories to test";
+  EXPECT_LT(c.statistic, c.critical) << "df " << c.df;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeDecodingTest, ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text"),
+                         testing::FixtureParamName());
+
+TEST(NgramProposer, ProposesWhatFollowedTheLongestEarlierMatch) {
+  const std::vector<int32_t> t = {1, 2, 3, 9, 8, 4, 2, 3, 7, 1, 2, 3};
+  // Suffix [1 2 3] occurred at 0: what followed it.
+  EXPECT_EQ(propose_ngram(t, 2, 1, 3), (std::vector<int32_t>{9, 8}));
+  // Only suffixes of 1..2 tokens: [2 3] occurred last at 6, followed by 7.
+  EXPECT_EQ(propose_ngram(t, 2, 1, 2), (std::vector<int32_t>{7, 1}));
+  // k larger than what follows the match is cut at the end of the tokens.
+  const std::vector<int32_t> u = {5, 6, 5};
+  EXPECT_EQ(propose_ngram(u, 4, 1, 1), (std::vector<int32_t>{6, 5}));
+  // No earlier occurrence of any allowed suffix.
+  EXPECT_TRUE(propose_ngram(std::vector<int32_t>{1, 2, 3, 4}, 3, 1, 3).empty());
+  EXPECT_TRUE(propose_ngram(t, 3, 4, 5).empty());  // [9 .. 3] suffixes of 4+ never repeat
+  EXPECT_TRUE(propose_ngram(std::vector<int32_t>{}, 3, 1, 3).empty());
+}
+
+TEST(SpeculativeConfig, ParsesVllmsJson) {
+  SpeculativeConfig c = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 4})");
+  EXPECT_EQ(c.method, SpeculativeMethod::Ngram);
+  EXPECT_EQ(c.num_speculative_tokens, 4);
+  EXPECT_EQ(c.prompt_lookup_min, 5);  // vLLM's defaults
+  EXPECT_EQ(c.prompt_lookup_max, 5);
+  c = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3})");
+  EXPECT_EQ(c.prompt_lookup_min, 3);
+  EXPECT_EQ(c.prompt_lookup_max, 3);
+  c = parse_speculative_config(R"({"model": "/m/draft", "num_speculative_tokens": 5})");
+  EXPECT_EQ(c.method, SpeculativeMethod::DraftModel);
+  EXPECT_EQ(c.model, "/m/draft");
+  EXPECT_EQ(parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 1})").method, SpeculativeMethod::Mtp);
+  EXPECT_FALSE(parse_speculative_config("").enabled());
+  for (const char* bad : {"[1]", "{", R"({"method": "eagle3", "num_speculative_tokens": 2})",
+                          R"({"method": "ngram"})", R"({"method": "ngram", "num_speculative_tokens": 0})",
+                          R"({"method": "ngram", "num_speculative_tokens": 99})",
+                          R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2})",
+                          R"({"method": "mtp", "num_speculative_tokens": 2, "prompt_lookup_max": 2})",
+                          R"({"method": "draft_model", "num_speculative_tokens": 2})",
+                          R"({"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 1})"})
+    EXPECT_THROW(parse_speculative_config(bad), Error) << bad;
+}
+
+}  // namespace
+}  // namespace pagoda
