@@ -12,7 +12,9 @@
 namespace pagoda {
 
 OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int32_t batch,
-                                    int32_t prompt_len, int32_t gen_len, uint64_t seed) {
+                                    int32_t prompt_len, int32_t gen_len, uint64_t seed,
+                                    const std::vector<int32_t>* fixed_prompt) {
+  if (fixed_prompt) prompt_len = static_cast<int32_t>(fixed_prompt->size());
   check(batch > 0 && prompt_len > 0 && gen_len > 0, "bench: batch, prompt and gen lengths must be > 0");
   std::mt19937_64 rng(seed);
   // Token ids from the middle of the vocabulary: real text tokens, no special ids.
@@ -27,8 +29,10 @@ OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int
   for (int32_t b = 0; b < batch; ++b) {
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
     for (auto& t : prompt) t = pick(rng);
+    if (fixed_prompt) prompt = *fixed_prompt;
     waiting_first.insert(engine.add_request(std::move(prompt), p));
   }
+  const EngineStats spec0 = engine.core().stats();
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto t_first = t0;
@@ -54,6 +58,10 @@ OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int
   pt.decode_s = std::chrono::duration<double>(t1 - t_first).count();
   pt.decode_steps = at_end.steps - at_first.steps;
   pt.decode_host_s = at_end.host_s() - at_first.host_s();
+  const EngineStats spec1 = engine.core().stats();
+  pt.spec_drafts = spec1.spec_num_drafts - spec0.spec_num_drafts;
+  pt.spec_draft_tokens = spec1.spec_num_draft_tokens - spec0.spec_num_draft_tokens;
+  pt.spec_accepted = spec1.spec_num_accepted_tokens - spec0.spec_num_accepted_tokens;
   return pt;
 }
 
@@ -71,6 +79,19 @@ std::string offline_table(const std::vector<OfflineBenchPoint>& points) {
                   "| %-18s | %5d | %5d | %5d | %10.3f | %13.1f | %10.3f | %12.1f | %12.1f | %8.3f | %8.3f |\n",
                   p.name.c_str(), p.batch, p.prompt_len, p.gen_len, p.prefill_s, p.prefill_tok_s(),
                   p.decode_s, p.decode_tok_s(), p.total_tok_s(), p.step_ms(), p.host_ms());
+    s += line;
+  }
+  bool spec = false;
+  for (const auto& p : points) spec |= p.spec_drafts > 0;
+  if (!spec) return s;
+  s += "\nspeculative decoding:\n\n| point              | drafts | draft tokens | accepted | acceptance rate | mean acceptance length |\n"
+       "|--------------------|--------|--------------|----------|-----------------|------------------------|\n";
+  for (const auto& p : points) {
+    std::snprintf(line, sizeof line, "| %-18s | %6lld | %12lld | %8lld | %14.1f%% | %22.2f |\n", p.name.c_str(),
+                  static_cast<long long>(p.spec_drafts), static_cast<long long>(p.spec_draft_tokens),
+                  static_cast<long long>(p.spec_accepted),
+                  p.spec_draft_tokens > 0 ? 100.0 * double(p.spec_accepted) / double(p.spec_draft_tokens) : 0.0,
+                  p.mean_acceptance_length());
     s += line;
   }
   return s;
@@ -93,7 +114,11 @@ std::string offline_json(const std::vector<OfflineBenchPoint>& points, const std
                            {"total_tok_s", p.total_tok_s()},
                            {"decode_steps", p.decode_steps},
                            {"decode_step_ms", p.step_ms()},
-                           {"decode_host_ms_per_step", p.host_ms()}});
+                           {"decode_host_ms_per_step", p.host_ms()},
+                           {"spec_num_drafts", p.spec_drafts},
+                           {"spec_num_draft_tokens", p.spec_draft_tokens},
+                           {"spec_num_accepted_tokens", p.spec_accepted},
+                           {"spec_mean_acceptance_length", p.mean_acceptance_length()}});
   return j.dump(2);
 }
 

@@ -19,6 +19,10 @@ struct OfflineBenchPoint {
   // waiting for the device: scheduling, metadata, launches, sampling, detokenizing).
   int64_t decode_steps = 0;
   double decode_host_s = 0;
+  // Speculative decoding during the point (0 when off): sequences that brought drafts to a step,
+  // drafts, accepted drafts.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
+  double mean_acceptance_length() const { return spec_drafts > 0 ? 1.0 + double(spec_accepted) / double(spec_drafts) : 0; }
   double step_ms() const { return decode_steps > 0 ? 1e3 * decode_s / double(decode_steps) : 0; }
   double host_ms() const { return decode_steps > 0 ? 1e3 * decode_host_s / double(decode_steps) : 0; }
   double prefill_tok_s() const { return prefill_s > 0 ? batch * double(prompt_len) / prefill_s : 0; }
@@ -33,9 +37,11 @@ struct OfflineBenchPoint {
 };
 
 // Runs B requests of `prompt_len` random token ids (seeded) generating exactly `gen_len` tokens
-// each (ignore_eos, greedy) and times the two phases.
+// each (ignore_eos, greedy) and times the two phases. With `prompt` given, every request's prompt
+// is that one instead (prompt_len is its length).
 OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int32_t batch,
-                                    int32_t prompt_len, int32_t gen_len, uint64_t seed);
+                                    int32_t prompt_len, int32_t gen_len, uint64_t seed,
+                                    const std::vector<int32_t>* prompt = nullptr);
 
 std::string offline_table(const std::vector<OfflineBenchPoint>& points);
 std::string offline_json(const std::vector<OfflineBenchPoint>& points, const std::string& model,

@@ -24,6 +24,7 @@ struct OfflineArgs {
   std::vector<int32_t> batch_sizes{1, 16, 64, 128};
   int32_t prompt_len = 256, gen_len = 256, pp = 512, tg = 128;
   std::string json_file;
+  std::string prompt_file;  // text: the prompt of the tg and batched points instead of random ids
   uint64_t seed = 0;
   EngineFlags engine;
 };
@@ -37,13 +38,27 @@ void run_offline(const OfflineArgs& a) {
   Engine engine(resolve_model_dir(a.model_dir), cfg);
   std::fprintf(stderr, "[pagoda] bench on %s\n", engine.backend().name().c_str());
 
+  std::vector<int32_t> text_prompt;
+  if (!a.prompt_file.empty()) {
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    check(static_cast<bool>(in), "cannot read --prompt-file '" + a.prompt_file + "'");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    check(engine.tokenizer() != nullptr, "--prompt-file needs the model's tokenizer.json");
+    text_prompt = engine.tokenizer()->encode(text);
+    check(!text_prompt.empty() && static_cast<int32_t>(text_prompt.size()) + std::max(a.tg, a.gen_len) <=
+                                      engine.config().max_model_len,
+          "--prompt-file: " + std::to_string(text_prompt.size()) + " tokens do not fit --max-model-len " +
+              std::to_string(engine.config().max_model_len) + " with the generated tokens");
+  }
+  const std::vector<int32_t>* fixed = text_prompt.empty() ? nullptr : &text_prompt;
   std::vector<OfflineBenchPoint> points;
   auto run = [&](const std::string& name, int32_t b, int32_t p, int32_t g) {
     // As llama-bench does, one unmeasured run of the same shape first (a short one: its prefill
     // and a couple of decode steps), so one-time costs such as GEMM algorithm selection for a new
     // token count are not counted.
-    run_offline_point(engine, "warmup", b, p, std::min(g, 2), a.seed + 1000 + points.size());
-    points.push_back(run_offline_point(engine, name, b, p, g, a.seed + points.size()));
+    const std::vector<int32_t>* prompt = g > 1 ? fixed : nullptr;  // pp stays random
+    run_offline_point(engine, "warmup", b, p, std::min(g, 2), a.seed + 1000 + points.size(), prompt);
+    points.push_back(run_offline_point(engine, name, b, p, g, a.seed + points.size(), prompt));
     std::fprintf(stderr, "[pagoda] %s done\n", name.c_str());
   };
   if (a.pp > 0) run("pp" + std::to_string(a.pp), 1, a.pp, 1);
@@ -177,6 +192,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   off->add_option("--tg", args->tg, "Single-stream generation point (0 = skip)")->capture_default_str();
   off->add_option("--json", args->json_file, "Write the results as JSON");
   off->add_option("--seed", args->seed, "Seed of the random prompts");
+  off->add_option("--prompt-file", args->prompt_file,
+                  "A text file whose tokens are the prompt of the tg and batched points (instead of random "
+                  "token ids), e.g. to measure n-gram speculative decoding on text that repeats");
   add_engine_flags(off, args->engine);
   off->callback([args, exit_code] {
     run_offline(*args);

@@ -174,6 +174,8 @@ void run_serve(ServeArgs& a) {
   info.metrics_prefix = a.metrics_prefix;
   info.max_model_len = engine->config().max_model_len;
   info.max_num_seqs = engine->config().max_num_seqs;
+  if (engine->config().speculative.enabled())
+    info.num_speculative_tokens = engine->config().speculative.num_speculative_tokens;
   server::EngineMetrics metrics(registry, info);
   if (!engine->tokenizer()) LOG_WARN(dir << " has no tokenizer.json: only token-id prompts can be served");
   // As vLLM: the chat template comes with the tokenizer.

@@ -230,6 +230,7 @@ void AsyncEngine::publish_gauges(const EngineStats& s) {
   metrics_.prefix_cache_hits.inc(static_cast<double>(s.prefix_cache_hits - last_prefix_hits_));
   last_prefix_queries_ = s.prefix_cache_queries;
   last_prefix_hits_ = s.prefix_cache_hits;
+  metrics_.publish_spec_decode(s);
 }
 
 void AsyncEngine::fail_all(const std::string& message) {

@@ -131,6 +131,31 @@ EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
                                with(labels_, "finished_reason", "error"))) {
   register_sleep_state(r, prefix_, labels_);
   register_cache_info(r, prefix_, info);
+  if (info.num_speculative_tokens > 0) {
+    spec_drafts_ = &r.counter(prefix_ + "spec_decode_num_drafts", "Number of spec decoding drafts.", labels_);
+    spec_draft_tokens_ = &r.counter(prefix_ + "spec_decode_num_draft_tokens", "Number of draft tokens.", labels_);
+    spec_accepted_tokens_ =
+        &r.counter(prefix_ + "spec_decode_num_accepted_tokens", "Number of accepted tokens.", labels_);
+    for (int32_t pos = 0; pos < info.num_speculative_tokens; ++pos)
+      spec_accepted_per_pos_.push_back(&r.counter(prefix_ + "spec_decode_num_accepted_tokens_per_pos",
+                                                  "Accepted tokens per draft position.",
+                                                  with(labels_, "position", std::to_string(pos))));
+    spec_last_.spec_accepted_per_pos.assign(spec_accepted_per_pos_.size(), 0);
+  }
+}
+
+void EngineMetrics::publish_spec_decode(const EngineStats& s) {
+  if (spec_drafts_ == nullptr) return;
+  spec_drafts_->inc(static_cast<double>(s.spec_num_drafts - spec_last_.spec_num_drafts));
+  spec_draft_tokens_->inc(static_cast<double>(s.spec_num_draft_tokens - spec_last_.spec_num_draft_tokens));
+  spec_accepted_tokens_->inc(static_cast<double>(s.spec_num_accepted_tokens - spec_last_.spec_num_accepted_tokens));
+  for (size_t i = 0; i < spec_accepted_per_pos_.size() && i < s.spec_accepted_per_pos.size(); ++i) {
+    spec_accepted_per_pos_[i]->inc(static_cast<double>(s.spec_accepted_per_pos[i] - spec_last_.spec_accepted_per_pos[i]));
+    spec_last_.spec_accepted_per_pos[i] = s.spec_accepted_per_pos[i];
+  }
+  spec_last_.spec_num_drafts = s.spec_num_drafts;
+  spec_last_.spec_num_draft_tokens = s.spec_num_draft_tokens;
+  spec_last_.spec_num_accepted_tokens = s.spec_num_accepted_tokens;
 }
 
 Counter& EngineMetrics::request_success(FinishReason reason) {

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_core.h"
+#include <vector>
+
 #include "engine/sequence.h"
 #include "server/metrics.h"
 
@@ -26,6 +29,7 @@ struct EngineMetricsInfo {
   int32_t block_size = 0;
   std::string kv_cache_dtype;
   int32_t max_num_seqs = 0;  // not exported: vLLM's cache_config_info has no such label
+  int32_t num_speculative_tokens = 0;  // > 0: the spec_decode counters exist (as vLLM's)
 };
 
 // vLLM's build_1_2_5_buckets(max_value): 1, 2, 5, 10, 20, 50, ... up to max_value.
@@ -72,12 +76,22 @@ class EngineMetrics {
   Histogram& request_prefill_time_seconds;
   Histogram& request_decode_time_seconds;
 
+  // Speculative decoding (only with --speculative-config, as vLLM): spec_decode_num_drafts,
+  // _num_draft_tokens, _num_accepted_tokens and _num_accepted_tokens_per_pos{position}.
+  // Moves them to the engine's totals since start.
+  void publish_spec_decode(const EngineStats& s);
+
   // request_success_total{finished_reason=...}: stop, length, abort.
   Counter& request_success(FinishReason reason);
   // request_success_total{finished_reason="error"}: failed by an engine error.
   Counter& request_error() { return success_error_; }
 
  private:
+  Counter* spec_drafts_ = nullptr;
+  Counter* spec_draft_tokens_ = nullptr;
+  Counter* spec_accepted_tokens_ = nullptr;
+  std::vector<Counter*> spec_accepted_per_pos_;
+  EngineStats spec_last_;  // the totals published so far
   Counter& success_stop_;
   Counter& success_length_;
   Counter& success_abort_;

@@ -100,6 +100,29 @@ std::optional<StatsLogger::Clock::time_point> StatsLogger::next_tick() const {
                               std::chrono::duration<double>(options_.stats_interval_s));
 }
 
+std::string format_spec_decode_line(const SchedulerSnapshot& last, const SchedulerSnapshot& now, double dt) {
+  const auto drafts = static_cast<double>(now.spec_num_drafts - last.spec_num_drafts);
+  const auto drafted = static_cast<double>(now.spec_num_draft_tokens - last.spec_num_draft_tokens);
+  const auto accepted = static_cast<double>(now.spec_num_accepted_tokens - last.spec_num_accepted_tokens);
+  auto fixed2 = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+    return std::string(buf);
+  };
+  std::string per_pos;
+  for (size_t i = 0; i < now.spec_accepted_per_pos.size(); ++i) {
+    const int64_t before = i < last.spec_accepted_per_pos.size() ? last.spec_accepted_per_pos[i] : 0;
+    per_pos += (i ? ", " : "") + fixed2(drafts > 0 ? static_cast<double>(now.spec_accepted_per_pos[i] - before) / drafts : 0.0);
+  }
+  return "SpecDecoding metrics: Mean acceptance length: " + fixed2(drafts > 0 ? 1.0 + accepted / drafts : 1.0) +
+         ", Accepted throughput: " + fixed2(dt > 0 ? accepted / dt : 0.0) +
+         " tokens/s, Drafted throughput: " + fixed2(dt > 0 ? drafted / dt : 0.0) +
+         " tokens/s, Accepted: " + std::to_string(static_cast<int64_t>(accepted)) +
+         " tokens, Drafted: " + std::to_string(static_cast<int64_t>(drafted)) +
+         " tokens, Per-position acceptance rate: " + per_pos + ", Avg Draft acceptance rate: " +
+         fixed1(drafted > 0 ? 100.0 * accepted / drafted : 0.0) + "%";
+}
+
 bool StatsLogger::tick(Clock::time_point now, const SchedulerSnapshot& s) {
   const auto due = next_tick();
   if (!due || now < *due) return false;
@@ -125,6 +148,8 @@ bool StatsLogger::tick(Clock::time_point now, const SchedulerSnapshot& s) {
     last_prefix_hits_ = s.prefix_cache_hits;
   }
   emit(idle ? LogLevel::Debug : LogLevel::Info, line);
+  if (s.spec_num_drafts > last_spec_.spec_num_drafts) emit(LogLevel::Info, format_spec_decode_line(last_spec_, s, dt));
+  last_spec_ = s;
 
   last_prompt_throughput_ = prompt_throughput;
   last_generation_throughput_ = generation_throughput;

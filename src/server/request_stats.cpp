@@ -156,6 +156,10 @@ void RequestStats::tick(const EngineStats& engine, Clock::time_point now) {
   s.prefix_cache_queries = engine.prefix_cache_queries;
   s.prefix_cache_hits = engine.prefix_cache_hits;
   s.prefix_caching = engine.prefix_caching;
+  s.spec_num_drafts = engine.spec_num_drafts;
+  s.spec_num_draft_tokens = engine.spec_num_draft_tokens;
+  s.spec_num_accepted_tokens = engine.spec_num_accepted_tokens;
+  s.spec_accepted_per_pos = engine.spec_accepted_per_pos;
   stats_log_.tick(now, s);
 }
 

@@ -400,6 +400,63 @@ TEST(StatsLog, PrefixCacheHitRateOverTheInterval) {
   EXPECT_NE(cap.lines[2].second.find("Prefix cache hit rate: 42.5%"), std::string::npos) << cap.lines[2].second;
 }
 
+TEST(StatsLog, SpecDecodingLineOverTheInterval) {
+  using namespace std::chrono_literals;
+  Captured cap;
+  StatsLogger log(cap.options());
+  const auto t0 = StatsLogger::Clock::time_point{} + 1000s;
+  SchedulerSnapshot s{1, 0, 0.5, 0};
+  s.spec_accepted_per_pos = {0, 0, 0, 0};
+  log.record(t0, 100, 10);
+  ASSERT_TRUE(log.tick(t0 + 10s, s));
+  ASSERT_EQ(cap.lines.size(), 1u);  // no drafts yet: no line for them
+  // 10 sequences brought 40 drafts over the next 2 s; 25 accepted: 9, 8, 5 and 3 by position.
+  s.spec_num_drafts = 10;
+  s.spec_num_draft_tokens = 40;
+  s.spec_num_accepted_tokens = 25;
+  s.spec_accepted_per_pos = {9, 8, 5, 3};
+  log.record(t0 + 11s, 0, 10);
+  ASSERT_TRUE(log.tick(t0 + 20s, s));
+  ASSERT_EQ(cap.lines.size(), 3u);
+  EXPECT_EQ(cap.lines[2].second,
+            "SpecDecoding metrics: Mean acceptance length: 3.50, Accepted throughput: 2.50 tokens/s, Drafted "
+            "throughput: 4.00 tokens/s, Accepted: 25 tokens, Drafted: 40 tokens, Per-position acceptance rate: "
+            "0.90, 0.80, 0.50, 0.30, Avg Draft acceptance rate: 62.5%");
+}
+
+TEST(VllmMetrics, SpecDecodeCountersOnlyWithSpeculativeDecoding) {
+  for (int32_t k : {0, 3}) {
+    MetricsRegistry registry;
+    EngineMetricsInfo info;
+    info.model_name = "m";
+    info.metrics_prefix = "vllm";
+    info.num_speculative_tokens = k;
+    EngineMetrics metrics(registry, info);
+    EngineStats s;
+    s.spec_num_drafts = 10;
+    s.spec_num_draft_tokens = 30;
+    s.spec_num_accepted_tokens = 17;
+    s.spec_accepted_per_pos = {9, 5, 3};
+    metrics.publish_spec_decode(s);
+    s.spec_num_drafts = 12;  // published again: counters move by the difference
+    s.spec_accepted_per_pos = {10, 5, 3};
+    metrics.publish_spec_decode(s);
+    const std::string text = registry.render();
+    if (k == 0) {
+      EXPECT_EQ(text.find("spec_decode"), std::string::npos) << text;
+      continue;
+    }
+    EXPECT_NE(text.find("\nvllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"m\"} 12.0\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("\nvllm:spec_decode_num_draft_tokens_total{engine=\"0\",model_name=\"m\"} 30.0\n"), std::string::npos);
+    EXPECT_NE(text.find("\nvllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"m\"} 17.0\n"), std::string::npos);
+    EXPECT_NE(text.find("\nvllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"m\",position=\"0\"} 10.0\n"),
+              std::string::npos);
+    EXPECT_NE(text.find("\nvllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"m\",position=\"2\"} 3.0\n"),
+              std::string::npos);
+    EXPECT_NE(text.find("# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position."), std::string::npos) << text;
+  }
+}
+
 TEST(StatsLog, DisabledWritesNothing) {
   using namespace std::chrono_literals;
   Captured cap;
