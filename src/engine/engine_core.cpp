@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/ngram_proposer.h"
 
 namespace pagoda {
@@ -46,6 +47,13 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   const auto start = Clock::now();
   const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
   model_ = load_model(model_config_, ckpt, *backend_);
+  if (config_.speculative.enabled() && config_.speculative.method == SpeculativeMethod::DraftModel) {
+    draft_ = std::make_unique<DraftModelProposer>(config_.speculative.model, model_config_, *backend_);
+    check(draft_->config().max_position_embeddings >= config_.max_model_len,
+          "--speculative-config: the draft model's max_position_embeddings (" +
+              std::to_string(draft_->config().max_position_embeddings) + ") is below --max-model-len " +
+              std::to_string(config_.max_model_len));
+  }
   const double secs = seconds_since(start);
   if (secs > 1.0) LOG_INFO("weights loaded in " << secs << " s");  // the progress lines said how far
   plan_and_allocate();
@@ -80,6 +88,14 @@ void EngineCore::plan_and_allocate() {
   MemoryPlanInputs in;
   in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());
   in.activation_bytes = static_cast<int64_t>(runner_->workspace_bytes());
+  if (draft_) {
+    // Its own runner and KV pools (as many blocks as the target's: they share the block tables,
+    // plus lookahead room for the drafts past a sequence's last block).
+    const int32_t lookahead_blocks = (sc.num_speculative_tokens + sc.block_size - 1) / sc.block_size + 1;
+    in.weight_bytes += static_cast<int64_t>(draft_->weight_bytes());
+    in.activation_bytes += static_cast<int64_t>(
+        draft_->reserve(sc.max_num_batched_tokens, sc.max_num_seqs, max_blocks_per_seq + lookahead_blocks));
+  }
   // The conv state is kept in the activation dtype of the backend (DESIGN.md §5).
   in.state_bytes_per_seq = mc.state_bytes_per_sequence(config_.activation_dtype);
   // Decode graphs pad a step with sequences that need a state slot of their own: one more slot,
@@ -90,7 +106,8 @@ void EngineCore::plan_and_allocate() {
   // verification step, restored when a draft is rejected (the state went past it).
   const int32_t spec_slots = sc.use_state_slots && sc.num_speculative_tokens > 0 ? sc.max_num_seqs : 0;
   in.max_num_seqs = state_slots + spec_slots;
-  in.kv_bytes_per_token = mc.kv_bytes_per_token(config_.kv_cache_dtype);
+  in.kv_bytes_per_token = mc.kv_bytes_per_token(config_.kv_cache_dtype) +
+                          (draft_ ? draft_->kv_bytes_per_token(config_.kv_cache_dtype) : 0);
   in.block_size = sc.block_size;
   in.max_model_len = sc.max_model_len;
   in.num_blocks_override = config_.num_gpu_blocks_override;
@@ -122,6 +139,7 @@ void EngineCore::plan_and_allocate() {
   shape.head_dim = static_cast<int32_t>(mc.head_dim);
   shape.dtype = config_.kv_cache_dtype;
   kv_ = std::make_unique<PagedKvCache>(*backend_, shape);
+  if (draft_) draft_->allocate(shape.num_blocks, shape.block_size, shape.dtype);
   if (sc.use_state_slots) {
     // One slot per schedulable sequence, then the prefix cache's snapshots: exactly
     // plan_.state_bytes + plan_.snapshot_bytes.
@@ -277,6 +295,8 @@ void EngineCore::count_spec(const SchedulerOutput& sched, std::span<const std::v
   }
 }
 
+size_t EngineCore::kv_cache_bytes() const { return kv_->bytes() + (draft_ ? draft_->kv_bytes() : 0); }
+
 void EngineCore::propose_drafts() {
   const SpeculativeConfig& spec = config_.speculative;
   if (!spec.enabled()) return;
@@ -342,7 +362,8 @@ EngineCoreOutputs EngineCore::step() {
         o.samples.push_back(std::move(samples[i][j]));
       }
     }
-    propose_drafts();
+    if (draft_ && !test_proposer_) draft_->propose(*scheduler_, sched, config_.speculative.num_speculative_tokens);
+    else propose_drafts();
   }
   // Finished sequences leave the scheduler here: their outputs get the finish fields; those that
   // finished without a new token in this step (abort, can never fit) get an output of their own.

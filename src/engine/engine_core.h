@@ -28,6 +28,7 @@
 namespace pagoda {
 
 class ThreadPool;
+class DraftModelProposer;
 
 // What one step did for one request.
 struct EngineCoreOutput {
@@ -87,7 +88,7 @@ class EngineCore {
   Backend& backend() { return *backend_; }
   // For tests and invariant checks; the server reads EngineStats.
   const Scheduler& scheduler() const { return *scheduler_; }
-  size_t kv_cache_bytes() const { return kv_->bytes(); }
+  size_t kv_cache_bytes() const;  // the target's KV cache and a draft model's
   size_t state_bytes() const { return state_ ? state_->bytes() : 0; }  // hybrid models; else 0
   size_t workspace_bytes() const { return runner_->workspace_bytes(); }
   // Where the steps' wall time went so far (bench offline prints it per decode step).
@@ -147,6 +148,7 @@ class EngineCore {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<DraftModelProposer> draft_;  // --speculative-config with a draft model
   std::unique_ptr<ThreadPool> own_pool_;  // host sampling when the backend has no host pool
   int32_t snapshot_base_ = 0;  // state slot of prefix-cache snapshot 0 (after the live slots)
   int32_t spec_base_ = 0;      // speculative decoding on a hybrid model: slot s's pre-step copy is spec_base_ + s

@@ -418,6 +418,17 @@ void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const s
   for (int64_t id : aborts) abort(id);
 }
 
+bool Scheduler::reserve_lookahead(const Sequence& seq, int32_t num_tokens) {
+  if (in_flight_) throw std::logic_error("Scheduler::reserve_lookahead: a step is in flight");
+  const int32_t have = kv_.num_tokens(seq.id());
+  if (num_tokens <= have) return true;
+  return kv_.append_slots(seq.id(), num_tokens - have);
+}
+
+void Scheduler::drop_lookahead(const Sequence& seq) {
+  if (kv_.num_tokens(seq.id()) > seq.num_computed_tokens) kv_.truncate(seq.id(), seq.num_computed_tokens);
+}
+
 bool Scheduler::abort(int64_t id) {
   Sequence* seq = find(id);
   if (seq == nullptr || seq->finished()) return false;

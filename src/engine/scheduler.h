@@ -116,6 +116,12 @@ class Scheduler {
     return config_.use_state_slots && s.num_drafts > 0 && accepted < s.num_drafts;
   }
 
+  // Draft models (draft_model_proposer.h): slots for `seq`'s first `num_tokens` tokens, past its
+  // computed ones, lent between steps for draft passes; false (nothing changed) when the pool has
+  // too few free blocks. drop_lookahead gives them back before the next schedule().
+  bool reserve_lookahead(const Sequence& seq, int32_t num_tokens);
+  void drop_lookahead(const Sequence& seq);
+
   // Finishes a sequence with reason abort (at once, or at the end of the step in flight).
   // Returns false for an unknown or already finished id.
   bool abort(int64_t id);

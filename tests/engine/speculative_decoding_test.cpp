@@ -38,6 +38,7 @@ struct Knobs {
   bool seeded = false;           // request i gets seed i
   int32_t max_model_len = 400;
   bool together = true;          // all requests queued at once, else each after the previous finished
+  std::string draft_model;       // a fixture drafting for the target (method draft_model)
   EngineCore::DraftProposer proposer;  // when set: the drafts (overrides oracle)
 };
 
@@ -79,6 +80,10 @@ RunOutput run(const std::string& model, const std::vector<std::vector<int32_t>>&
     config.speculative.num_speculative_tokens = kn.k;
     config.speculative.prompt_lookup_min = 1;
     config.speculative.prompt_lookup_max = 3;
+    if (!kn.draft_model.empty()) {
+      config.speculative.method = SpeculativeMethod::DraftModel;
+      config.speculative.model = fixture_model_dir(kn.draft_model);
+    }
   }
   Engine engine(fixture_model_dir(model), config);
   std::map<int64_t, size_t> index;
@@ -313,6 +318,79 @@ TEST_P(SpeculativeDecodingTest, SamplingAtTemperatureOneKeepsTheTokenDistributio
   const ChiSquare c = two_sample_chi_square(count_plain, count_spec, 1200, 1200);
   ASSERT_GE(c.df, 2) << "too few categories to test";
   EXPECT_LT(c.statistic, c.critical) << "df " << c.df;
+}
+
+TEST_P(SpeculativeDecodingTest, DraftModelGivesTheSameTokensThroughPreemptionAndCaching) {
+  const auto reqs = prompts();
+  const RunOutput plain = run(GetParam(), reqs, {});
+  Knobs kn;
+  kn.k = 3;
+  kn.draft_model = "qwen3-tiny-tied";
+  const RunOutput spec = run(GetParam(), reqs, kn);
+  expect_same(spec, plain);
+  EXPECT_GT(spec.stats.spec_num_drafts, 0);
+  kn.max_num_seqs = 8;
+  kn.num_blocks = 12;
+  kn.max_model_len = 96;
+  const RunOutput tight = run(GetParam(), reqs, kn);
+  expect_same(tight, plain);
+  EXPECT_GT(tight.preemptions, 0);
+  EXPECT_GT(tight.stats.spec_num_drafts, 0);
+}
+
+TEST(SpeculativeDraftModel, TheTargetDraftingForItselfIsAcceptedAlmostAlways) {
+  // A check of the draft machinery itself: its KV catch-up, lookahead slots and recursion. With
+  // the target as its own draft model every greedy draft should be right.
+  const auto reqs = prompts();
+  const RunOutput plain = run("qwen3-tiny-tied", reqs, {});
+  Knobs kn;
+  kn.k = 4;
+  kn.draft_model = "qwen3-tiny-tied";
+  const RunOutput spec = run("qwen3-tiny-tied", reqs, kn);
+  expect_same(spec, plain);
+  ASSERT_GT(spec.stats.spec_num_draft_tokens, 100);
+  EXPECT_GE(static_cast<double>(spec.stats.spec_num_accepted_tokens),
+            0.97 * static_cast<double>(spec.stats.spec_num_draft_tokens));
+}
+
+TEST(SpeculativeDraftModel, SamplingKeepsTheTokenDistribution) {
+  // The dense fixture drafting for itself (greedy drafts, often accepted); the acceptance rule is
+  // the same for every proposer, and the hybrid target's case is tested with oracle drafts above.
+  const std::string target = "qwen3-tiny-tied";
+  std::mt19937 rng(9);
+  const std::vector<int32_t> prompt = random_tokens(rng, 12);
+  const std::vector<std::vector<int32_t>> reqs(1200, prompt);
+  Knobs base;
+  base.temperature = 1.0;
+  base.top_k = 3;
+  base.top_p = 0.95;
+  base.max_tokens = 4;
+  base.seeded = true;
+  base.max_num_seqs = 64;
+  base.budget = 1024;
+  const RunOutput plain = run(target, reqs, base);
+  Knobs kn = base;
+  kn.k = 2;
+  kn.draft_model = target;
+  const RunOutput spec = run(target, reqs, kn);
+  std::map<std::vector<int32_t>, int> count_plain, count_spec;
+  for (const auto& t : plain.tokens) ++count_plain[{t[1], t[2]}];
+  for (const auto& t : spec.tokens) {
+    ASSERT_EQ(t.size(), 4u);
+    ++count_spec[{t[1], t[2]}];
+  }
+  EXPECT_GT(spec.stats.spec_num_accepted_tokens, 100) << spec.stats.spec_num_draft_tokens;
+  EXPECT_LT(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens);
+  const ChiSquare c = two_sample_chi_square(count_plain, count_spec, 1200, 1200);
+  ASSERT_GE(c.df, 2) << "too few categories to test";
+  EXPECT_LT(c.statistic, c.critical) << "df " << c.df;
+}
+
+TEST(SpeculativeDraftModel, AHybridDraftModelOrAnotherVocabularyIsRefused) {
+  EngineConfig config;
+  config.speculative = parse_speculative_config(R"({"model": ")" + fixture_model_dir("qwen3_5-tiny-text") +
+                                                R"(", "num_speculative_tokens": 2})");
+  EXPECT_THROW(Engine(fixture_model_dir("qwen3-tiny-tied"), config), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeDecodingTest, ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text"),

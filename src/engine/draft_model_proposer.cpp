@@ -1,0 +1,146 @@
+#include "engine/draft_model_proposer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace pagoda {
+namespace {
+
+// One sequence's share of a draft pass: its tokens [start, end) (from `tokens`, or the single
+// token `fed` when >= 0) and whether its last one makes a logits row.
+struct DraftRow {
+  Sequence* seq;
+  int32_t start, end;
+  int32_t fed = -1;
+  bool logits = false;
+};
+
+StepBatch build_draft_batch(const Scheduler& scheduler, const std::vector<DraftRow>& rows, int32_t block_size) {
+  StepBatch b;
+  b.block_size = block_size;
+  for (const DraftRow& r : rows)
+    b.max_blocks_per_seq = std::max(b.max_blocks_per_seq,
+                                    static_cast<int32_t>(scheduler.kv().block_table(r.seq->id()).size()));
+  b.cu_seqlens_q.assign(1, 0);
+  b.block_tables.assign(rows.size() * static_cast<size_t>(b.max_blocks_per_seq), 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const DraftRow& r = rows[i];
+    const std::vector<int32_t>& table = scheduler.kv().block_table(r.seq->id());
+    const std::span<const int32_t> tokens = r.seq->tokens();
+    for (int32_t p = r.start; p < r.end; ++p) {
+      b.token_ids.push_back(r.fed >= 0 ? r.fed : tokens[static_cast<size_t>(p)]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(table[static_cast<size_t>(p / block_size)] * block_size + p % block_size);
+    }
+    b.cu_seqlens_q.push_back(b.num_tokens());
+    b.seq_lens.push_back(r.end);
+    std::copy(table.begin(), table.end(),
+              b.block_tables.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(b.max_blocks_per_seq)));
+    b.state_slots.push_back(-1);
+    b.has_initial_state.push_back(r.start > 0 ? 1 : 0);
+    if (r.logits) b.logits_rows.push_back(b.num_tokens() - 1);
+  }
+  return b;
+}
+
+}  // namespace
+
+DraftModelProposer::DraftModelProposer(const std::string& dir, const ModelConfig& target, Backend& backend)
+    : backend_(backend) {
+  const ModelConfig cfg = load_model_config(dir);
+  check(cfg.vocab_size == target.vocab_size,
+        "--speculative-config: the draft model in " + dir + " has a vocabulary of " + std::to_string(cfg.vocab_size) +
+            " tokens, the target " + std::to_string(target.vocab_size) + "; a draft model must share the target's tokenizer");
+  check(cfg.num_layers_of(LayerKind::LinearAttention) == 0,
+        "--speculative-config: the draft model in " + dir +
+            " has Gated DeltaNet layers; draft models with linear attention are not supported yet (use a dense one)");
+  model_ = load_model(dir, backend);
+}
+
+DraftModelProposer::~DraftModelProposer() = default;
+
+int64_t DraftModelProposer::kv_bytes_per_token(DType kv_dtype) const {
+  return model_->config().kv_bytes_per_token(kv_dtype);
+}
+
+size_t DraftModelProposer::reserve(int32_t max_tokens, int32_t max_seqs, int32_t max_blocks_per_seq) {
+  // A catch-up pass feeds what the target verified plus one sampled token per sequence.
+  max_tokens_ = max_tokens + max_seqs;
+  max_seqs_ = max_seqs;
+  runner_ = std::make_unique<ModelRunner>(backend_, *model_, max_tokens_, max_seqs, max_blocks_per_seq);
+  return runner_->workspace_bytes();
+}
+
+void DraftModelProposer::allocate(int32_t num_blocks, int32_t block_size, DType kv_dtype) {
+  const ModelConfig& mc = model_->config();
+  KvCacheShape shape;
+  shape.num_layers = static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));
+  shape.num_blocks = num_blocks;
+  shape.block_size = block_size;
+  shape.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
+  shape.head_dim = static_cast<int32_t>(mc.head_dim);
+  shape.dtype = kv_dtype;
+  kv_ = std::make_unique<PagedKvCache>(backend_, shape);
+}
+
+void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& step, int32_t k) {
+  const int32_t bs = scheduler.config().block_size;
+  const int32_t max_len = scheduler.config().max_model_len;
+  std::vector<DraftRow> rows;
+  std::vector<int32_t> wanted;  // drafts per row
+  for (const ScheduledSequence& s : step.scheduled) {
+    Sequence* seq = s.seq;
+    if (seq->status != SequenceStatus::Running || seq->embed) continue;
+    seq->draft_tokens.clear();
+    // What the target verified in the step; a sampling sequence also has the token sampled after it.
+    const int32_t end = s.samples ? seq->num_tokens() : seq->num_computed_tokens;
+    if (end <= s.start) continue;
+    int32_t d = 0;
+    if (s.samples) {
+      d = k;
+      const SamplingParams& p = seq->params();
+      if (p.max_tokens) d = std::min(d, *p.max_tokens - seq->num_output_tokens() - 1);
+      d = std::min(d, max_len - seq->num_tokens() - 1);
+      d = std::max(d, 0);
+    }
+    // Slots for the catch-up and the drafts fed back (the last draft is never fed).
+    if (!scheduler.reserve_lookahead(*seq, end + std::max(d - 1, 0))) {
+      d = 0;
+      if (!scheduler.reserve_lookahead(*seq, end)) continue;
+    }
+    rows.push_back({seq, s.start, end, -1, d > 0});
+    wanted.push_back(d);
+  }
+  if (rows.empty()) return;
+  int32_t passes = 0;
+  for (int32_t d : wanted) passes = std::max(passes, d);
+  // Pass 1: catch up; then one token per drafting sequence per pass.
+  std::vector<DraftRow> pass = rows;
+  std::vector<size_t> owner;  // rows index of each logits row of the pass
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (wanted[i] > 0) owner.push_back(i);
+  for (int32_t j = 1; j <= passes && !pass.empty(); ++j) {
+    const StepBatch batch = build_draft_batch(scheduler, pass, bs);
+    check_invariant(batch.num_tokens() <= max_tokens_ && batch.num_seqs() <= max_seqs_,
+                    "a draft pass exceeds the draft runner's reserved sizes");
+    const StepLogits& out = runner_->execute_greedy(batch, *kv_, nullptr, {});
+    std::vector<DraftRow> next;
+    std::vector<size_t> next_owner;
+    for (size_t r = 0; r < owner.size(); ++r) {
+      const size_t i = owner[r];
+      const int32_t token = out.argmax[r];
+      rows[i].seq->draft_tokens.push_back(token);
+      if (j >= wanted[i]) continue;
+      // Draft j goes in at the position after the previous one.
+      const int32_t pos = rows[i].end + j - 1;
+      next.push_back({rows[i].seq, pos, pos + 1, token, true});
+      next_owner.push_back(i);
+    }
+    pass = std::move(next);
+    owner = std::move(next_owner);
+  }
+  for (const DraftRow& r : rows) scheduler.drop_lookahead(*r.seq);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,56 @@
+// Drafts from a smaller model with the same vocabulary (vLLM's draft-model method, e.g.
+// Qwen3-0.6B drafting for Qwen3-8B). The draft model keeps a KV cache of its own, indexed by the
+// target's block tables (same block ids, its own pools), so it needs no allocator of its own: the
+// scheduler lends it slots past a sequence's verified tokens ("lookahead") for the draft tokens.
+//
+// After every target step, for each sequence of the step: one catch-up pass feeds the draft model
+// every token the target verified in the step (and the token sampled after them), whose last
+// logits row gives draft 1; then k - 1 single-token passes feed each draft to get the next
+// (greedy: the drafts are the draft model's argmax). Tokens the target later rejects leave draft-KV
+// entries past the verified length; the next catch-up, which starts where the target's step
+// started, overwrites them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "kv/paged_kv_cache.h"
+#include "model/model.h"
+
+namespace pagoda {
+
+class DraftModelProposer {
+ public:
+  // Loads the draft model in `dir` onto `backend`. Throws pagoda::Error when its vocabulary differs
+  // from `target`'s or it has layers a draft cannot roll back (Gated DeltaNet).
+  DraftModelProposer(const std::string& dir, const ModelConfig& target, Backend& backend);
+  ~DraftModelProposer();
+
+  const ModelConfig& config() const { return model_->config(); }
+  size_t weight_bytes() const { return model_->weight_bytes(); }
+  // KV bytes per token of the draft model's attention layers (the memory plan adds them to the
+  // target's: both caches have the same number of blocks).
+  int64_t kv_bytes_per_token(DType kv_dtype) const;
+  // Reserves the runner's workspace; returns its bytes. Before allocate().
+  size_t reserve(int32_t max_tokens, int32_t max_seqs, int32_t max_blocks_per_seq);
+  void allocate(int32_t num_blocks, int32_t block_size, DType kv_dtype);
+  size_t kv_bytes() const { return kv_ ? kv_->bytes() : 0; }
+
+  // Sets draft_tokens (at most `k` each, fewer near a sequence's limits) of the sequences of `step`
+  // that are still running, after the scheduler's update.
+  void propose(Scheduler& scheduler, const SchedulerOutput& step, int32_t k);
+
+ private:
+  std::unique_ptr<Model> model_;
+  Backend& backend_;
+  std::unique_ptr<PagedKvCache> kv_;
+  std::unique_ptr<ModelRunner> runner_;
+  int32_t max_tokens_ = 0, max_seqs_ = 0;
+};
+
+}  // namespace pagoda
