@@ -22,6 +22,9 @@ struct StepMeta {
   Tensor logits_rows;   // [S'] flat rows that produce logits
   Tensor state_slots;        // [S] recurrent-state slot of each sequence (hybrid models), else -1
   Tensor has_initial_state;  // [S] int32 0/1: 0 for a sequence's first chunk (state starts at zero)
+  // [T] or empty: for draft heads that read another pass's hidden states (Qwen3.5's MTP head), the
+  // row of that pass's hidden states each new token takes.
+  Tensor hidden_rows;
 
   // Host scalars.
   int32_t num_tokens = 0;          // T

@@ -14,9 +14,11 @@ struct DraftRow {
   int32_t start, end;
   int32_t fed = -1;
   bool logits = false;
+  int32_t hidden_base = -1;  // MTP: the hidden-input row of position `start` (the rest follow)
 };
 
-StepBatch build_draft_batch(const Scheduler& scheduler, const std::vector<DraftRow>& rows, int32_t block_size) {
+StepBatch build_draft_batch(const Scheduler& scheduler, const std::vector<DraftRow>& rows, int32_t block_size,
+                            int32_t shift) {
   StepBatch b;
   b.block_size = block_size;
   for (const DraftRow& r : rows)
@@ -29,7 +31,8 @@ StepBatch build_draft_batch(const Scheduler& scheduler, const std::vector<DraftR
     const std::vector<int32_t>& table = scheduler.kv().block_table(r.seq->id());
     const std::span<const int32_t> tokens = r.seq->tokens();
     for (int32_t p = r.start; p < r.end; ++p) {
-      b.token_ids.push_back(r.fed >= 0 ? r.fed : tokens[static_cast<size_t>(p)]);
+      b.token_ids.push_back(r.fed >= 0 ? r.fed : tokens[static_cast<size_t>(p + shift)]);
+      if (r.hidden_base >= 0) b.hidden_rows.push_back(r.hidden_base + (p - r.start));
       b.positions.push_back(p);
       b.slot_mapping.push_back(table[static_cast<size_t>(p / block_size)] * block_size + p % block_size);
     }
@@ -58,10 +61,15 @@ DraftModelProposer::DraftModelProposer(const std::string& dir, const ModelConfig
   model_ = load_model(dir, backend);
 }
 
+DraftModelProposer::DraftModelProposer(std::unique_ptr<Model> mtp_head, Model& target, Backend& backend)
+    : model_(std::move(mtp_head)), target_(&target), shift_(1), backend_(backend) {}
+
 DraftModelProposer::~DraftModelProposer() = default;
 
 int64_t DraftModelProposer::kv_bytes_per_token(DType kv_dtype) const {
-  return model_->config().kv_bytes_per_token(kv_dtype);
+  const ModelConfig& mc = model_->config();
+  if (shift_ == 0) return mc.kv_bytes_per_token(kv_dtype);
+  return 2 * mc.num_kv_heads * mc.head_dim * static_cast<int64_t>(dtype_size(kv_dtype));  // one layer
 }
 
 size_t DraftModelProposer::reserve(int32_t max_tokens, int32_t max_seqs, int32_t max_blocks_per_seq) {
@@ -75,7 +83,7 @@ size_t DraftModelProposer::reserve(int32_t max_tokens, int32_t max_seqs, int32_t
 void DraftModelProposer::allocate(int32_t num_blocks, int32_t block_size, DType kv_dtype) {
   const ModelConfig& mc = model_->config();
   KvCacheShape shape;
-  shape.num_layers = static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));
+  shape.num_layers = shift_ ? 1 : static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));
   shape.num_blocks = num_blocks;
   shape.block_size = block_size;
   shape.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
@@ -89,12 +97,14 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
   const int32_t max_len = scheduler.config().max_model_len;
   std::vector<DraftRow> rows;
   std::vector<int32_t> wanted;  // drafts per row
-  for (const ScheduledSequence& s : step.scheduled) {
+  for (size_t i = 0; i < step.scheduled.size(); ++i) {
+    const ScheduledSequence& s = step.scheduled[i];
     Sequence* seq = s.seq;
     if (seq->status != SequenceStatus::Running || seq->embed) continue;
     seq->draft_tokens.clear();
-    // What the target verified in the step; a sampling sequence also has the token sampled after it.
-    const int32_t end = s.samples ? seq->num_tokens() : seq->num_computed_tokens;
+    // What the target verified in the step; a sampling sequence also has the token sampled after
+    // it. An MTP head stops one short: it needs the token after each position.
+    const int32_t end = s.samples ? seq->num_tokens() - shift_ : seq->num_computed_tokens;
     if (end <= s.start) continue;
     int32_t d = 0;
     if (s.samples) {
@@ -109,7 +119,9 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
       d = 0;
       if (!scheduler.reserve_lookahead(*seq, end)) continue;
     }
-    rows.push_back({seq, s.start, end, -1, d > 0});
+    // MTP: the target's hidden state of each position, by its row in the step's flat batch.
+    const int32_t base = shift_ ? step.batch.cu_seqlens_q[i] : -1;
+    rows.push_back({seq, s.start, end, -1, d > 0, base});
     wanted.push_back(d);
   }
   if (rows.empty()) return;
@@ -120,8 +132,13 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
   std::vector<size_t> owner;  // rows index of each logits row of the pass
   for (size_t i = 0; i < rows.size(); ++i)
     if (wanted[i] > 0) owner.push_back(i);
+  int32_t prev_rows = 0;  // logits rows of the pass before
   for (int32_t j = 1; j <= passes && !pass.empty(); ++j) {
-    const StepBatch batch = build_draft_batch(scheduler, pass, bs);
+    const StepBatch batch = build_draft_batch(scheduler, pass, bs, shift_);
+    // MTP: the first pass reads the target's hidden states, later ones the head's own output
+    // rows of the pass before.
+    if (shift_) model_->set_hidden_input(j == 1 ? target_->final_hidden(step.batch.num_tokens())
+                                                : model_->last_hidden_rows(prev_rows));
     check_invariant(batch.num_tokens() <= max_tokens_ && batch.num_seqs() <= max_seqs_,
                     "a draft pass exceeds the draft runner's reserved sizes");
     const StepLogits& out = runner_->execute_greedy(batch, *kv_, nullptr, {});
@@ -134,9 +151,10 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
       if (j >= wanted[i]) continue;
       // Draft j goes in at the position after the previous one.
       const int32_t pos = rows[i].end + j - 1;
-      next.push_back({rows[i].seq, pos, pos + 1, token, true});
+      next.push_back({rows[i].seq, pos, pos + 1, token, true, shift_ ? static_cast<int32_t>(r) : -1});
       next_owner.push_back(i);
     }
+    prev_rows = static_cast<int32_t>(owner.size());
     pass = std::move(next);
     owner = std::move(next_owner);
   }

@@ -1,5 +1,7 @@
 // Drafts from a smaller model with the same vocabulary (vLLM's draft-model method, e.g.
-// Qwen3-0.6B drafting for Qwen3-8B). The draft model keeps a KV cache of its own, indexed by the
+// Qwen3-0.6B drafting for Qwen3-8B), or from the target's own multi-token-prediction head
+// (method "mtp", model/mtp_head.h): the same passes, with the head's input shifted by one token
+// (at position t it reads token t + 1 and the target's hidden state at t). The draft model keeps a KV cache of its own, indexed by the
 // target's block tables (same block ids, its own pools), so it needs no allocator of its own: the
 // scheduler lends it slots past a sequence's verified tokens ("lookahead") for the draft tokens.
 //
@@ -29,6 +31,8 @@ class DraftModelProposer {
   // Loads the draft model in `dir` onto `backend`. Throws pagoda::Error when its vocabulary differs
   // from `target`'s or it has layers a draft cannot roll back (Gated DeltaNet).
   DraftModelProposer(const std::string& dir, const ModelConfig& target, Backend& backend);
+  // The target's MTP head (Model::load_mtp_head); `target` must outlive the proposer.
+  DraftModelProposer(std::unique_ptr<Model> mtp_head, Model& target, Backend& backend);
   ~DraftModelProposer();
 
   const ModelConfig& config() const { return model_->config(); }
@@ -47,6 +51,8 @@ class DraftModelProposer {
 
  private:
   std::unique_ptr<Model> model_;
+  Model* target_ = nullptr;  // MTP: whose hidden states the head reads
+  int32_t shift_ = 0;        // MTP: 1 (position t is fed token t + 1)
   Backend& backend_;
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<ModelRunner> runner_;

@@ -92,11 +92,6 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   }
   r.prefix_cache_hash_bits = c.prefix_cache_hash_bits;
   r.speculative = c.speculative;
-  if (r.speculative.enabled()) {
-    check(r.speculative.method != SpeculativeMethod::Mtp,
-          "--speculative-config: method \"mtp\" (Qwen3.5's MTP head) is not available yet; use \"ngram\" or a "
-          "draft model (\"model\": DIR)");
-  }
   return r;
 }
 

@@ -47,6 +47,8 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   const auto start = Clock::now();
   const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
   model_ = load_model(model_config_, ckpt, *backend_);
+  if (config_.speculative.enabled() && config_.speculative.method == SpeculativeMethod::Mtp)
+    draft_ = std::make_unique<DraftModelProposer>(model_->load_mtp_head(ckpt), *model_, *backend_);
   if (config_.speculative.enabled() && config_.speculative.method == SpeculativeMethod::DraftModel) {
     draft_ = std::make_unique<DraftModelProposer>(config_.speculative.model, model_config_, *backend_);
     check(draft_->config().max_position_embeddings >= config_.max_model_len,

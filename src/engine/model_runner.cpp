@@ -24,7 +24,7 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int
       max_blocks_per_seq_(max_blocks_per_seq), max_rows_(std::max(max_logits_rows, max_seqs)) {
   const int64_t vocab = model.config().vocab_size;
   const size_t bt = static_cast<size_t>(max_seqs) * static_cast<size_t>(max_blocks_per_seq);
-  const size_t eager_ints = static_cast<size_t>(4 * max_tokens + 4 * max_seqs + max_rows_ + 1) + bt;
+  const size_t eager_ints = static_cast<size_t>(5 * max_tokens + 4 * max_seqs + max_rows_ + 1) + bt;
   const size_t graph_ints = DecodeLayout(static_cast<size_t>(max_seqs)).bt + bt;
   meta_buf_ = be_.alloc(std::max(eager_ints, graph_ints) * sizeof(int32_t));
   logits_buf_ = be_.alloc(static_cast<size_t>(max_rows_) * vocab * sizeof(float));
@@ -43,6 +43,7 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   check_invariant(T > 0 && T <= max_tokens_ && S <= max_seqs_ && R <= max_rows_ &&
                       b.state_slots.size() == static_cast<size_t>(S) &&
                       b.has_initial_state.size() == static_cast<size_t>(S) &&
+                      (b.hidden_rows.empty() || b.hidden_rows.size() == static_cast<size_t>(T)) &&
                       b.max_blocks_per_seq <= max_blocks_per_seq_,
                   "step batch exceeds the runner's reserved sizes");
   // One packed int32 array, one host-to-device copy.
@@ -55,7 +56,7 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   const size_t o_ids = append(b.token_ids), o_pos = append(b.positions),
                o_cu = append(b.cu_seqlens_q), o_lens = append(b.seq_lens),
                o_bt = append(b.block_tables), o_slot = append(b.slot_mapping),
-               o_rows = append(b.logits_rows), o_slots = append(b.state_slots);
+               o_rows = append(b.logits_rows), o_slots = append(b.state_slots), o_hid = append(b.hidden_rows);
   const size_t o_init = staging_.size();
   for (uint8_t f : b.has_initial_state) staging_.push_back(f);
   be_.copy_to_device(meta_buf_.data(), staging_.data(), staging_.size() * sizeof(int32_t));
@@ -72,6 +73,7 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   m.logits_rows = Tensor(base + o_rows, DType::I32, dev, {R});
   m.state_slots = Tensor(base + o_slots, DType::I32, dev, {S});
   m.has_initial_state = Tensor(base + o_init, DType::I32, dev, {S});
+  if (!b.hidden_rows.empty()) m.hidden_rows = Tensor(base + o_hid, DType::I32, dev, {T});
   m.num_tokens = T;
   m.num_seqs = S;
   m.num_logits_rows = R;

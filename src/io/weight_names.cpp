@@ -41,4 +41,12 @@ std::optional<std::string> canonical_weight_name(const std::string& name) {
   return rest;
 }
 
+std::optional<std::string> canonical_mtp_name(const std::string& name) {
+  for (std::string_view p : {"mtp.", "model.mtp.", "model.language_model.mtp.", "language_model.mtp.",
+                             "language_model.model.mtp."}) {
+    if (starts_with(name, p)) return "mtp." + name.substr(p.size());
+  }
+  return std::nullopt;
+}
+
 }  // namespace pagoda

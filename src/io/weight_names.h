@@ -10,5 +10,8 @@ namespace pagoda {
 // The canonical name, or nullopt for tensors pagoda skips (model.visual.*, mtp.*, and their
 // prefixed forms).
 std::optional<std::string> canonical_weight_name(const std::string& name);
+// The multi-token-prediction head's tensors (Qwen3.5's `mtp.*`, also under model. /
+// model.language_model. / language_model.) as "mtp.<rest>"; nullopt for every other tensor.
+std::optional<std::string> canonical_mtp_name(const std::string& name);
 
 }  // namespace pagoda

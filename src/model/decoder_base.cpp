@@ -70,6 +70,11 @@ Tensor DecoderBase::last_hidden_rows(int32_t num_rows) const {
   return last_rows_.rows(0, num_rows);
 }
 
+Tensor DecoderBase::final_hidden(int32_t num_tokens) const {
+  check_invariant(num_tokens >= 0 && num_tokens <= max_tokens_, "more hidden rows asked for than reserved");
+  return normed_.rows(0, num_tokens);  // finish_forward leaves the final norm's output there
+}
+
 void DecoderBase::finish_forward(const StepMeta& meta, Stream& s, bool zero_centered,
                                  Tensor& logits) {
   be_.add_rms_norm(s.h, s.y, final_norm_, s.x, static_cast<float>(cfg_.rms_norm_eps), zero_centered);

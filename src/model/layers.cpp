@@ -20,9 +20,18 @@ RopeParams config_rope(const ModelConfig& cfg) {
 
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
                                 const AttentionOptions& opt) {
+  AttentionWeights w = load_attention_at(ws, cfg, layer_prefix(layer), wdtype, opt);
+  const auto l = static_cast<size_t>(layer);
+  if (l < cfg.sliding_layers.size() && cfg.sliding_layers[l])
+    w.sliding_window = static_cast<int32_t>(cfg.sliding_window);
+  return w;
+}
+
+AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype,
+                                   const AttentionOptions& opt) {
   const bool gated = opt.gated;
   check_invariant(!(gated && opt.qkv_bias), "gated attention with biases is not implemented");
-  const std::string p = layer_prefix(layer) + "self_attn.";
+  const std::string p = prefix + "self_attn.";
   const int64_t H = cfg.hidden_size, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
   const int64_t q_rows = Hq * D * (gated ? 2 : 1);
   AttentionWeights w;
@@ -47,14 +56,15 @@ AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int lay
     w.v_bias = ws.load(p + "v_proj.bias", DType::F32, {Hkv * D});
   }
   if (opt.o_bias) w.o_bias = ws.load(p + "o_proj.bias", DType::F32, {H});
-  const auto l = static_cast<size_t>(layer);
-  if (l < cfg.sliding_layers.size() && cfg.sliding_layers[l])
-    w.sliding_window = static_cast<int32_t>(cfg.sliding_window);
   return w;
 }
 
 MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype) {
-  const std::string p = layer_prefix(layer) + "mlp.";
+  return load_mlp_at(ws, cfg, layer_prefix(layer), wdtype);
+}
+
+MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype) {
+  const std::string p = prefix + "mlp.";
   const int64_t H = cfg.hidden_size, I = cfg.intermediate_size;
   MlpWeights w;
   w.gate_up = ws.load_rows({p + "gate_proj.weight", p + "up_proj.weight"}, wdtype, {{I, H}, {I, H}});

@@ -58,6 +58,11 @@ struct LayerScratch {
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
                                 const AttentionOptions& opt);
 MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype);
+// The same, of a layer whose tensors are named `prefix` + "self_attn." / "mlp." (e.g. the MTP
+// head's "mtp.layers.0."); no sliding window.
+AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype,
+                                   const AttentionOptions& opt);
+MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype);
 
 // x [T, H] (normed input) -> out [T, H]. Appends this step's K/V to the layer's pools.
 void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeights& w,

@@ -42,6 +42,11 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& c
   return model;
 }
 
+std::unique_ptr<Model> Model::load_mtp_head(const Checkpoint&) {
+  throw Error("--speculative-config: method \"mtp\" needs a checkpoint with a multi-token-prediction head "
+              "(mtp.*, e.g. Qwen3.5); " + config().architecture + " has none");
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend) {
   const ModelConfig config = load_model_config(dir);
   const Checkpoint ckpt = Checkpoint::open_dir(dir);

@@ -42,6 +42,17 @@ class Model {
   // embedding model pools; the logits are made from these rows. Valid until the next forward, and
   // written by graph replays too.
   virtual Tensor last_hidden_rows(int32_t num_rows) const = 0;
+  // The final-norm hidden states of every token of the last forward: [num_tokens, hidden_size]
+  // (num_tokens <= that step's), what a multi-token-prediction head reads. Valid until the next
+  // forward.
+  virtual Tensor final_hidden(int32_t num_tokens) const = 0;
+  // The checkpoint's multi-token-prediction head as a model of its own: its forward reads the
+  // hidden states set by set_hidden_input (rows chosen by StepMeta::hidden_rows) beside the token
+  // ids, and shares this model's embedding and lm_head. Throws pagoda::Error when the family or
+  // the checkpoint has none.
+  virtual std::unique_ptr<Model> load_mtp_head(const Checkpoint& ckpt);
+  // For MTP heads: where the next forward's hidden states come from. Others ignore it.
+  virtual void set_hidden_input(const Tensor& hidden) { (void)hidden; }
   // Index among the full-attention layers of each layer (-1 for other kinds): the KV pool it uses.
   int attention_index(int layer) const;
 

@@ -10,6 +10,7 @@
 #include "model/gated_delta_net_layer.h"
 #include "model/layers.h"
 #include "model/moe_block.h"
+#include "model/mtp_head.h"
 #include "model/registry.h"
 
 namespace pagoda {
@@ -93,6 +94,10 @@ class Qwen3_5Model final : public DecoderBase {
       moe_ = reserve_moe(cfg_, T, be_.activation_dtype(),
                          [this](int64_t rows, int64_t cols, DType dt) { return scratch(rows, cols, dt); });
     return scratch_bytes();
+  }
+
+  std::unique_ptr<Model> load_mtp_head(const Checkpoint& ckpt) override {
+    return pagoda::load_mtp_head(cfg_, ckpt, be_, embed_, lm_head_, kAttention, kZeroCenteredNorm);
   }
 
   void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) override {

@@ -32,6 +32,7 @@ Tensor host_view(const TensorView& t) {
 WeightStore::WeightStore(Backend& backend, const Checkpoint& ckpt) : backend_(backend) {
   for (const TensorView* t : ckpt.all()) {
     auto canon = canonical_weight_name(t->name);
+    if (!canon) canon = canonical_mtp_name(t->name);  // loaded only when speculative decoding asks for it
     if (!canon) continue;
     check(by_name_.emplace(*canon, t).second,
           "checkpoint holds two tensors that both mean '" + *canon + "' (one is '" + t->name + "')");

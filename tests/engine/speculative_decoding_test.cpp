@@ -39,6 +39,7 @@ struct Knobs {
   int32_t max_model_len = 400;
   bool together = true;          // all requests queued at once, else each after the previous finished
   std::string draft_model;       // a fixture drafting for the target (method draft_model)
+  bool mtp = false;              // the target's own MTP head drafts
   EngineCore::DraftProposer proposer;  // when set: the drafts (overrides oracle)
 };
 
@@ -80,6 +81,7 @@ RunOutput run(const std::string& model, const std::vector<std::vector<int32_t>>&
     config.speculative.num_speculative_tokens = kn.k;
     config.speculative.prompt_lookup_min = 1;
     config.speculative.prompt_lookup_max = 3;
+    if (kn.mtp) config.speculative.method = SpeculativeMethod::Mtp;
     if (!kn.draft_model.empty()) {
       config.speculative.method = SpeculativeMethod::DraftModel;
       config.speculative.model = fixture_model_dir(kn.draft_model);
@@ -384,6 +386,41 @@ TEST(SpeculativeDraftModel, SamplingKeepsTheTokenDistribution) {
   const ChiSquare c = two_sample_chi_square(count_plain, count_spec, 1200, 1200);
   ASSERT_GE(c.df, 2) << "too few categories to test";
   EXPECT_LT(c.statistic, c.critical) << "df " << c.df;
+}
+
+TEST(SpeculativeMtp, TheMtpHeadGivesTheSameTokensThroughChunksPreemptionAndCaching) {
+  // qwen3_5-tiny-mtp: the hybrid fixture with a random-weight MTP head (tools/make_mtp_fixture.py).
+  const std::string model = "qwen3_5-tiny-mtp";
+  const auto reqs = prompts();
+  const RunOutput plain = run(model, reqs, {});
+  for (int32_t k : {1, 3}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    Knobs kn;
+    kn.k = k;
+    kn.mtp = true;
+    const RunOutput spec = run(model, reqs, kn);
+    expect_same(spec, plain);
+    EXPECT_GT(spec.stats.spec_num_drafts, 0);
+    kn.max_num_seqs = 8;
+    kn.num_blocks = 12;
+    kn.max_model_len = 96;
+    const RunOutput tight = run(model, reqs, kn);
+    expect_same(tight, plain);
+    EXPECT_GT(tight.preemptions, 0);
+    kn.num_blocks = 400;
+    kn.max_model_len = 400;
+    kn.together = false;
+    const RunOutput sequential = run(model, reqs, kn);
+    expect_same(sequential, plain);
+    EXPECT_GT(sequential.stats.prefix_cache_hits, 0);
+  }
+}
+
+TEST(SpeculativeMtp, AModelWithoutAnMtpHeadIsRefused) {
+  EngineConfig config;
+  config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2})");
+  for (const char* model : {"qwen3_5-tiny-text", "qwen3-tiny-tied"})
+    EXPECT_THROW(Engine(fixture_model_dir(model), config), Error) << model;
 }
 
 TEST(SpeculativeDraftModel, AHybridDraftModelOrAnotherVocabularyIsRefused) {
