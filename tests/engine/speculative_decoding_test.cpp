@@ -416,6 +416,31 @@ TEST(SpeculativeMtp, TheMtpHeadGivesTheSameTokensThroughChunksPreemptionAndCachi
   }
 }
 
+TEST(SpeculativeMtp, TheShippedModelsTrainedHeadIsMostlyAccepted) {
+  // models/default carries an MTP head trained with the main model frozen (tools/train_mtp_head.py,
+  // built from transformers' layers wired as vLLM wires them). Were pagoda's wiring different (the
+  // hidden state before the final norm, the token not shifted, another position), its drafts
+  // would be noise: most are accepted only when the head runs as it was trained.
+  const std::string dir = std::string(PAGODA_SOURCE_DIR) + "/models/default";
+  EngineConfig config;
+  config.max_model_len = 512;
+  config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 1})");
+  Engine engine(dir, config);
+  ASSERT_NE(engine.tokenizer(), nullptr);
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 96;
+  p.ignore_eos = true;
+  for (const char* text : {"In the beginning God created the heaven and the earth. And the earth",
+                           "And Jesus answered and said unto them,", "The LORD is my shepherd; I shall not want."})
+    engine.add_request(engine.tokenizer()->encode(text), p);
+  while (engine.has_unfinished()) engine.step();
+  const EngineStats s = engine.core().stats();
+  ASSERT_GT(s.spec_num_draft_tokens, 150);
+  EXPECT_GT(static_cast<double>(s.spec_num_accepted_tokens), 0.5 * static_cast<double>(s.spec_num_draft_tokens))
+      << s.spec_num_accepted_tokens << " of " << s.spec_num_draft_tokens;
+}
+
 TEST(SpeculativeMtp, AModelWithoutAnMtpHeadIsRefused) {
   EngineConfig config;
   config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2})");

@@ -141,7 +141,8 @@ TEST(DefaultModel, IsTheQwen35ModelAndSmall) {
   uintmax_t bytes = 0;
   for (const auto& e : fs::recursive_directory_iterator(kSource + "/models"))
     if (e.is_regular_file() && !e.is_symlink()) bytes += e.file_size();
-  EXPECT_LE(bytes, 25'000'000u) << "models/ must stay small enough to ship";
+  // Two models of ~6 M parameters in bf16 and the Qwen3.5 one's MTP head (1.6 MB).
+  EXPECT_LE(bytes, 26'000'000u) << "models/ must stay small enough to ship";
 }
 
 }  // namespace
