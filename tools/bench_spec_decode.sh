@@ -9,11 +9,12 @@ bin=${1:-build/pagoda}
 model=${2:-models/default}
 spec=${3:-'{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'}
 rounds=${4:-5}
+tg=${TG:-128}  # generated tokens per run
 shift $(( $# < 4 ? $# : 4 ))
 out=$(mktemp -d)
 for r in $(seq "$rounds"); do
   for mode in plain spec; do
-    args=(bench offline "$model" --pp 0 --tg 128 --batch-sizes 1 --gen-len 128 --threads 2
+    args=(bench offline "$model" --pp 0 --tg "$tg" --batch-sizes 1 --gen-len "$tg" --threads 2
           --prompt-file tools/data/repetitive_prompt.txt --json "$out/$mode-$r.json" "$@")
     [[ $mode == spec ]] && args+=(--speculative-config "$spec")
     "$bin" "${args[@]}" >/dev/null 2>&1
@@ -29,7 +30,7 @@ spec_pts = [point("spec", r) for r in range(1, rounds + 1)]
 spec = [p["decode_tok_s"] for p in spec_pts]
 ratios = [s / p for s, p in zip(spec, plain)]
 p0 = spec_pts[0]
-print(f"tg128 decode tok/s, median of {rounds} alternating runs: without {statistics.median(plain):.1f}, "
+print(f"tg decode tok/s, median of {rounds} alternating runs: without {statistics.median(plain):.1f}, "
       f"with {statistics.median(spec):.1f}, ratio {statistics.median(ratios):.3f} "
       f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)})")
 acc = p0["spec_num_accepted_tokens"]; dt = p0["spec_num_draft_tokens"]

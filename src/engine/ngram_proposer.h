@@ -1,6 +1,7 @@
 // Prompt-lookup drafts (vLLM's "ngram" method): find the longest suffix of the sequence's tokens,
 // between prompt_lookup_max and prompt_lookup_min tokens long, that occurred earlier in the same
-// sequence, and propose the tokens that followed its most recent earlier occurrence. Costs no model
+// sequence, and propose the tokens that followed its most recent earlier occurrence (that has k
+// tokens after it, else the one with the most). Costs no model
 // pass; pays off where the output quotes its input (code edits, summaries, extraction).
 #pragma once
 

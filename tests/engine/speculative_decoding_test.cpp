@@ -330,6 +330,9 @@ TEST(NgramProposer, ProposesWhatFollowedTheLongestEarlierMatch) {
   // k larger than what follows the match is cut at the end of the tokens.
   const std::vector<int32_t> u = {5, 6, 5};
   EXPECT_EQ(propose_ngram(u, 4, 1, 1), (std::vector<int32_t>{6, 5}));
+  // Periodic text: the latest occurrence of [7 8] is followed by only 2 tokens, an earlier one by 4.
+  const std::vector<int32_t> periodic = {7, 8, 7, 8, 7, 8};
+  EXPECT_EQ(propose_ngram(periodic, 4, 2, 2), (std::vector<int32_t>{7, 8, 7, 8}));
   // No earlier occurrence of any allowed suffix.
   EXPECT_TRUE(propose_ngram(std::vector<int32_t>{1, 2, 3, 4}, 3, 1, 3).empty());
   EXPECT_TRUE(propose_ngram(t, 3, 4, 5).empty());  // [9 .. 3] suffixes of 4+ never repeat
