@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -170,6 +171,23 @@ std::string request_body(const ServeBenchOptions& opt, const std::string& model,
   return j.dump();
 }
 
+// The sum of the num_requests_running gauges (any prefix) of a /metrics text; -1 when absent.
+double running_requests(const std::string& exposition) {
+  std::istringstream in(exposition);
+  double sum = -1;
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(":num_requests_running");
+    if (line.empty() || line[0] == '#' || at == std::string::npos) continue;
+    const size_t end = at + 21;
+    if (end < line.size() && line[end] != '{' && line[end] != ' ') continue;
+    try {
+      sum = std::max(sum, 0.0) + std::stod(line.substr(line.rfind(' ') + 1));
+    } catch (const std::exception&) {
+    }
+  }
+  return sum;
+}
+
 ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   check(opt.request_rate > 0, "bench serve: --request-rate must be > 0 (inf: all at once)");
   check(opt.max_concurrency >= 0, "bench serve: --max-concurrency must be >= 0");
@@ -200,6 +218,10 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   if (!std::isinf(opt.request_rate))
     for (size_t i = 1; i < at.size(); ++i) at[i] = at[i - 1] + arrivals.exponential(opt.request_rate);
 
+  // The server's speculative-decoding counters around the run (when it exposes them).
+  const std::optional<std::string> metrics_before = http_get(url, "/metrics", opt.api_key);
+  const std::optional<SpecDecodeCounters> spec_before =
+      metrics_before ? parse_spec_decode_counters(*metrics_before) : std::nullopt;
   run.results.resize(requests.size());
   // Multi-turn: a turn is sent once the one before it is done.
   std::mutex done_mu;
@@ -236,6 +258,18 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   run.summary = summarize(run.results, duration, opt.percentiles);
   run.summary.max_concurrency = opt.max_concurrency;
   run.summary.request_rate = opt.request_rate;
+  if (spec_before) {
+    // The server publishes a step's counters after its last tokens went out: wait (up to a
+    // second) until it reports no running request, so the last step is counted.
+    std::optional<std::string> metrics_after;
+    for (int tries = 0; tries < 20; ++tries) {
+      metrics_after = http_get(url, "/metrics", opt.api_key);
+      if (!metrics_after || running_requests(*metrics_after) == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (auto spec_after = metrics_after ? parse_spec_decode_counters(*metrics_after) : std::nullopt)
+      set_spec_decode(run.summary, *spec_before, *spec_after);
+  }
   return run;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <sstream>
 
 namespace pagoda::bench {
 
@@ -142,6 +143,21 @@ std::string summary_table(const BenchSummary& s, const std::string& title) {
   row("Peak output token throughput (tok/s)", num(s.max_output_tokens_per_s));
   row("Peak concurrent requests", count(s.peak_concurrency));
   row("Total token throughput (tok/s)", num(s.total_token_throughput()));
+  if (s.spec_drafts >= 0) {
+    rule("Speculative Decoding", '-');
+    row("Acceptance rate (%)", num(100.0 * s.spec_acceptance_rate()));
+    row("Acceptance length", num(s.spec_acceptance_length()));
+    row("Drafts", count(static_cast<double>(s.spec_drafts)));
+    row("Draft tokens", count(static_cast<double>(s.spec_draft_tokens)));
+    row("Accepted tokens", count(static_cast<double>(s.spec_accepted_tokens)));
+    std::string per_pos;
+    for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i)
+      per_pos += (i ? ", " : "") + num(s.spec_drafts > 0 ? 100.0 * static_cast<double>(s.spec_accepted_per_pos[i]) /
+                                                               static_cast<double>(s.spec_drafts)
+                                                         : 0.0);
+    row("Per-position acceptance (%)", per_pos);
+    rule("", '-');
+  }
   row("Prefix cache hit rate (%)", s.cached_tokens < 0 ? std::string("n/a (serve with --enable-prompt-tokens-details)")
                                                        : num(100.0 * s.prefix_cache_hit_rate()));
   auto block = [&](const std::string& heading, const std::string& key, const Distribution& d) {
@@ -173,6 +189,14 @@ nlohmann::ordered_json summary_json(const BenchSummary& s, const std::vector<Req
   j["max_output_tokens_per_s"] = s.max_output_tokens_per_s;
   j["max_concurrent_requests"] = s.peak_concurrency;
   j["peak_concurrency"] = s.peak_concurrency;
+  if (s.spec_drafts >= 0) {
+    j["spec_decode_acceptance_rate"] = s.spec_acceptance_rate();
+    j["spec_decode_acceptance_length"] = s.spec_acceptance_length();
+    j["spec_decode_num_drafts"] = s.spec_drafts;
+    j["spec_decode_draft_tokens"] = s.spec_draft_tokens;
+    j["spec_decode_accepted_tokens"] = s.spec_accepted_tokens;
+    j["spec_decode_accepted_per_pos"] = s.spec_accepted_per_pos;
+  }
   j["prefix_cache_hit_rate"] = s.cached_tokens < 0 ? nlohmann::ordered_json(nullptr)
                                                    : nlohmann::ordered_json(s.prefix_cache_hit_rate());
   j["max_concurrency"] = s.max_concurrency > 0 ? nlohmann::ordered_json(s.max_concurrency) : nullptr;
@@ -202,6 +226,54 @@ nlohmann::ordered_json summary_json(const BenchSummary& s, const std::vector<Req
   j["itls"] = std::move(itls);
   j["errors"] = std::move(errors);
   return j;
+}
+
+std::optional<SpecDecodeCounters> parse_spec_decode_counters(const std::string& exposition) {
+  SpecDecodeCounters c;
+  bool any = false;
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t colon = line.find(":spec_decode_");
+    const size_t name_end = line.find_first_of("{ ");
+    if (colon == std::string::npos || name_end == std::string::npos || colon > name_end) continue;
+    const std::string name = line.substr(colon + 13, name_end - colon - 13);
+    const size_t value_at = line.rfind(' ');
+    if (value_at == std::string::npos) continue;
+    double v = 0;
+    try {
+      v = std::stod(line.substr(value_at + 1));
+    } catch (const std::exception&) {
+      continue;  // not a number: not a sample we read
+    }
+    const auto n = static_cast<int64_t>(std::llround(v));
+    if (name == "num_drafts_total") c.drafts += n;
+    else if (name == "num_draft_tokens_total") c.draft_tokens += n;
+    else if (name == "num_accepted_tokens_total") c.accepted_tokens += n;
+    else if (name == "num_accepted_tokens_per_pos_total") {
+      const size_t p = line.find("position=\"", name_end);
+      if (p == std::string::npos) continue;
+      const int64_t pos = std::strtoll(line.c_str() + p + 10, nullptr, 10);
+      if (pos < 0 || pos > 1024) continue;  // a position this large is no draft position
+      if (c.accepted_per_pos.size() <= static_cast<size_t>(pos)) c.accepted_per_pos.resize(static_cast<size_t>(pos) + 1, 0);
+      c.accepted_per_pos[static_cast<size_t>(pos)] += n;
+    } else {
+      continue;
+    }
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return c;
+}
+
+void set_spec_decode(BenchSummary& s, const SpecDecodeCounters& before, const SpecDecodeCounters& after) {
+  s.spec_drafts = after.drafts - before.drafts;
+  s.spec_draft_tokens = after.draft_tokens - before.draft_tokens;
+  s.spec_accepted_tokens = after.accepted_tokens - before.accepted_tokens;
+  s.spec_accepted_per_pos.assign(after.accepted_per_pos.size(), 0);
+  for (size_t i = 0; i < after.accepted_per_pos.size(); ++i)
+    s.spec_accepted_per_pos[i] =
+        after.accepted_per_pos[i] - (i < before.accepted_per_pos.size() ? before.accepted_per_pos[i] : 0);
 }
 
 }  // namespace pagoda::bench

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,16 @@ struct BenchSummary {
   double prefix_cache_hit_rate() const {
     return cached_of_input_tokens > 0 ? static_cast<double>(cached_tokens) / static_cast<double>(cached_of_input_tokens) : 0;
   }
+  // The server's speculative decoding during the run, from its /metrics before and after (vLLM's
+  // spec_decode counters, any prefix); spec_drafts < 0 when it exposes none.
+  int64_t spec_drafts = -1, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
+  double spec_acceptance_rate() const {
+    return spec_draft_tokens > 0 ? static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_draft_tokens) : 0;
+  }
+  double spec_acceptance_length() const {
+    return spec_drafts > 0 ? 1.0 + static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_drafts) : 0;
+  }
   double request_throughput() const { return duration > 0 ? completed / duration : 0; }
   double input_throughput() const { return duration > 0 ? total_input_tokens / duration : 0; }
   double output_throughput() const { return duration > 0 ? total_output_tokens / duration : 0; }
@@ -70,5 +81,17 @@ std::string summary_table(const BenchSummary& s, const std::string& title = "Ser
 // total_token_throughput, {mean,median,std,pNN}_{ttft,tpot,itl,e2el}_ms, input_lens, output_lens,
 // ttfts, itls, errors, ...), plus peak_concurrency.
 nlohmann::ordered_json summary_json(const BenchSummary& s, const std::vector<RequestResult>& results);
+
+// Speculative-decoding counters in a Prometheus text exposition: the sum over the samples of
+// `<prefix>:spec_decode_<name>_total` (any prefix), by name ("num_drafts", "num_draft_tokens",
+// "num_accepted_tokens"); per position for "num_accepted_tokens_per_pos" (index = the position
+// label). nullopt when the exposition has no such family.
+struct SpecDecodeCounters {
+  int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
+  std::vector<int64_t> accepted_per_pos;
+};
+std::optional<SpecDecodeCounters> parse_spec_decode_counters(const std::string& exposition);
+// Sets the spec_* fields of `s` to after - before.
+void set_spec_decode(BenchSummary& s, const SpecDecodeCounters& before, const SpecDecodeCounters& after);
 
 }  // namespace pagoda::bench

@@ -220,6 +220,8 @@ void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
 }
 
 void AsyncEngine::publish_gauges(const EngineStats& s) {
+  // Counters first: a scraper that sees the running gauge fall to 0 sees the last step's counts.
+  metrics_.publish_spec_decode(s);
   metrics_.num_requests_running.set(s.num_running);
   metrics_.num_requests_waiting.set(s.num_waiting);
   metrics_.kv_cache_usage_perc.set(s.kv_usage);
@@ -230,7 +232,6 @@ void AsyncEngine::publish_gauges(const EngineStats& s) {
   metrics_.prefix_cache_hits.inc(static_cast<double>(s.prefix_cache_hits - last_prefix_hits_));
   last_prefix_queries_ = s.prefix_cache_queries;
   last_prefix_hits_ = s.prefix_cache_hits;
-  metrics_.publish_spec_decode(s);
 }
 
 void AsyncEngine::fail_all(const std::string& message) {

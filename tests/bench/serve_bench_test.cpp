@@ -459,6 +459,66 @@ TEST(ServeBench, PrefixDatasetsReportTheServersHitRate) {
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
+TEST(ServeBench, ParsesTheSpecDecodeCountersOfAnyPrefix) {
+  const std::string text =
+      "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n"
+      "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+      "vllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"m\"} 12.0\n"
+      "vllm:spec_decode_num_draft_tokens_total{engine=\"0\",model_name=\"m\"} 30.0\n"
+      "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"m\"} 17.0\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"m\",position=\"1\"} 5.0\n"
+      "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"m\",position=\"0\"} 10.0\n"
+      "vllm:spec_decode_num_drafts_created 1.7e9\n"
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1.0\n";
+  const auto c = parse_spec_decode_counters(text);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->drafts, 12);
+  EXPECT_EQ(c->draft_tokens, 30);
+  EXPECT_EQ(c->accepted_tokens, 17);
+  EXPECT_EQ(c->accepted_per_pos, (std::vector<int64_t>{10, 5}));
+  EXPECT_FALSE(parse_spec_decode_counters("pagoda:num_requests_running 0\n").has_value());
+  BenchSummary s;
+  set_spec_decode(s, SpecDecodeCounters{2, 5, 3, {2, 1}}, *c);
+  EXPECT_EQ(s.spec_drafts, 10);
+  EXPECT_EQ(s.spec_accepted_tokens, 14);
+  EXPECT_DOUBLE_EQ(s.spec_acceptance_length(), 1.0 + 14.0 / 10.0);
+  EXPECT_DOUBLE_EQ(s.spec_acceptance_rate(), 14.0 / 25.0);
+  EXPECT_EQ(s.spec_accepted_per_pos, (std::vector<int64_t>{8, 4}));
+}
+
+// Against a server with speculative decoding (the shipped model's MTP head), the report's
+// speculative section is the server's own counters over the run.
+TEST(ServeBench, SpeculativeDecodingSectionIsTheServersCounters) {
+  using server::test::ServerProcess;
+  const server::test::DefaultModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {"--max-model-len", "512", "--speculative-config",
+                                       R"({"method": "mtp", "num_speculative_tokens": 2})"}))
+      << s.log();
+  const std::string before = s.get("/metrics").body;
+  const std::string result = model_dir.path + "/result.json";
+  const auto r = server::test::run_command(
+      std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" + std::to_string(s.port()) +
+      " --vocab-size 4096 --seed 3 --disable-tqdm --max-concurrency 4 --dataset-name random --num-prompts 8 "
+      "--random-input-len 32 --random-output-len 24 --ignore-eos --result-file " + result + " 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_NE(r.out.find("Speculative Decoding"), std::string::npos) << r.out;
+  const std::string after = s.get("/metrics").body;
+  auto delta = [&](const std::string& name) { return metric_sum(after, name) - metric_sum(before, name); };
+  const auto j = nlohmann::json::parse(server::test::read_file(result), nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  const double drafts = delta("pagoda:spec_decode_num_drafts_total");
+  const double drafted = delta("pagoda:spec_decode_num_draft_tokens_total");
+  const double accepted = delta("pagoda:spec_decode_num_accepted_tokens_total");
+  ASSERT_GT(drafts, 0);
+  EXPECT_EQ(j["spec_decode_num_drafts"].get<double>(), drafts);
+  EXPECT_EQ(j["spec_decode_accepted_tokens"].get<double>(), accepted);
+  EXPECT_NEAR(j["spec_decode_acceptance_rate"].get<double>(), accepted / drafted, 1e-12);
+  EXPECT_NEAR(j["spec_decode_acceptance_length"].get<double>(), 1 + accepted / drafts, 1e-12);
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
 // A run where requests fail says so and exits non-zero, after printing its report.
 TEST(ServeBench, FailedRequestsExitNonZero) {
   using server::test::ServerProcess;

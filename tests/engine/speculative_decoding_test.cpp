@@ -304,6 +304,52 @@ TEST(SpeculativeMtp, TheShippedModelsTrainedHeadIsMostlyAccepted) {
       << s.spec_num_accepted_tokens << " of " << s.spec_num_draft_tokens;
 }
 
+TEST(SpeculativeMtp, SamplingKeepsTheTokenDistribution) {
+  // The shipped model and its trained head: 800 samples of one prompt at temperature 1 with
+  // top-k and top-p; output tokens 2 and 3 with MTP drafts (k = 2) against without.
+  const std::string dir = std::string(PAGODA_SOURCE_DIR) + "/models/default";
+  auto sample = [&](bool mtp, EngineStats* stats) {
+    EngineConfig config;
+    config.max_model_len = 128;
+    config.max_num_seqs = 256;
+    if (mtp) config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2})");
+    Engine engine(dir, config);
+    const std::vector<int32_t> prompt = engine.tokenizer()->encode("And God said,");
+    std::map<int64_t, size_t> index;
+    std::vector<std::vector<int32_t>> out(800);
+    for (size_t i = 0; i < out.size(); ++i) {
+      SamplingParams p;
+      p.temperature = 1.0;
+      p.top_k = 3;
+      p.top_p = 0.95;
+      p.max_tokens = 4;
+      p.ignore_eos = true;
+      p.seed = i;
+      index[engine.add_request(prompt, p)] = i;
+    }
+    while (engine.has_unfinished())
+      for (const RequestOutput& o : engine.step()) {
+        auto& t = out[index.at(o.id)];
+        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      }
+    if (stats) *stats = engine.core().stats();
+    std::map<std::vector<int32_t>, int> counts;
+    for (const auto& t : out) {
+      EXPECT_EQ(t.size(), 4u);
+      if (t.size() == 4) ++counts[{t[1], t[2]}];
+    }
+    return counts;
+  };
+  EngineStats stats;
+  const auto plain = sample(false, nullptr);
+  const auto spec = sample(true, &stats);
+  EXPECT_GT(stats.spec_num_accepted_tokens, 200);
+  EXPECT_LT(stats.spec_num_accepted_tokens, stats.spec_num_draft_tokens);
+  const ChiSquare c = two_sample_chi_square(plain, spec, 800, 800);
+  ASSERT_GE(c.df, 2) << "too few categories to test";
+  EXPECT_LT(c.statistic, c.critical) << "df " << c.df;
+}
+
 TEST(SpeculativeMtp, AModelWithoutAnMtpHeadIsRefused) {
   EngineConfig config;
   config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2})");
