@@ -121,7 +121,8 @@ void EngineCore::plan_and_allocate() {
     in.total_bytes = available_host_memory();
     in.utilization = 1.0;
     if (in.kv_cache_memory_bytes == 0 && in.num_blocks_override == 0) {
-      const int64_t want = in.kv_bytes_per_token * sc.max_model_len * sc.max_num_seqs;
+      // Whole blocks: a sequence of max_model_len tokens takes ceil(len / block_size) of them.
+      const int64_t want = in.kv_bytes_per_token * max_blocks_per_seq * sc.block_size * sc.max_num_seqs;
       in.kv_cache_memory_bytes = std::min(want, in.total_bytes / 4);
     }
   } else {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -304,48 +306,74 @@ TEST(SpeculativeMtp, TheShippedModelsTrainedHeadIsMostlyAccepted) {
       << s.spec_num_accepted_tokens << " of " << s.spec_num_draft_tokens;
 }
 
-TEST(SpeculativeMtp, SamplingKeepsTheTokenDistribution) {
-  // The shipped model and its trained head: 800 samples of one prompt at temperature 1 with
-  // top-k and top-p; output tokens 2 and 3 with MTP drafts (k = 2) against without.
-  const std::string dir = std::string(PAGODA_SOURCE_DIR) + "/models/default";
-  auto sample = [&](bool mtp, EngineStats* stats) {
-    EngineConfig config;
-    config.max_model_len = 128;
-    config.max_num_seqs = 256;
-    if (mtp) config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 2})");
-    Engine engine(dir, config);
-    const std::vector<int32_t> prompt = engine.tokenizer()->encode("And God said,");
-    std::map<int64_t, size_t> index;
-    std::vector<std::vector<int32_t>> out(800);
-    for (size_t i = 0; i < out.size(); ++i) {
-      SamplingParams p;
-      p.temperature = 1.0;
-      p.top_k = 3;
-      p.top_p = 0.95;
-      p.max_tokens = 4;
-      p.ignore_eos = true;
-      p.seed = i;
-      index[engine.add_request(prompt, p)] = i;
+// Output tokens 2 and 3 of `n` samples of `text` on the shipped model at temperature 1 with top-k
+// and top-p, with the speculative config `spec` ("" = none).
+std::map<std::vector<int32_t>, int> shipped_model_samples(const std::string& spec, const std::string& text, int n,
+                                                          EngineStats* stats) {
+  EngineConfig config;
+  config.max_model_len = 256;
+  config.max_num_seqs = 256;
+  config.speculative = parse_speculative_config(spec);
+  Engine engine(std::string(PAGODA_SOURCE_DIR) + "/models/default", config);
+  const std::vector<int32_t> prompt = engine.tokenizer()->encode(text);
+  std::map<int64_t, size_t> index;
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
+  auto step = [&] {
+    for (const RequestOutput& o : engine.step()) {
+      auto& t = out[index.at(o.id)];
+      t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
     }
-    while (engine.has_unfinished())
-      for (const RequestOutput& o : engine.step()) {
-        auto& t = out[index.at(o.id)];
-        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-      }
-    if (stats) *stats = engine.core().stats();
-    std::map<std::vector<int32_t>, int> counts;
-    for (const auto& t : out) {
-      EXPECT_EQ(t.size(), 4u);
-      if (t.size() == 4) ++counts[{t[1], t[2]}];
-    }
-    return counts;
   };
+  for (size_t i = 0; i < out.size(); ++i) {
+    SamplingParams p;
+    p.temperature = 1.0;
+    p.top_k = 3;
+    p.top_p = 0.95;
+    p.max_tokens = 4;
+    p.ignore_eos = true;
+    p.seed = i;
+    index[engine.add_request(prompt, p)] = i;
+    if (i == 0) step();  // the prompt is computed once: the others find it in the prefix cache
+  }
+  while (engine.has_unfinished()) step();
+  if (stats) *stats = engine.core().stats();
+  std::map<std::vector<int32_t>, int> counts;
+  for (const auto& t : out) {
+    EXPECT_EQ(t.size(), 4u);
+    if (t.size() == 4) ++counts[{t[1], t[2]}];
+  }
+  return counts;
+}
+
+TEST(SpeculativeMtp, SamplingKeepsTheTokenDistribution) {
+  // The shipped model and its trained head (k = 2), 800 samples with and without.
+  const std::string text = "And God said,";
   EngineStats stats;
-  const auto plain = sample(false, nullptr);
-  const auto spec = sample(true, &stats);
+  const auto plain = shipped_model_samples("", text, 800, nullptr);
+  const auto spec = shipped_model_samples(R"({"method": "mtp", "num_speculative_tokens": 2})", text, 800, &stats);
   EXPECT_GT(stats.spec_num_accepted_tokens, 200);
   EXPECT_LT(stats.spec_num_accepted_tokens, stats.spec_num_draft_tokens);
   const ChiSquare c = two_sample_chi_square(plain, spec, 800, 800);
+  ASSERT_GE(c.df, 2) << "too few categories to test";
+  EXPECT_LT(c.statistic, c.critical) << "df " << c.df;
+}
+
+TEST(SpeculativeNgram, SamplingKeepsTheTokenDistribution) {
+  // Real n-gram drafts: a prompt that quotes itself (the one of tools/bench_spec_decode.sh), whose
+  // continuation the model often quotes too.
+  std::ifstream in(std::string(PAGODA_SOURCE_DIR) + "/tools/data/repetitive_prompt.txt");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(text.size(), 500u);
+  EngineStats stats;
+  const auto plain = shipped_model_samples("", text, 600, nullptr);
+  const auto spec = shipped_model_samples(
+      R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1, "prompt_lookup_max": 3})", text, 600,
+      &stats);
+  // Sampled continuations leave the quote often: drafts are mostly rejected, some accepted.
+  EXPECT_GT(stats.spec_num_draft_tokens, 300);
+  EXPECT_GT(stats.spec_num_accepted_tokens, 20) << stats.spec_num_draft_tokens;
+  EXPECT_LT(stats.spec_num_accepted_tokens, stats.spec_num_draft_tokens);
+  const ChiSquare c = two_sample_chi_square(plain, spec, 600, 600);
   ASSERT_GE(c.df, 2) << "too few categories to test";
   EXPECT_LT(c.statistic, c.critical) << "df " << c.df;
 }
