@@ -143,20 +143,26 @@ ChiSquare two_sample_chi_square(const std::map<std::vector<int32_t>, int>& a, co
   return r;
 }
 
+// Temperature 1 with top-k and top-p, each request its own seed: many requests per step.
+Knobs sampling_knobs() {
+  Knobs k;
+  k.temperature = 1.0;
+  k.top_k = 3;
+  k.top_p = 0.95;
+  k.max_tokens = 4;
+  k.seeded = true;
+  k.max_num_seqs = 64;
+  k.budget = 1024;
+  return k;
+}
+
 TEST_P(SpeculativeDecodingTest, SamplingAtTemperatureOneKeepsTheTokenDistribution) {
   // One prompt sampled 1,200 times with top-k and top-p: the joint distribution of output tokens
   // 2 and 3 (the ones drafts can decide) with drafts equals the one without, at significance 0.1%.
   std::mt19937 rng(5);
   const std::vector<int32_t> prompt = random_tokens(rng, 12);
   const std::vector<std::vector<int32_t>> reqs(1200, prompt);
-  Knobs base;
-  base.temperature = 1.0;
-  base.top_k = 3;
-  base.top_p = 0.95;
-  base.max_tokens = 4;
-  base.seeded = true;
-  base.max_num_seqs = 64;
-  base.budget = 1024;
+  const Knobs base = sampling_knobs();
   const RunOutput plain = run(GetParam(), reqs, base);
   std::map<std::vector<int32_t>, int> count_plain, count_spec;
   for (const auto& t : plain.tokens) ++count_plain[{t[1], t[2]}];
@@ -227,14 +233,7 @@ TEST(SpeculativeDraftModel, SamplingKeepsTheTokenDistribution) {
   std::mt19937 rng(9);
   const std::vector<int32_t> prompt = random_tokens(rng, 12);
   const std::vector<std::vector<int32_t>> reqs(1200, prompt);
-  Knobs base;
-  base.temperature = 1.0;
-  base.top_k = 3;
-  base.top_p = 0.95;
-  base.max_tokens = 4;
-  base.seeded = true;
-  base.max_num_seqs = 64;
-  base.budget = 1024;
+  const Knobs base = sampling_knobs();
   const RunOutput plain = run(target, reqs, base);
   Knobs kn = base;
   kn.k = 2;
