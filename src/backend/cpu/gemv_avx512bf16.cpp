@@ -107,6 +107,8 @@ PAGODA_BF16_TARGET void gemv_bf16_avx512bf16(const float* x, int64_t ldx, const 
   split(x, ldx, T, K, ldp, hi);
   const int64_t plane = T * ldp;
   int64_t n = 0;
+  if (T == 1)  // decode: more weight rows in flight at once (4 rows reached half the read bandwidth)
+    for (; n + 8 <= N; n += 8) tile<1, 8>(hi, plane, ldp, w + n * ldw, ldw, out + n, ldo, K);
   for (; n + 4 <= N; n += 4) rows<4>(hi, plane, ldp, w + n * ldw, ldw, out + n, ldo, T, K);
   for (; n < N; ++n) rows<1>(hi, plane, ldp, w + n * ldw, ldw, out + n, ldo, T, K);
 }
