@@ -67,8 +67,9 @@ void run_offline(const OfflineArgs& a) {
   std::printf("model %s, %s\n\n%s\nstep ms: decode-phase time per engine step; host ms: the part of it not "
               "spent waiting for the device (scheduling, metadata, launches, sampling, detokenizing)\n",
               a.model_dir.c_str(), engine.backend().name().c_str(), offline_table(points).c_str());
-  std::printf("load %.2f s, resident memory after load %.2f GiB (weights %.2f GiB)\n", load_s,
-              static_cast<double>(rss_after_load) / (1 << 30),
+  // After load the mapped weights are not yet touched (so not yet resident); at the end they are.
+  std::printf("load %.2f s, resident memory after load %.2f GiB, after the run %.2f GiB (weights %.2f GiB)\n", load_s,
+              static_cast<double>(rss_after_load) / (1 << 30), static_cast<double>(resident_bytes()) / (1 << 30),
               static_cast<double>(engine.memory_plan().weight_bytes) / (1 << 30));
   if (cpu && read_gbs > 0)
     for (const OfflineBenchPoint& p : points)
