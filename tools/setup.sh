@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libboost-dev zlib1g-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev
-          libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev ccache curl
+          libgtest-dev libgmock-dev libbenchmark-dev ccache curl
           libssl-dev openssl)
 # Node.js fetches test data from the npm registry; use the machine's own when it has one (its npm
 # may come from elsewhere than Debian, and Debian's npm package would conflict with it).

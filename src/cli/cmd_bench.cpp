@@ -2,14 +2,17 @@
 // B x P x G points) through one engine; prints a table and, with --json, writes the numbers.
 // `pagoda bench kernels`: PERF.md item 3. `pagoda bench serve`: PERF.md item 2, a client for any
 // OpenAI-compatible server (src/bench/serve_bench.h).
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/kernel_bench.h"
+#include "bench/membw.h"
 #include "bench/offline_bench.h"
 #include "bench/serve_bench.h"
 #include "cli/commands.h"
@@ -35,8 +38,13 @@ void run_offline(const OfflineArgs& a) {
   for (int32_t b : a.batch_sizes) max_b = std::max(max_b, b);
   if (cfg.max_num_seqs == 0) cfg.max_num_seqs = max_b;
   if (cfg.max_model_len == 0) cfg.max_model_len = std::max(a.prompt_len + a.gen_len, a.pp + 1) + 16;
+  const auto t_start = std::chrono::steady_clock::now();
   Engine engine(resolve_model_dir(a.model_dir), cfg);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  const int64_t rss_after_load = resident_bytes();
   std::fprintf(stderr, "[pagoda] bench on %s\n", engine.backend().name().c_str());
+  const bool cpu = engine.backend().device() == Device::CPU;
+  double read_gbs = 0;
 
   std::vector<int32_t> text_prompt;
   if (!a.prompt_file.empty()) {
@@ -62,12 +70,30 @@ void run_offline(const OfflineArgs& a) {
     std::fprintf(stderr, "[pagoda] %s done\n", name.c_str());
   };
   if (a.pp > 0) run("pp" + std::to_string(a.pp), 1, a.pp, 1);
-  if (a.tg > 0) run("tg" + std::to_string(a.tg), 1, 1, a.tg);
+  if (a.tg > 0) {
+    // The ceiling of a bandwidth-bound decode, measured just before it with the engine's threads.
+    if (cpu)
+      read_gbs = read_bandwidth_gbs(cfg.num_threads > 0 ? cfg.num_threads
+                                                        : static_cast<int>(std::thread::hardware_concurrency()));
+    run("tg" + std::to_string(a.tg), 1, 1, a.tg);
+  }
   for (int32_t b : a.batch_sizes)
     run("B=" + std::to_string(b), b, a.prompt_len, a.gen_len);
   std::printf("model %s, %s\n\n%s\nstep ms: decode-phase time per engine step; host ms: the part of it not "
               "spent waiting for the device (scheduling, metadata, launches, sampling, detokenizing)\n",
               a.model_dir.c_str(), engine.backend().name().c_str(), offline_table(points).c_str());
+  // After load the mapped weights are not yet touched (so not yet resident); at the end they are.
+  std::printf("load %.2f s, resident memory after load %.2f GiB, after the run %.2f GiB (weights %.2f GiB)\n", load_s,
+              static_cast<double>(rss_after_load) / (1 << 30), static_cast<double>(resident_bytes()) / (1 << 30),
+              static_cast<double>(engine.memory_plan().weight_bytes) / (1 << 30));
+  if (cpu && read_gbs > 0)
+    for (const OfflineBenchPoint& p : points)
+      if (p.name == "tg" + std::to_string(a.tg)) {
+        // Each decode step reads every weight byte once (a tied lm_head reads the whole table).
+        const double gbs = p.decode_tok_s() * static_cast<double>(engine.memory_plan().weight_bytes) / 1e9;
+        std::printf("%s: %.1f GB/s of weights read = %.0f%% of the %.1f GB/s streaming read measured before it\n",
+                    p.name.c_str(), gbs, 100.0 * gbs / read_gbs, read_gbs);
+      }
   if (!a.json_file.empty()) {
     std::ofstream out(a.json_file);
     check(static_cast<bool>(out), "cannot write --json file '" + a.json_file + "'");

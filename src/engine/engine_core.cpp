@@ -133,6 +133,9 @@ void EngineCore::plan_and_allocate() {
   std::istringstream plan_lines(plan_.describe());
   for (std::string line; std::getline(plan_lines, line);)
     if (!line.empty()) LOG_INFO(line);
+  if (backend_->device() == Device::CPU)
+    LOG_INFO("kv cache on the cpu: reserved, not resident; its pages are committed as blocks are first written, so "
+             "resident memory grows with the tokens held (weights in place from the mapped checkpoint)");
 
   KvCacheShape shape;
   shape.num_layers = static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));

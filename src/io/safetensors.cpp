@@ -206,6 +206,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   auto map = std::make_unique<MappedFile>(path);
   auto file = parse(map->data(), map->size(), path);
   file->map_ = std::move(map);
+  for (TensorView& t : file->tensors_) t.file_backed = true;
   return file;
 }
 

@@ -21,6 +21,9 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
+  // True when `data` lies in a read-only file mapping (SafetensorsFile::open), false for an
+  // in-memory image (parse()): only mapped pages may be dropped and read from the file again.
+  bool file_backed = false;
 
   int64_t numel() const;
 };

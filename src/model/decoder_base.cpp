@@ -5,10 +5,12 @@
 namespace pagoda {
 
 DecoderBase::DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend)
-    : cfg_(cfg), be_(backend), ws_(backend, ckpt) {}
+    : cfg_(cfg), be_(backend), ws_(backend, ckpt), native_dtype_(WeightStore::native_dtype(ckpt)) {}
 
+// The CPU keeps the checkpoint's dtype (used in place from the mapping; its kernels accumulate in
+// fp32 whatever the weight dtype); the GPU backends convert to their activation dtype.
 DType DecoderBase::weight_dtype() const {
-  return be_.device() == Device::CPU ? DType::F32 : be_.activation_dtype();
+  return be_.device() == Device::CPU ? native_dtype_ : be_.activation_dtype();
 }
 
 void DecoderBase::load_embedding_and_head() {

@@ -13,7 +13,7 @@ namespace pagoda {
 class DecoderBase : public Model {
  public:
   const ModelConfig& config() const override { return cfg_; }
-  size_t weight_bytes() const override { return ws_.bytes(); }
+  size_t weight_bytes() const override { return ws_.bytes() + ws_.mapped_bytes(); }
   Tensor last_hidden_rows(int32_t num_rows) const override;
   Tensor final_hidden(int32_t num_tokens) const override;
   // The embedding, the norms and residual adds, the logits rows and greedy sampling; a family adds
@@ -50,6 +50,7 @@ class DecoderBase : public Model {
   ModelConfig cfg_;
   Backend& be_;
   WeightStore ws_;
+  DType native_dtype_;  // the checkpoint's dominant float dtype (WeightStore::native_dtype)
   Tensor embed_, final_norm_, lm_head_;
   float final_logit_softcap_ = 0.0f;  // logits = cap·tanh(logits/cap); 0: none
 

@@ -6,6 +6,7 @@
 #include "io/weight_names.h"
 #include "model/moe_block.h"
 #include "model/registry.h"
+#include "model/weight_store.h"
 
 namespace pagoda {
 
@@ -34,7 +35,8 @@ void check_weights_fit(const ModelConfig& config, const Checkpoint& ckpt, DType 
 
 std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
                                   Backend& backend) {
-  const DType wdtype = backend.device() == Device::CPU ? DType::F32 : backend.activation_dtype();
+  const DType wdtype =
+      backend.device() == Device::CPU ? WeightStore::native_dtype(ckpt) : backend.activation_dtype();
   check_weights_fit(config, ckpt, wdtype, backend.total_memory(), backend.name());
   const ModelFamily& family = model_family_of(config);
   std::unique_ptr<Model> model = family.make(config, ckpt, backend);

@@ -1,5 +1,8 @@
 #include "model/weight_store.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "core/error.h"
@@ -29,8 +32,20 @@ Tensor host_view(const TensorView& t) {
 
 }  // namespace
 
-WeightStore::WeightStore(Backend& backend, const Checkpoint& ckpt) : backend_(backend) {
+DType WeightStore::native_dtype(const Checkpoint& ckpt) {
+  size_t bytes[3] = {0, 0, 0};  // F32, BF16, F16
   for (const TensorView* t : ckpt.all()) {
+    if (t->dtype == DType::F32) bytes[0] += t->nbytes;
+    if (t->dtype == DType::BF16) bytes[1] += t->nbytes;
+    if (t->dtype == DType::F16) bytes[2] += t->nbytes;
+  }
+  if (bytes[1] >= bytes[0] && bytes[1] >= bytes[2] && bytes[1] > 0) return DType::BF16;
+  if (bytes[2] > bytes[0]) return DType::F16;
+  return DType::F32;
+}
+
+WeightStore::WeightStore(Backend& backend, const Checkpoint& ckpt) : backend_(backend), ckpt_(ckpt) {
+  for (const TensorView* t : ckpt_.all()) {
     auto canon = canonical_weight_name(t->name);
     if (!canon) canon = canonical_mtp_name(t->name);  // loaded only when speculative decoding asks for it
     if (!canon) continue;
@@ -71,14 +86,56 @@ Tensor WeightStore::allocate(DType dtype, int64_t rows, int64_t cols) {
   return t;
 }
 
+bool WeightStore::in_place(const TensorView& src, DType dtype) const {
+  // Matrices only: 1-D weights (norms, biases) are tiny and some ops want them as fp32.
+  return backend_.device() == Device::CPU && src.dtype == dtype && src.shape.size() >= 2 &&
+         reinterpret_cast<uintptr_t>(src.data) % dtype_size(dtype) == 0;
+}
+
+void WeightStore::release(const TensorView& src) const {
+  if (backend_.device() != Device::CPU || !src.file_backed) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(src.data), end = begin + src.nbytes;
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  // A private read-only file mapping: dropped pages would be read from the file again if touched.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 Tensor WeightStore::load(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
   const TensorView& src = find(name, shape);
   Tensor host = host_view(src);
+  if (in_place(src, dtype)) {
+    mapped_bytes_ += src.nbytes;
+    loaded(host);
+    return host;
+  }
   Tensor dst = allocate(dtype, host.shape[0], host.shape[1]);
   backend_.upload_convert(host, dst);
   loaded(host);
+  if (shape.size() >= 2) release(src);
   if (shape.size() == 1) return dst.reshape({shape[0]});
   return dst;
+}
+
+bool WeightStore::adjacent_in_place(const std::vector<std::string>& names, DType dtype,
+                                    const std::vector<std::vector<int64_t>>& shapes,
+                                    const std::vector<std::vector<int64_t>>& row_orders, int64_t rows,
+                                    Tensor& view) {
+  for (const auto& order : row_orders)
+    if (!order.empty()) return false;
+  const uint8_t* next = nullptr;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorView& src = find(names[i], shapes[i]);
+    if (!in_place(src, dtype) || (next != nullptr && src.data != next)) return false;
+    next = src.data + src.nbytes;
+  }
+  const TensorView& first = find(names[0], shapes[0]);
+  view = Tensor(const_cast<uint8_t*>(first.data), dtype, Device::CPU, {rows, shapes[0][1]});
+  for (size_t i = 0; i < names.size(); ++i) {
+    mapped_bytes_ += find(names[i], shapes[i]).nbytes;
+    loaded(host_view(find(names[i], shapes[i])));
+  }
+  return true;
 }
 
 Tensor WeightStore::load_rows(const std::vector<std::string>& names, DType dtype,
@@ -90,6 +147,7 @@ Tensor WeightStore::load_rows(const std::vector<std::string>& names, DType dtype
     find(names[i], shapes[i]);
     rows += shapes[i][0];
   }
+  if (Tensor view; adjacent_in_place(names, dtype, shapes, row_orders, rows, view)) return view;
   Tensor dst = allocate(dtype, rows, cols);
   int64_t at = 0;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -105,6 +163,7 @@ Tensor WeightStore::load_rows(const std::vector<std::string>& names, DType dtype
         backend_.upload_convert(src.rows(row_orders[i][r], row_orders[i][r] + 1), row);
       }
     }
+    release(find(names[i], shapes[i]));
     at += shapes[i][0];
   }
   return dst;

@@ -1,36 +1,43 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/convert.h"
+#include "backend/cpu/gemv.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
-
-#ifdef PAGODA_HAS_BLAS
-#include <cblas.h>
-#endif
 
 namespace pagoda {
 
 namespace {
 constexpr size_t kAlignment = 64;
+// Allocations from this size on are anonymous mappings of their own (the KV pool, the workspaces):
+// their pages are committed only when first written, and fill_zero() hands whole pages back to the
+// kernel instead of writing zeros, so a KV pool sized for max_num_seqs x max_model_len costs
+// resident memory only for the blocks in use.
+constexpr size_t kMapMin = size_t{1} << 20;
+
+size_t page_size() {
+  static const auto p = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return p;
 }
+}  // namespace
+
+CpuBackend::~CpuBackend() = default;
 
 CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {
-#if defined(PAGODA_HAS_BLAS) && defined(OPENBLAS_VERSION)
-  // linear() calls sgemm from each of our threads on its own slice: OpenBLAS must not add threads.
-  openblas_set_num_threads(1);
-#endif
+  cpu::gemv_kernels();  // a PAGODA_CPU_ISA this CPU cannot run fails here, not at the first step
 }
 
 std::string CpuBackend::name() const {
-  std::string s = "cpu (" + std::to_string(pool_.num_threads()) + " threads, " + cpu::kernels().isa;
-#ifdef PAGODA_HAS_BLAS
-  s += ", blas";
-#endif
-  return s + ")";
+  return "cpu (" + std::to_string(pool_.num_threads()) + " threads, " + cpu::kernels().isa + ", 16-bit weights " +
+         cpu::isa_name(cpu::gemv_kernels().isa) + ")";
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {
@@ -39,11 +46,30 @@ bool CpuBackend::supports(Op op, DType dtype) const {
 }
 
 void* CpuBackend::raw_alloc(size_t bytes) {
+  if (bytes >= kMapMin) {
+    const size_t len = (bytes + page_size() - 1) / page_size() * page_size();
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    const std::lock_guard<std::mutex> lock(maps_mutex_);
+    maps_[reinterpret_cast<uintptr_t>(p)] = len;
+    return p;
+  }
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   return std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
 }
 
-void CpuBackend::raw_free(void* ptr) { std::free(ptr); }
+void CpuBackend::raw_free(void* ptr) {
+  {
+    const std::lock_guard<std::mutex> lock(maps_mutex_);
+    auto it = maps_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != maps_.end()) {
+      ::munmap(ptr, it->second);
+      maps_.erase(it);
+      return;
+    }
+  }
+  std::free(ptr);
+}
 
 void CpuBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   if (bytes) std::memcpy(dst, host_src, bytes);
@@ -55,7 +81,24 @@ void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
 }
 void CpuBackend::fill_zero(void* dst, size_t bytes) {
-  if (bytes) std::memset(dst, 0, bytes);
+  if (bytes == 0) return;
+  const auto begin = reinterpret_cast<uintptr_t>(dst), end = begin + bytes;
+  bool mapped = false;
+  if (bytes >= kMapMin) {
+    const std::lock_guard<std::mutex> lock(maps_mutex_);
+    auto it = maps_.upper_bound(begin);
+    mapped = it != maps_.begin() && end <= std::prev(it)->first + std::prev(it)->second;
+  }
+  const uintptr_t first = (begin + page_size() - 1) / page_size() * page_size();
+  const uintptr_t last = end / page_size() * page_size();
+  if (!mapped || last <= first) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+  // Whole pages of a private anonymous mapping read back as zeros once dropped.
+  std::memset(dst, 0, first - begin);
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  std::memset(reinterpret_cast<void*>(last), 0, end - last);
 }
 
 void CpuBackend::upload_convert(const Tensor& host_src, Tensor& dst) {

@@ -2,7 +2,10 @@
 // reference every other backend is tested against, and the portable way to run a model.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backend/backend.h"
@@ -14,6 +17,7 @@ class CpuBackend final : public Backend {
  public:
   // num_threads <= 0: one per hardware thread.
   explicit CpuBackend(int num_threads = 0);
+  ~CpuBackend() override;
 
   Device device() const override { return Device::CPU; }
   DType activation_dtype() const override { return DType::F32; }
@@ -80,6 +84,8 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  std::mutex maps_mutex_;
+  std::map<uintptr_t, size_t> maps_;  // large allocations made with mmap: start -> length
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads);

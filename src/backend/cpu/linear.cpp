@@ -1,46 +1,40 @@
 // linear: out[T, N] = x[T, K] · w[N, K]^T, fp32 accumulation, weights F32/BF16/F16.
-// F32 weights: a multithreaded GEMV for decode; sgemm from the system BLAS (PAGODA_HAS_BLAS) or our
-// own tiled kernel for T > 1. BF16/F16 weights: blocks of weight rows are converted to fp32 in a
-// per-thread scratch buffer and multiplied there.
+// BF16/F16 weights (the checkpoint's dtype, used in place from the mapping) go through the GEMV
+// kernels of gemv.h, which widen them in registers: decode streams each weight byte once. For many
+// rows of x (prefill) the same kernels run over blocks of x rows that stay in cache, so the weights
+// are read once per block. F32 weights: our tiled fp32 kernel (kernels.h).
 #include <algorithm>
-#include <vector>
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemv.h"
 #include "backend/cpu/kernels.h"
-
-#ifdef PAGODA_HAS_BLAS
-#include <cblas.h>
-#endif
 
 namespace pagoda::cpu {
 
 namespace {
 
-#ifdef PAGODA_HAS_BLAS
-// Below this many rows the GEMV-style kernel streams the weights once and beats a BLAS call.
-constexpr int64_t kBlasMinRows = 8;
-#endif
+// x rows per pass over a thread's weight rows: 128 fp32 rows of K = 1024..4096 (0.5-2 MiB) stay in
+// L2/L3 while the weights stream; the weights are read ceil(T / 128) times.
+constexpr int64_t kRowsPerPass = 128;
 
-void linear_converted(ThreadPool& pool, const float* x, int64_t ldx, const Tensor& w, float* out,
-                      int64_t ldo, int64_t T, int64_t N, int64_t K) {
-  const int64_t block = T == 1 ? 16 : 64;
-  const auto esize = static_cast<int64_t>(dtype_size(w.dtype));
-  const Kernels& kern = kernels();
-  pool.parallel_for(
+void linear_half(ThreadPool& pool, const float* x, int64_t ldx, const Tensor& w, float* out, int64_t ldo,
+                 int64_t T, int64_t N, int64_t K) {
+  const GemvKernels& kern = gemv_kernels();
+  const GemvFn fn = w.dtype == DType::BF16 ? kern.bf16 : kern.f16;
+  const auto* wp = static_cast<const uint16_t*>(w.data);
+  // Even rows per thread (the loop is bandwidth-bound at small T); 16-row grains keep each thread's
+  // slice a whole number of 4-row tiles.
+  pool.parallel_for_static(
       N,
-      [&](int64_t n_begin, int64_t n_end) {
-        thread_local std::vector<float> scratch;
-        scratch.resize(static_cast<size_t>(block * K));
-        for (int64_t n0 = n_begin; n0 < n_end; n0 += block) {
-          const int64_t nn = std::min(block, n_end - n0);
-          const char* src = static_cast<const char*>(w.data) + n0 * K * esize;
-          load_row(src, w.dtype, scratch.data(), nn * K);
-          kern.gemm(x, ldx, scratch.data(), K, out + n0, ldo, T, nn, K);
+      [&](int64_t n0, int64_t n1) {
+        for (int64_t t0 = 0; t0 < T; t0 += kRowsPerPass) {
+          const int64_t tt = std::min(kRowsPerPass, T - t0);
+          fn(x + t0 * ldx, ldx, wp + n0 * K, K, out + t0 * ldo + n0, ldo, tt, n1 - n0, K);
         }
       },
-      block, static_cast<double>((T + 1) * K));
+      16, static_cast<double>((T + 1) * K));
 }
 
 }  // namespace
@@ -60,25 +54,10 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out) {
   const int64_t ldx = x.stride0(), ldo = out.stride0();
 
   if (w.dtype != DType::F32) {
-    linear_converted(pool, xp, ldx, w, op_out, ldo, T, N, K);
+    linear_half(pool, xp, ldx, w, op_out, ldo, T, N, K);
     return;
   }
   const float* wp = w.ptr<const float>();
-#ifdef PAGODA_HAS_BLAS
-  if (T >= kBlasMinRows) {
-    // One single-threaded sgemm per thread over its slice of N: our pool is the only parallelism.
-    pool.parallel_for_static(
-        N,
-        [&](int64_t n0, int64_t n1) {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T),
-                      static_cast<int>(n1 - n0), static_cast<int>(K), 1.0f, xp,
-                      static_cast<int>(ldx), wp + n0 * K, static_cast<int>(K), 0.0f, op_out + n0,
-                      static_cast<int>(ldo));
-        },
-        16, static_cast<double>(T * K));
-    return;
-  }
-#endif
   const Kernels& kern = kernels();
   pool.parallel_for(
       N,

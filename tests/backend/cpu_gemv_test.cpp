@@ -1,0 +1,120 @@
+// The 16-bit-weight GEMV kernels of the CPU backend (src/backend/cpu/gemv.h), each ISA path the
+// machine can run, against a naive fp64 product over the same stored weights (the formula, not
+// another kernel). A path this CPU lacks is skipped and says so; it never counts as a pass.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemv.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace pagoda {
+namespace {
+
+using cpu::CpuIsa;
+
+// f32 -> f16 bits by round-to-nearest-even for normal values (the test's inputs are in [-1, 1]).
+uint16_t to_half(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  const uint32_t sign = (b >> 16) & 0x8000u;
+  const int32_t exp = static_cast<int32_t>((b >> 23) & 0xff) - 127 + 15;
+  if (exp <= 0) return static_cast<uint16_t>(sign);  // flush the few tiny inputs to zero
+  uint32_t mant = b & 0x7fffffu;
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+double from_half(uint16_t h) {
+  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  const double v = exp == 0 ? std::ldexp(mant, -24) : std::ldexp(1024 + mant, exp - 25);
+  return (h & 0x8000u) ? -v : v;
+}
+
+double from_bf16(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Worst |got - want| / sum_k |x_k w_k| over all outputs of one shape; outputs outside [T, N] of the
+// strided out must stay untouched.
+double worst_error(const cpu::GemvKernels& k, bool bf16, int64_t T, int64_t N, int64_t K, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t ldx = K + 3, ldo = N + 5;
+  std::vector<float> x(static_cast<size_t>(T * ldx)), out(static_cast<size_t>(T * ldo), 1234.0f);
+  std::vector<uint16_t> w(static_cast<size_t>(N * K));
+  for (float& v : x) v = dist(rng);
+  for (uint16_t& v : w) {
+    const float f = dist(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    v = bf16 ? static_cast<uint16_t>(bits >> 16) : to_half(f);
+  }
+  (bf16 ? k.bf16 : k.f16)(x.data(), ldx, w.data(), K, out.data(), ldo, T, N, K);
+  double worst = 0.0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t n = 0; n < N; ++n) {
+      double want = 0.0, mag = 0.0;
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const uint16_t wb = w[static_cast<size_t>(n * K + kk)];
+        const double p = double(x[static_cast<size_t>(t * ldx + kk)]) * (bf16 ? from_bf16(wb) : from_half(wb));
+        want += p;
+        mag += std::fabs(p);
+      }
+      worst = std::max(worst, std::fabs(out[static_cast<size_t>(t * ldo + n)] - want) / (mag + 1e-30));
+    }
+    for (int64_t n = N; n < ldo; ++n) EXPECT_EQ(out[static_cast<size_t>(t * ldo + n)], 1234.0f);
+  }
+  return worst;
+}
+
+class CpuGemv : public ::testing::TestWithParam<CpuIsa> {};
+
+TEST_P(CpuGemv, MatchesNaiveProductOnEveryShape) {
+  const CpuIsa isa = GetParam();
+  if (!cpu::isa_supported(isa)) GTEST_SKIP() << "this CPU cannot run the " << cpu::isa_name(isa) << " path";
+  const cpu::GemvKernels k = cpu::gemv_kernels_for(isa);
+  EXPECT_EQ(k.isa, isa);
+  // fp32 accumulation of the products of the stored weights (the avx512bf16 path's three-part bf16
+  // split of x is within 2^-26 of x): the CPU backend's linear tolerance.
+  const double tol = 2e-6;
+  uint32_t seed = 1;
+  struct Shape { int64_t t, n, k; };
+  // T: decode (1), skinny batches, a tile-and-a-bit; N and K off the 4-row tile and 8/16/32 lanes.
+  for (const Shape s : {Shape{1, 1, 1}, {1, 40, 64}, {1, 7, 13}, {3, 72, 136}, {8, 33, 256}, {9, 64, 96},
+                        {5, 9, 1024}, {2, 16, 37}, {4, 5, 31}, {1, 4, 33}, {6, 12, 1000}})
+    for (bool bf16 : {true, false}) {
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "f16") + " T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) +
+                   " K=" + std::to_string(s.k));
+      EXPECT_LE(worst_error(k, bf16, s.t, s.n, s.k, seed++), tol);
+    }
+}
+
+// The comparison can fail: a kernel that drops the last column is caught.
+TEST(CpuGemvCheck, DetectsAWrongKernel) {
+  cpu::GemvKernels wrong;
+  wrong.bf16 = [](const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* out, int64_t ldo, int64_t T,
+                  int64_t N, int64_t K) { cpu::gemv_bf16_scalar(x, ldx, w, ldw, out, ldo, T, N, K - 1); };
+  EXPECT_GT(worst_error(wrong, true, 2, 8, 64, 3), 1e-3);
+}
+
+TEST(CpuGemvCheck, ScalarPathAlwaysAvailable) {
+  EXPECT_TRUE(cpu::isa_supported(CpuIsa::Scalar));
+  EXPECT_NE(cpu::gemv_kernels().bf16, nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuGemv,
+                         ::testing::Values(CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16),
+                         [](const auto& p) { return std::string(cpu::isa_name(p.param)); });
+
+}  // namespace
+}  // namespace pagoda
