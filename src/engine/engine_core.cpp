@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <future>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -185,11 +186,21 @@ void EngineCore::sample_on_host(const StepLogits& logits, std::span<Sequence* co
           const size_t i = on_host[static_cast<size_t>(n)];
           Sequence& seq = *rows[i];
           const float* row = logits.host_logits.data() + static_cast<size_t>(logits.host_row_of[i]) * vocab;
-          samples[i] = sampler_->sample_row({row, vocab}, seq.params(), seq.prompt(), seq.output(), seq.rng());
+          samples[i] = sampler_->sample_row({row, vocab}, seq.params(), seq.prompt(), seq.output(), seq.rng(),
+                                            seq.matcher ? &seq.grammar_mask : nullptr);
         }
       },
       1, 16.0 * static_cast<double>(vocab));
 }
+
+namespace {
+
+void fill_grammar_masks(const std::vector<Sequence*>& rows) {
+  for (Sequence* s : rows)
+    if (s->matcher) s->matcher->fill_mask(s->grammar_mask);
+}
+
+}  // namespace
 
 std::vector<SampleResult> EngineCore::execute_and_sample(const SchedulerOutput& sched,
                                                          std::vector<std::vector<float>>& hidden_out) {
@@ -207,12 +218,23 @@ std::vector<SampleResult> EngineCore::execute_and_sample(const SchedulerOutput& 
   // from it after; both are device copies in stream order, no host wait.
   for (const ScheduledSequence& s : sched.scheduled)
     if (s.restore_snapshot >= 0) state_->copy_slot(snapshot_base_ + s.restore_snapshot, s.seq->state_slot);
+  // Structured output: the masks of this step depend only on the tokens so far, so they are
+  // computed on a worker thread while the forward pass runs.
+  std::future<void> masks;
+  for (Sequence* s : rows) {
+    if (s->embed || !s->params().grammar) continue;
+    if (!s->matcher) s->matcher.emplace(s->params().grammar);
+    if (!masks.valid()) masks = std::async(std::launch::async, [&rows] { fill_grammar_masks(rows); });
+  }
   const StepLogits& out = runner_->execute_greedy(
       sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
   for (const ScheduledSequence& s : sched.scheduled)
     if (s.take_snapshot >= 0) state_->copy_slot(s.seq->state_slot, snapshot_base_ + s.take_snapshot);
+  if (masks.valid()) masks.get();
   std::vector<SampleResult> samples(rows.size());
   sample_on_host(out, rows, samples);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i]->matcher) rows[i]->matcher->accept(samples[i].token);
   hidden_out.assign(rows.size(), {});
   const auto H = static_cast<size_t>(model_config_.hidden_size);
   for (size_t i = 0; i < rows.size(); ++i)
