@@ -17,7 +17,7 @@ def check(rec):
     kind, spec, out = rec["kind"], rec["spec"], rec["output"]
     if kind == "schema":
         cls = jsonschema.validators.validator_for(spec, default=jsonschema.Draft202012Validator)
-        cls(spec, format_checker=jsonschema.FormatChecker()).validate(json.loads(out))
+        cls(spec, format_checker=cls.FORMAT_CHECKER).validate(json.loads(out))
     elif kind == "json_object":
         if not isinstance(json.loads(out), dict):
             raise ValueError("not a JSON object")
