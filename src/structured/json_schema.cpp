@@ -20,7 +20,7 @@ constexpr size_t kMaxGbnfBytes = 1u << 20;
 constexpr int64_t kMaxRepeat = 10000;
 constexpr int64_t kMaxEnumeratedRange = 2000;
 
-const char* kPrimitives = R"(ws ::= [ \t\n]{0,8}
+const char* kPrimitives = R"(ws ::= (" " | "\n" [ ]{0,16})?
 json-char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 json-string ::= "\"" json-char* "\""
 json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})
@@ -32,7 +32,8 @@ json-null ::= "null"
 json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null
 json-object ::= "{" ws (json-string ws ":" ws json-value (ws "," ws json-string ws ":" ws json-value)*)? ws "}"
 json-array ::= "[" ws (json-value (ws "," ws json-value)*)? ws "]"
-fmt-date ::= [0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])
+fmt-year ::= [1-9] [0-9]{3} | "0" ([1-9] [0-9]{2} | "0" ([1-9] [0-9] | "0" [1-9]))
+fmt-date ::= fmt-year "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8]))
 fmt-time ::= ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])
 fmt-date-time ::= "\"" fmt-date "T" fmt-time "\""
 fmt-date-only ::= "\"" fmt-date "\""

@@ -2,7 +2,8 @@
 // is a JSON text valid against the schema. What the grammar cannot enforce is an Error naming the
 // keyword, never silently dropped. Where a schema allows more than one form the grammar picks a
 // subset that is still valid: properties in their declared order, no undeclared properties
-// beside declared ones, numbers of at most 16 integer and 16 fraction digits, bounded whitespace.
+// beside declared ones, numbers of at most 16 integer and 16 fraction digits, whitespace one space or a newline and
+// up to 16 spaces.
 #pragma once
 
 #include <string>
