@@ -195,9 +195,21 @@ void EngineCore::sample_on_host(const StepLogits& logits, std::span<Sequence* co
 
 namespace {
 
+// A grammar whose state space outgrows its bounds mid-generation (pagoda::Error from the
+// automaton) ends that sequence, by allowing only EOS, rather than failing the engine step.
 void fill_grammar_masks(const std::vector<Sequence*>& rows) {
-  for (Sequence* s : rows)
-    if (s->matcher) s->matcher->fill_mask(s->grammar_mask);
+  for (Sequence* s : rows) {
+    if (!s->matcher) continue;
+    try {
+      s->matcher->fill_mask(s->grammar_mask);
+    } catch (const Error& e) {
+      LOG_WARN("structured output of request " << s->id() << " stopped: " << e.what());
+      s->grammar_mask.assign((static_cast<size_t>(s->matcher->runtime().vocab_size()) + 63) / 64, 0);
+      for (int32_t id : s->matcher->runtime().eos_ids())
+        if (id >= 0 && static_cast<size_t>(id >> 6) < s->grammar_mask.size())
+          s->grammar_mask[static_cast<size_t>(id >> 6)] |= uint64_t{1} << (id & 63);
+    }
+  }
 }
 
 }  // namespace
@@ -234,7 +246,13 @@ std::vector<SampleResult> EngineCore::execute_and_sample(const SchedulerOutput& 
   std::vector<SampleResult> samples(rows.size());
   sample_on_host(out, rows, samples);
   for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i]->matcher) rows[i]->matcher->accept(samples[i].token);
+    if (rows[i]->matcher) {
+      try {
+        rows[i]->matcher->accept(samples[i].token);
+      } catch (const Error& e) {
+        LOG_WARN("structured output of request " << rows[i]->id() << ": " << e.what());
+      }
+    }
   hidden_out.assign(rows.size(), {});
   const auto H = static_cast<size_t>(model_config_.hidden_size);
   for (size_t i = 0; i < rows.size(); ++i)
