@@ -13,7 +13,7 @@
 namespace pagoda::structured {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // properties keep their declared order
 
 constexpr int kMaxDepth = 32;
 constexpr size_t kMaxGbnfBytes = 1u << 20;
