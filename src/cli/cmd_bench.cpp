@@ -15,6 +15,7 @@
 #include "bench/membw.h"
 #include "bench/offline_bench.h"
 #include "bench/serve_bench.h"
+#include "bench/structured_bench.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "core/error.h"
@@ -238,6 +239,18 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   kern->add_option("--json", kargs->json_file, "Write the results as JSON");
   kern->callback([kargs, exit_code] {
     run_kernels(*kargs);
+    *exit_code = 0;
+  });
+
+  auto* st = bench->add_subcommand("structured", "Structured output: grammar compile time and per-token mask "
+                                                  "time over JSON schemas at a real vocabulary (Qwen3's by default)");
+  auto sargs = std::make_shared<pagoda::bench::StructuredBenchArgs>();
+  st->add_option("--tokenizer", sargs->tokenizer_dir, "Directory with tokenizer.json (default: tests/data/qwen3-tokenizer)");
+  st->add_option("--schemas", sargs->schemas_file, "JSON array of schemas (default: tests/structured/schemas.json)");
+  st->add_option("--walks", sargs->walks_per_schema, "Random generations per schema")->capture_default_str();
+  st->add_option("--max-steps", sargs->max_steps, "Tokens per generation at most")->capture_default_str();
+  st->callback([sargs, exit_code] {
+    pagoda::bench::run_structured_bench(*sargs);
     *exit_code = 0;
   });
 

@@ -107,7 +107,7 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
     const int32_t end = s.samples ? seq->num_tokens() - shift_ : seq->num_computed_tokens;
     if (end <= s.start) continue;
     int32_t d = 0;
-    if (s.samples) {
+    if (s.samples && !seq->params().grammar) {  // constrained sequences do not speculate
       d = k;
       const SamplingParams& p = seq->params();
       if (p.max_tokens) d = std::min(d, *p.max_tokens - seq->num_output_tokens() - 1);

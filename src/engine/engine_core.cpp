@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <future>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -233,12 +234,39 @@ void EngineCore::sample_on_host(const StepLogits& logits, std::span<const Sampli
           const auto first = static_cast<size_t>(logits.host_row_of[static_cast<size_t>(r.first_row)]);
           const std::span<const float> rows(logits.host_logits.data() + first * vocab,
                                             static_cast<size_t>(r.num_drafts + 1) * vocab);
+          if (r.num_drafts == 0) {
+            // A sequence with a grammar never brings drafts: its one row is masked.
+            samples[i] = {sampler_->sample_row(rows, seq.params(), seq.prompt(), seq.output(), seq.rng(),
+                                               seq.matcher ? &seq.grammar_mask : nullptr)};
+            continue;
+          }
           const std::span<const int32_t> drafts(seq.draft_tokens.data(), static_cast<size_t>(r.num_drafts));
           samples[i] = sampler_->sample_with_drafts(rows, vocab, drafts, seq.params(), seq.prompt(), seq.output(), seq.rng());
         }
       },
       1, 16.0 * static_cast<double>(vocab));
 }
+
+namespace {
+
+// A grammar whose state space outgrows its bounds mid-generation (pagoda::Error from the
+// automaton) ends that sequence, by allowing only EOS, rather than failing the engine step.
+void fill_grammar_masks(const std::vector<Sequence*>& rows) {
+  for (Sequence* s : rows) {
+    if (!s->matcher) continue;
+    try {
+      s->matcher->fill_mask(s->grammar_mask);
+    } catch (const Error& e) {
+      LOG_WARN("structured output of request " << s->id() << " stopped: " << e.what());
+      s->grammar_mask.assign((static_cast<size_t>(s->matcher->runtime().vocab_size()) + 63) / 64, 0);
+      for (int32_t id : s->matcher->runtime().eos_ids())
+        if (id >= 0 && static_cast<size_t>(id >> 6) < s->grammar_mask.size())
+          s->grammar_mask[static_cast<size_t>(id >> 6)] |= uint64_t{1} << (id & 63);
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const SchedulerOutput& sched,
                                                                       std::vector<std::vector<float>>& hidden_out) {
@@ -249,6 +277,7 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
       seqs.push_back({s.seq, row, s.num_drafts});
       row += 1 + s.num_drafts;
     }
+  const std::vector<Sequence*> rows = sched.sampling_seqs();
   // Greedy rows are decided on the device; only the rows the host sampler needs come back.
   // Embedding rows sample nothing: they take the row's hidden state instead.
   std::vector<uint8_t> host(static_cast<size_t>(row)), hidden(static_cast<size_t>(row));
@@ -269,12 +298,29 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     if (s.restore_snapshot >= 0) state_->copy_slot(snapshot_base_ + s.restore_snapshot, s.seq->state_slot);
     if (s.num_drafts > 0 && state_) state_->copy_slot(s.seq->state_slot, spec_base_ + s.seq->state_slot);
   }
+  // Structured output: the masks of this step depend only on the tokens so far, so they are
+  // computed on a worker thread while the forward pass runs.
+  std::future<void> masks;
+  for (Sequence* s : rows) {
+    if (s->embed || !s->params().grammar) continue;
+    if (!s->matcher) s->matcher.emplace(s->params().grammar);
+    if (!masks.valid()) masks = std::async(std::launch::async, [&rows] { fill_grammar_masks(rows); });
+  }
   const StepLogits& out = runner_->execute_greedy(
       sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
   for (const ScheduledSequence& s : sched.scheduled)
     if (s.take_snapshot >= 0) state_->copy_slot(s.seq->state_slot, snapshot_base_ + s.take_snapshot);
+  if (masks.valid()) masks.get();
   std::vector<std::vector<SampleResult>> samples(seqs.size());
   sample_on_host(out, seqs, samples);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i]->matcher && !samples[i].empty()) {
+      try {
+        rows[i]->matcher->accept(samples[i].front().token);
+      } catch (const Error& e) {
+        LOG_WARN("structured output of request " << rows[i]->id() << ": " << e.what());
+      }
+    }
   hidden_out.assign(seqs.size(), {});
   const auto H = static_cast<size_t>(model_config_.hidden_size);
   for (size_t i = 0; i < seqs.size(); ++i)
@@ -308,7 +354,8 @@ void EngineCore::propose_drafts() {
   if (!spec.enabled()) return;
   for (Sequence* seq : scheduler_->running()) {
     seq->draft_tokens.clear();
-    if (seq->embed || seq->num_output_tokens() == 0) continue;
+    // A grammar's mask is made for one row a step: constrained sequences do not speculate.
+    if (seq->embed || seq->num_output_tokens() == 0 || seq->params().grammar) continue;
     // No more drafts than tokens the sequence may still produce after the one sampled anyway.
     int64_t k = spec.num_speculative_tokens;
     const SamplingParams& p = seq->params();

@@ -75,6 +75,13 @@ void apply_penalties(std::span<float> row, const SamplingParams& p, std::span<co
   }
 }
 
+void apply_token_mask(std::span<float> row, const std::vector<uint64_t>& allowed) {
+  for (size_t i = 0; i < row.size(); ++i) {
+    const size_t w = i >> 6;
+    if (w >= allowed.size() || !((allowed[w] >> (i & 63)) & 1)) row[i] = kNegInf;
+  }
+}
+
 void apply_logit_bias(std::span<float> row, const SamplingParams& p) {
   if (!p.logit_bias) return;
   for (const auto& [id, bias] : *p.logit_bias)
@@ -161,7 +168,7 @@ Sampler::Sampler(std::vector<int32_t> eos_token_ids) : eos_token_ids_(std::move(
 
 bool Sampler::needs_logits(const Sequence& seq) const {
   const SamplingParams& p = seq.params();
-  if (!p.greedy() || p.logprobs) return true;
+  if (!p.greedy() || p.logprobs || p.grammar) return true;
   if (p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) return true;
   if (p.logit_bias && !p.logit_bias->empty()) return true;
   // mask_stop_tokens_for_min_tokens would change the row.
@@ -202,9 +209,10 @@ void fill_logprobs(SampleResult& result, std::span<const float> logits, const Sa
 
 SampleResult Sampler::sample_row(std::span<const float> logits, const SamplingParams& params,
                                  std::span<const int32_t> prompt, std::span<const int32_t> output,
-                                 std::mt19937_64& rng) const {
+                                 std::mt19937_64& rng, const std::vector<uint64_t>* allowed) const {
   if (logits.empty()) throw std::logic_error("Sampler: empty logits row");
   std::vector<float> row(logits.begin(), logits.end());
+  if (allowed) apply_token_mask(row, *allowed);
   process_row(row, params, prompt, output);
   SampleResult result;
   result.token = params.greedy() ? argmax(row) : sample_from_logits(row, uniform_from(rng));
@@ -268,7 +276,8 @@ std::vector<SampleResult> Sampler::sample(std::span<const float> logits, int64_t
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence* seq = seqs[i];
     out.push_back(sample_row(logits.subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab)),
-                             seq->params(), seq->prompt(), seq->output(), seq->rng()));
+                             seq->params(), seq->prompt(), seq->output(), seq->rng(),
+                             seq->matcher ? &seq->grammar_mask : nullptr));
   }
   return out;
 }

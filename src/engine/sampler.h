@@ -54,9 +54,10 @@ class Sampler {
   bool needs_logits(const Sequence& seq) const;
 
   // One row, with the history and RNG given explicitly.
+  // `allowed`: the structured-output mask (one bit per token) or null.
   SampleResult sample_row(std::span<const float> logits, const SamplingParams& params,
                           std::span<const int32_t> prompt, std::span<const int32_t> output,
-                          std::mt19937_64& rng) const;
+                          std::mt19937_64& rng, const std::vector<uint64_t>* allowed = nullptr) const;
 
   // Speculative verification of one sequence: `logits` holds drafts.size() + 1 rows, row j the
   // target's logits for the token after draft j - 1 (row 0: after the last verified token).
@@ -81,6 +82,9 @@ class Sampler {
 void mask_stop_tokens_for_min_tokens(std::span<float> row, const SamplingParams& p,
                                      std::span<const int32_t> eos_token_ids, int32_t num_output_tokens);
 void apply_logit_bias(std::span<float> row, const SamplingParams& p);
+// Structured output: -inf for every token whose bit in `allowed` is clear, before anything else
+// touches the row, so whatever the later steps do the chosen token is one the grammar allows.
+void apply_token_mask(std::span<float> row, const std::vector<uint64_t>& allowed);
 void apply_penalties(std::span<float> row, const SamplingParams& p, std::span<const int32_t> prompt,
                      std::span<const int32_t> output);
 void apply_temperature(std::span<float> row, double temperature);

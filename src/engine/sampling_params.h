@@ -11,6 +11,10 @@
 
 namespace pagoda {
 
+namespace structured {
+class GrammarRuntime;
+}
+
 // A request's stop strings, shared (not copied) between the choices it fans out into: n x a long
 // stop list must not become n long stop lists. Copy-on-write; reads like a vector of strings.
 class StopStrings {
@@ -73,6 +77,10 @@ struct SamplingParams {
   // and the previous turn (the chat route finds them). A hybrid model leaves a state snapshot at
   // the last full block before each, so the next request that shares that part resumes there.
   std::vector<int32_t> prefix_boundaries;
+  // Structured output: the compiled grammar (JSON schema, regex, choice, GBNF) bound to the
+  // vocabulary; every sampled token is one it allows, EOS only where it accepts. Shared by the
+  // choices of a request and by requests with the same constraint (the server's cache).
+  std::shared_ptr<structured::GrammarRuntime> grammar;
 
   // Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
   static constexpr double kGreedyEpsilon = 1e-5;

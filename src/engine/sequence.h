@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "structured/matcher.h"
 
 namespace pagoda {
 
@@ -66,6 +68,10 @@ class Sequence {
   std::vector<int32_t> draft_tokens;
 
   std::mt19937_64& rng() { return rng_; }
+  // Structured output: this sequence's position in params().grammar (made on first use); the
+  // mask of the next token is computed into grammar_mask before sampling.
+  std::optional<structured::Matcher> matcher;
+  structured::TokenMask grammar_mask;
 
   bool finished() const { return status == SequenceStatus::Finished; }
   // Tokens not yet in the cache.

@@ -62,6 +62,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   const std::string prompt_text = ctx.chat->render(r.prompt);
   const std::vector<int32_t> ids = encode_text(ctx, prompt_text, "messages");
   fit_prompt(ctx, ids, r.params, "messages");
+  if (r.constraint) r.params.grammar = compile_for_engine(ctx, *r.constraint);
   r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
   std::vector<ChoiceSpec> specs;
   fan_out(ids, r.params, specs);

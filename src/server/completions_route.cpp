@@ -27,7 +27,8 @@ struct StreamState {
 
 HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
   require_generate_runner(ctx, "Completions API");
-  const CompletionRequest r = parse_completion_request(parse_json_body(req.body), ctx.sampling_defaults);
+  CompletionRequest r = parse_completion_request(parse_json_body(req.body), ctx.sampling_defaults);
+  if (r.constraint) r.params.grammar = compile_for_engine(ctx, *r.constraint);
   check_model_name(ctx, r.model);
   std::vector<ChoiceSpec> choices;
   int64_t prompt_tokens = 0;

@@ -55,6 +55,14 @@ std::vector<int32_t> conversation_boundaries(const ServerContext& ctx, const Cha
   return out;
 }
 
+std::shared_ptr<structured::GrammarRuntime> compile_for_engine(const ServerContext& ctx, const RequestedConstraint& c) {
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  if (!tok) throw bad_request("structured output needs the model's tokenizer, and this model has none", c.param);
+  std::vector<int32_t> eos;
+  for (int64_t id : ctx.engine.model_config().eos_token_ids) eos.push_back(static_cast<int32_t>(id));
+  return compile_constraint_cached(c, *tok, eos);
+}
+
 void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, SamplingParams& params,
                 const std::string& param) {
   if (prompt.empty()) throw bad_request("the prompt is empty", param);

@@ -11,6 +11,7 @@
 #include "server/async_engine.h"
 #include "server/http_message.h"
 #include "server/server_context.h"
+#include "server/structured_output.h"
 
 namespace pagoda::server {
 
@@ -28,6 +29,10 @@ std::vector<int32_t> encode_text(const ServerContext& ctx, const std::string& te
 // dense model, or prefix caching off).
 std::vector<int32_t> conversation_boundaries(const ServerContext& ctx, const ChatPromptRequest& request,
                                              const std::vector<int32_t>& ids);
+
+// A request's structured-output constraint compiled for the served model (cached); 400 when it
+// does not compile, or when the model has no tokenizer to map tokens to bytes.
+std::shared_ptr<structured::GrammarRuntime> compile_for_engine(const ServerContext& ctx, const RequestedConstraint& c);
 
 void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, SamplingParams& params,
                 const std::string& param);

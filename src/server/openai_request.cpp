@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "server/json_body.h"
 #include "server/request_fields.h"
+#include "server/structured_output.h"
 #include "server/request_json.h"
 
 namespace pagoda::server {
@@ -89,24 +90,6 @@ void read_sampling(const Json& j, SamplingParams& p) {
     }
     p.logit_bias = std::move(bias);
   }
-}
-
-// Structured outputs are not there yet: a request that asks for them is told so instead of being
-// served unconstrained.
-void refuse_structured_outputs(const Json& j) {
-  if (const Json* rf = field(j, "response_format")) {
-    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
-    const std::string type = opt_string(*rf, "type").value_or("text");
-    if (type != "text")
-      throw bad_request("response_format of type '" + type +
-                            "' is not supported yet: pagoda does not constrain output to a schema (structured "
-                            "outputs are being built); leave response_format out or use type 'text'",
-                        "response_format");
-  }
-  for (const char* key : {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"})
-    if (field(j, key))
-      throw bad_request(std::string(key) + " is not supported yet: pagoda does not constrain output (structured "
-                                           "outputs are being built)", key);
 }
 
 void finish_sampling(SamplingParams& p) {
@@ -286,7 +269,7 @@ CompletionRequest parse_completion_request(const Json& j, const SamplingParams& 
   if (opt_string(j, "suffix"))
     throw bad_request("suffix is not supported (as in vLLM): no model pagoda serves was trained for insertion",
                       "suffix");
-  refuse_structured_outputs(j);
+  r.constraint = read_constraint(j);
   if (auto best_of = opt_int(j, "best_of"); best_of && *best_of != r.params.n)
     throw bad_request("best_of other than n is not supported", "best_of");
   read_stream(j, r.stream, r.include_usage);
@@ -318,13 +301,14 @@ ChatRequest parse_chat_request(const Json& j, const SamplingParams& defaults) {
     else wrong_type("tool_choice", "a string or an object", *tc);
     if (tool_choice != "auto" && tool_choice != "none" && tool_choice != "required" && tool_choice != "named")
       throw bad_request("tool_choice must be none, auto, required or a named function", "tool_choice");
-    if (tool_choice == "required" || tool_choice == "named")
-      throw bad_request("tool_choice '" + tool_choice +
-                            "' is not supported yet: pagoda cannot force a tool call until structured outputs exist; "
-                            "use 'auto' (the model may call a tool) or 'none'",
-                        "tool_choice");
   }
-  refuse_structured_outputs(j);
+  r.constraint = read_constraint(j);
+  if (auto forced = read_tool_choice(j, r.prompt.tools)) {
+    if (r.constraint)
+      throw bad_request("tool_choice " + tool_choice + " and " + r.constraint->param + " cannot both constrain the output",
+                        "tool_choice");
+    r.constraint = std::move(forced);
+  }
   // vLLM hands reasoning_effort to the chat template (gpt-oss's reads it); others ignore it.
   if (auto effort = opt_string(j, "reasoning_effort"); effort && !r.prompt.chat_template_kwargs.contains("reasoning_effort"))
     r.prompt.chat_template_kwargs["reasoning_effort"] = *effort;

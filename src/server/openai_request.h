@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling_params.h"
+#include "server/structured_output.h"
 
 namespace pagoda::server {
 
@@ -31,6 +32,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   bool echo = false;
+  std::optional<RequestedConstraint> constraint;  // structured output, compiled by the route
 };
 
 // The chat fields that decide the prompt (shared with /tokenize).
@@ -50,6 +52,7 @@ struct ChatRequest {
   bool stream = false;
   bool include_usage = false;
   bool logprobs = false;  // params.logprobs holds top_logprobs when set
+  std::optional<RequestedConstraint> constraint;  // structured output or a forced tool call
 };
 
 struct TokenizeRequest {

@@ -382,5 +382,29 @@ TEST(Sampler, RejectsMismatchedShapes) {
   EXPECT_THROW(sampler.sample(logits, 8, seqs), std::logic_error);
 }
 
+// Structured output: the mask is applied before bias, penalties and sampling, so whatever they do
+// the chosen token is one the mask allows (expected sets written from the mask, not from pagoda).
+TEST(Sampler, TokenMaskWinsOverBiasAndSampling) {
+  Sampler sampler;
+  std::mt19937 gen(3);
+  std::mt19937_64 rng(5);
+  const std::vector<uint64_t> allowed = {(uint64_t{1} << 3) | (uint64_t{1} << 40), uint64_t{1} << 6};  // 3, 40, 70
+  SamplingParams p;
+  p.logit_bias = std::make_shared<std::vector<std::pair<int32_t, float>>>(
+      std::vector<std::pair<int32_t, float>>{{0, 100.0f}, {71, 100.0f}});
+  p.frequency_penalty = 1.0;
+  for (double temperature : {0.0, 1.0, 2.0}) {
+    p.temperature = temperature;
+    for (int trial = 0; trial < 50; ++trial) {
+      const auto row = random_logits(gen, 100);
+      const int32_t t = sampler.sample_row(row, p, {}, {}, rng, &allowed).token;
+      EXPECT_TRUE(t == 3 || t == 40 || t == 70) << t;
+    }
+  }
+  std::vector<float> row(100, 0.0f);
+  apply_token_mask(row, allowed);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(std::isinf(row[static_cast<size_t>(i)]), !(i == 3 || i == 40 || i == 70)) << i;
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -41,6 +41,19 @@ TEST(ServerApi, PrefixCacheThroughTheOpenAiClient) {
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
+// The shipped default model knows no JSON: only the grammar mask makes its outputs valid.
+TEST(ServerApi, StructuredOutputsOnTheDefaultModel) {
+  const DefaultModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny"})) << s.log();
+  const CommandResult r = run_command(api_test(s, "structured"));
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_NE(r.out.find("ok 4 - structured outputs"), std::string::npos) << r.out;  // ran, not skipped
+  EXPECT_EQ(r.out.find("default model # SKIP"), std::string::npos) << r.out;
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
 TEST(ServerApi, HybridPrefixCacheHitsASharedSystemPrompt) {
   const DefaultModelDir dir;  // Qwen3.5: Gated DeltaNet layers, a chat template
   ASSERT_FALSE(dir.path.empty());

@@ -1,0 +1,55 @@
+// The grammar as a pushdown automaton over bytes. An automaton state is a set of stacks of rule
+// positions (each stack one way the input so far can continue); stacks are hash-consed into an
+// arena shared by every request of the grammar, so a state is a short sorted list of stack ids,
+// equal states compare equal, and the work of expanding a stack or stepping it over a byte is
+// done once per (stack, byte) and then looked up. Not thread-safe: GrammarRuntime locks it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "structured/grammar.h"
+
+namespace pagoda::structured {
+
+using StackId = uint32_t;
+using State = std::vector<StackId>;  // sorted, unique; StackId 0 = the empty stack (input complete)
+
+class Automaton {
+ public:
+  explicit Automaton(Grammar g);
+
+  State initial();
+  // Appends to `out` (sorted, unique) the stacks of `from` after byte b; empty = rejected.
+  void step(const State& from, uint8_t b, State& out);
+  static bool accepting(const State& s) { return !s.empty() && s.front() == 0; }
+  const Grammar& grammar() const { return g_; }
+  size_t stacks() const { return nodes_.size(); }
+
+  // Stepping one stack over one byte, memoised: [begin, end) into pool().
+  std::pair<uint32_t, uint32_t> step_stack(StackId s, uint8_t b);
+  const std::vector<StackId>& pool() const { return pool_; }
+
+ private:
+  struct Node {
+    uint32_t pos;
+    StackId parent;
+  };
+  StackId push(uint32_t pos, StackId parent);
+  void expand(StackId s, std::vector<StackId>& out, int depth);
+  std::pair<uint32_t, uint32_t> expanded(StackId s);
+
+  Grammar g_;
+  std::vector<std::vector<uint32_t>> alt_starts_;
+  std::vector<Node> nodes_;
+  std::unordered_map<uint64_t, StackId> index_;
+  std::vector<uint64_t> expanded_;  // per stack: 0 = not yet, else (begin << 20 | (len + 1))
+  std::vector<std::unique_ptr<std::array<uint64_t, 256>>> steps_;
+  std::vector<StackId> pool_;
+  std::vector<StackId> scratch_;
+};
+
+}  // namespace pagoda::structured

@@ -1,0 +1,22 @@
+// A regular expression (the subset structured-output clients send: literals, classes with
+// \d \w \s, ., groups, |, * + ? {m,n}, ^ $ at the ends) as one GBNF expression. Features an
+// automaton cannot enforce (backreferences, lookaround, \b) are an Error naming them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pagoda::structured {
+
+// json_string: the regex constrains the decoded text of a JSON string, so `"`, `\` and control
+// characters are written JSON-escaped (literals) or left out (classes).
+std::string regex_to_gbnf(std::string_view regex, bool json_string = false);
+
+// GBNF spellings shared by the front ends.
+std::string gbnf_literal(std::string_view bytes);
+std::string gbnf_class(const std::vector<std::pair<uint32_t, uint32_t>>& ranges);
+
+}  // namespace pagoda::structured
