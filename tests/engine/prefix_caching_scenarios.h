@@ -93,13 +93,6 @@ inline RunOutput run(const std::string& model, const std::vector<Request>& reque
   return out;
 }
 
-inline std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
-  std::uniform_int_distribution<int32_t> d(0, 511);  // the fixtures' vocabulary
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = d(rng);
-  return t;
-}
-
 inline std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

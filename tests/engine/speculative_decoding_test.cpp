@@ -25,7 +25,7 @@ using testing::spec::Knobs;
 using testing::spec::RunOutput;
 using testing::spec::run;
 using testing::spec::prompts;
-using testing::spec::random_tokens;
+using testing::random_tokens;
 using testing::spec::expect_same;
 
 class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {};

@@ -123,13 +123,6 @@ inline RunOutput run(const std::string& model, const std::vector<std::vector<int
   return out;
 }
 
-inline std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
-  std::uniform_int_distribution<int32_t> d(0, 511);  // the fixtures' vocabulary
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = d(rng);
-  return t;
-}
-
 // Random prompts, and prompts that repeat a phrase (where n-gram lookup finds its drafts).
 inline std::vector<std::vector<int32_t>> prompts() {
   std::mt19937 rng(77);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,14 @@ inline std::vector<ReferenceCase> load_reference(const std::string& name) {
     cases.push_back(std::move(rc));
   }
   return cases;
+}
+
+// Random token ids in the tiny fixtures' vocabulary (512).
+inline std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
+  std::uniform_int_distribution<int32_t> d(0, 511);  // the fixtures' vocabulary
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = d(rng);
+  return t;
 }
 
 }  // namespace pagoda::testing
