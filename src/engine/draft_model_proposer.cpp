@@ -106,14 +106,7 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
     // it. An MTP head stops one short: it needs the token after each position.
     const int32_t end = s.samples ? seq->num_tokens() - shift_ : seq->num_computed_tokens;
     if (end <= s.start) continue;
-    int32_t d = 0;
-    if (s.samples && !seq->params().grammar) {  // constrained sequences do not speculate
-      d = k;
-      const SamplingParams& p = seq->params();
-      if (p.max_tokens) d = std::min(d, *p.max_tokens - seq->num_output_tokens() - 1);
-      d = std::min(d, max_len - seq->num_tokens() - 1);
-      d = std::max(d, 0);
-    }
+    int32_t d = s.samples ? draft_budget(*seq, k, max_len) : 0;
     // Slots for the catch-up and the drafts fed back (the last draft is never fed).
     if (!scheduler.reserve_lookahead(*seq, end + std::max(d - 1, 0))) {
       d = 0;

@@ -331,7 +331,7 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   return samples;
 }
 
-void EngineCore::count_spec(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens) {
+void EngineCore::settle_drafts(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens) {
   size_t k = 0;
   for (const ScheduledSequence& s : sched.scheduled) {
     if (!s.samples) continue;
@@ -354,17 +354,10 @@ void EngineCore::propose_drafts() {
   if (!spec.enabled()) return;
   for (Sequence* seq : scheduler_->running()) {
     seq->draft_tokens.clear();
-    // A grammar's mask is made for one row a step: constrained sequences do not speculate.
-    if (seq->embed || seq->num_output_tokens() == 0 || seq->params().grammar) continue;
-    // No more drafts than tokens the sequence may still produce after the one sampled anyway.
-    int64_t k = spec.num_speculative_tokens;
-    const SamplingParams& p = seq->params();
-    if (p.max_tokens) k = std::min<int64_t>(k, *p.max_tokens - seq->num_output_tokens() - 1);
-    k = std::min<int64_t>(k, config_.max_model_len - seq->num_tokens() - 1);
+    const int32_t k = draft_budget(*seq, spec.num_speculative_tokens, config_.max_model_len);
     if (k <= 0) continue;
-    seq->draft_tokens = test_proposer_ ? test_proposer_(*seq, static_cast<int32_t>(k))
-                                       : propose_ngram(seq->tokens(), static_cast<int32_t>(k), spec.prompt_lookup_min,
-                                                       spec.prompt_lookup_max);
+    seq->draft_tokens = test_proposer_ ? test_proposer_(*seq, k)
+                                       : propose_ngram(seq->tokens(), k, spec.prompt_lookup_min, spec.prompt_lookup_max);
     if (seq->draft_tokens.size() > static_cast<size_t>(k)) seq->draft_tokens.resize(static_cast<size_t>(k));
   }
 }
@@ -399,7 +392,7 @@ EngineCoreOutputs EngineCore::step() {
     const std::vector<Sequence*> rows = sched.sampling_seqs();
     std::vector<int32_t> before(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) before[i] = rows[i]->num_tokens();
-    count_spec(sched, tokens);
+    settle_drafts(sched, tokens);
     scheduler_->update_from_output(sched, tokens);
     for (size_t i = 0; i < rows.size(); ++i) {
       EngineCoreOutput& o = outs.emplace_back();

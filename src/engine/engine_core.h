@@ -135,7 +135,9 @@ class EngineCore {
                       std::vector<std::vector<SampleResult>>& samples);
   // Speculative decoding: drafts for the next step of every running sequence.
   void propose_drafts();
-  void count_spec(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens);
+  // After sampling, before the scheduler's update: restores the pre-step state of hybrid
+  // sequences that rejected a draft, and counts drafts and accepted tokens (spec_totals_).
+  void settle_drafts(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens);
   ThreadPool& host_pool();
 
   ResolvedEngineConfig config_;

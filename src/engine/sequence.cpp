@@ -1,5 +1,6 @@
 #include "engine/sequence.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace pagoda {
@@ -36,5 +37,13 @@ Sequence::Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams param
       tokens_(std::move(prompt)),
       params_(std::move(params)),
       rng_(params_.seed ? *params_.seed : mix_seed(mix_seed(engine_seed) ^ static_cast<uint64_t>(id))) {}
+
+int32_t draft_budget(const Sequence& seq, int32_t k, int32_t max_model_len) {
+  if (seq.embed || seq.num_output_tokens() == 0 || seq.params().grammar) return 0;
+  int64_t d = k;
+  if (seq.params().max_tokens) d = std::min<int64_t>(d, *seq.params().max_tokens - seq.num_output_tokens() - 1);
+  d = std::min<int64_t>(d, max_model_len - seq.num_tokens() - 1);
+  return static_cast<int32_t>(std::max<int64_t>(d, 0));
+}
 
 }  // namespace pagoda

@@ -87,6 +87,12 @@ class Sequence {
   std::mt19937_64 rng_;
 };
 
+// How many drafts `seq` may bring to its next step (speculative decoding): at most `k`; none for an
+// embedding request, before its first output token or under a structured-output grammar (its mask
+// is made for one row a step); never more than the tokens it may still produce after the one
+// sampled anyway (max_tokens, max_model_len).
+int32_t draft_budget(const Sequence& seq, int32_t k, int32_t max_model_len);
+
 // splitmix64: a well-mixed 64-bit value of `x`, for deriving seeds.
 uint64_t mix_seed(uint64_t x);
 
