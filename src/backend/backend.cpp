@@ -18,6 +18,10 @@ namespace pagoda {
 // headers; this file does not).
 std::unique_ptr<Backend> make_cuda_backend(int device, DType activation);
 #endif
+#ifdef PAGODA_HAS_VULKAN
+// Defined in backend/vulkan/vulkan_backend.cpp (the Vulkan headers stay out of this file).
+std::unique_ptr<Backend> make_vulkan_backend(int index, DType activation);
+#endif
 
 const char* op_name(Op op) {
   switch (op) {
@@ -239,6 +243,12 @@ DType parse_activation_dtype(const std::string& dtype, const std::string& device
                   "converted when loaded); pass --dtype auto or float32");
     return DType::F32;
   }
+  if (device.rfind("vulkan", 0) == 0) {
+    if (bf16 || f16)
+      throw Error("--dtype " + dtype + ": the Vulkan backend computes in float32 so far (weights of any dtype are "
+                  "converted when loaded); pass --dtype auto or float32");
+    return DType::F32;
+  }
   if (f16)
     throw Error("--dtype " + dtype + ": float16 activations are not supported on CUDA; choose bfloat16 (the "
                 "default) or float32");
@@ -260,7 +270,22 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads
         "this pagoda was built without CUDA; rebuild with nvcc available or use --device cpu");
 #endif
   }
-  throw Error("unknown device '" + device + "'; choose cpu or cuda");
+  if (device == "vulkan" || device.rfind("vulkan:", 0) == 0) {
+#ifdef PAGODA_HAS_VULKAN
+    int index = 0;
+    if (device.size() > 7) {
+      const std::string n = device.substr(7);
+      if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
+        throw Error("--device " + device + ": expected vulkan or vulkan:N with N a device index");
+      index = std::stoi(n);
+    }
+    return make_vulkan_backend(index, parse_activation_dtype(dtype, "vulkan"));
+#else
+    throw Error("this pagoda was built without Vulkan; install the Vulkan headers and glslc (tools/setup.sh) and "
+                "rebuild, or use --device cpu");
+#endif
+  }
+  throw Error("unknown device '" + device + "'; choose cpu, cuda or vulkan[:N]");
 }
 
 }  // namespace pagoda

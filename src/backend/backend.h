@@ -301,9 +301,9 @@ class Backend {
 // The primitives (with their dtypes) that `backend` does not support among `uses`, each once.
 std::vector<OpUse> unsupported_ops(const Backend& backend, const std::vector<OpUse>& uses);
 
-// "cpu" or "cuda"; throws pagoda::Error naming the choices for anything else or a CUDA backend
-// in a build without CUDA. `dtype` is the activation dtype, as vLLM's --dtype: "auto" (cpu:
-// float32, cuda: bfloat16), "bfloat16" (cuda only) or "float32" (cuda: every op in fp32, cuBLAS
+// "cpu", "cuda" or "vulkan[:N]" (device N of the Vulkan loader's list, 0 by default); throws
+// pagoda::Error naming the choices for anything else or a backend this build lacks. `dtype` is the activation dtype, as vLLM's --dtype: "auto" (cpu:
+// float32, cuda: bfloat16, vulkan: float32), "bfloat16" (cuda only) or "float32" (cuda: every op in fp32, cuBLAS
 // without TF32 — slower, for results that must match an fp32 reference token for token).
 std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads = 0,
                                       const std::string& dtype = "auto");

@@ -17,9 +17,32 @@
 #ifdef PAGODA_HAS_CUDA
 #include "backend/cuda/cuda_device.h"
 #endif
+#ifdef PAGODA_HAS_VULKAN
+#include "backend/vulkan/vulkan_context.h"
+#endif
 
 namespace pagoda::cli {
 namespace {
+
+// "vulkan:0 llvmpipe (cpu, Vulkan 1.3)" per device the loader sees, or why there are none.
+void print_vulkan_devices() {
+#ifdef PAGODA_HAS_VULKAN
+  try {
+    const std::vector<vulkan::DeviceInfo> devs = vulkan::list_devices();
+    if (devs.empty()) std::printf("vulkan devices     (none: no Vulkan driver; Debian: mesa-vulkan-drivers)\n");
+    for (size_t i = 0; i < devs.size(); ++i) {
+      const auto& d = devs[i];
+      std::printf("%s vulkan:%zu %s (%s, Vulkan %u.%u)%s\n", i == 0 ? "vulkan devices    " : "                  ", i,
+                  d.name.c_str(), d.type.c_str(), VK_API_VERSION_MAJOR(d.api_version),
+                  VK_API_VERSION_MINOR(d.api_version), d.usable ? "" : (" — unusable, lacks " + d.missing).c_str());
+    }
+  } catch (const std::exception& e) {
+    std::printf("vulkan devices     (none: %s)\n", e.what());
+  }
+#else
+  std::printf("vulkan devices     (built without Vulkan)\n");
+#endif
+}
 
 bool sliding(const ModelConfig& cfg, size_t layer) {
   return layer < cfg.sliding_layers.size() && cfg.sliding_layers[layer] && cfg.sliding_window > 0;
@@ -162,6 +185,7 @@ void print_info(const std::string& dir, const EngineConfig& flags) {
 #else
   std::printf("cuda devices       (built without CUDA)\n");
 #endif
+  print_vulkan_devices();
 }
 
 }  // namespace
@@ -173,7 +197,7 @@ void add_info_command(CLI::App& app, int* exit_code) {
   cmd->add_option("model_dir", *dir,
                   "Checkpoint directory, config.json + *.safetensors (default: models/default)");
   cmd->add_option("--model", *dir, "Same as MODEL_DIR");
-  cmd->add_option("--device", flags->device, "Show the dtypes for this device: cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", flags->device, "Show the dtypes for this device: cpu, cuda or vulkan")->capture_default_str();
   cmd->add_option("--dtype", flags->dtype, "As serve's --dtype")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "As serve's --kv-cache-dtype")->capture_default_str();
   cmd->callback([dir, flags, exit_code] {

@@ -138,7 +138,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--ctx", args->ctx, "Window length in tokens")->capture_default_str();
   cmd->add_option("--stride", args->stride, "Window step in tokens")->capture_default_str();
   cmd->add_option("--logits-out", args->logits_out, "Write every position's fp32 logits here");
-  cmd->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu, cuda or vulkan[:N]")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--dtype", args->dtype, "Activation dtype: auto, bfloat16 (cuda) or float32")
       ->capture_default_str();

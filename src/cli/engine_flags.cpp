@@ -11,7 +11,7 @@ namespace pagoda::cli {
 
 void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   EngineConfig& c = f.config;
-  cmd->add_option("--device", c.device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu, cuda or vulkan[:N] (Vulkan device N, as `pagoda info` lists them)")->capture_default_str();
   cmd->add_option("--threads", c.num_threads, "CPU threads (0 = all cores)");
   cmd->add_option("--dtype", c.dtype,
                   "Model dtype: auto (cpu: the checkpoint's, computed in float32; cuda: bfloat16), bfloat16 "

@@ -7,7 +7,14 @@
 
 namespace pagoda {
 
-const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
+const char* device_name(Device d) {
+  switch (d) {
+    case Device::CPU: return "cpu";
+    case Device::CUDA: return "cuda";
+    case Device::Vulkan: return "vulkan";
+  }
+  return "?";
+}
 
 Tensor::Tensor(void* ptr, DType t, Device dev, std::initializer_list<int64_t> dims)
     : data(ptr), dtype(t), device(dev), ndim(static_cast<int>(dims.size())) {

@@ -13,7 +13,7 @@
 
 namespace pagoda {
 
-enum class Device : uint8_t { CPU, CUDA };
+enum class Device : uint8_t { CPU, CUDA, Vulkan };
 const char* device_name(Device d);
 
 struct Tensor {

@@ -28,7 +28,8 @@ DType parse_kv_cache_dtype(const std::string& s, DType model_dtype) {
 }
 
 void validate_engine_config(const EngineConfig& c) {
-  check(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '" + c.device + "'");
+  check(c.device == "cpu" || c.device == "cuda" || c.device == "vulkan" || c.device.rfind("vulkan:", 0) == 0,
+        "--device must be cpu, cuda or vulkan[:N], got '" + c.device + "'");
   parse_activation_dtype(c.dtype, c.device);  // throws for a bad --dtype
   parse_kv_cache_dtype(c.kv_cache_dtype, DType::F32);
   check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,

@@ -116,9 +116,12 @@ void EngineCore::plan_and_allocate() {
   in.num_blocks_override = config_.num_gpu_blocks_override;
   in.kv_cache_memory_bytes = config_.kv_cache_memory_bytes;
   in.snapshot_fraction = sc.use_state_slots ? config_.state_snapshot_memory_fraction : 0.0;
-  if (backend_->device() == Device::CPU) {
-    // No device memory to fill on the CPU: by default the KV cache gets what max_num_seqs
-    // sequences of max_model_len could use, but never more than a quarter of free memory.
+  // The CPU, and a device whose memory is the host's (Vulkan on lavapipe, integrated GPUs, Apple:
+  // total_memory() 0), have no device memory to fill.
+  const bool host_memory = backend_->device() == Device::CPU || backend_->total_memory() == 0;
+  if (host_memory) {
+    // By default the KV cache gets what max_num_seqs sequences of max_model_len could use, but
+    // never more than a quarter of free memory.
     in.total_bytes = available_host_memory();
     in.utilization = 1.0;
     if (in.kv_cache_memory_bytes == 0 && in.num_blocks_override == 0) {
