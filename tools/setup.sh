@@ -8,7 +8,8 @@ packages=(cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libboost-dev zlib1g-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev
           python3 python3-jsonschema
           libgtest-dev libgmock-dev libbenchmark-dev ccache curl
-          libssl-dev openssl)
+          libssl-dev openssl
+          libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers)
 # Node.js fetches test data from the npm registry; use the machine's own when it has one (its npm
 # may come from elsewhere than Debian, and Debian's npm package would conflict with it).
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -118,7 +118,8 @@ void add_norms(std::vector<OpCase>& out) {
 void add_linear(std::vector<OpCase>& out) {
   // T from 1 (decode GEMV) past the skinny-GEMM limit of 8 to a small GEMM; K a multiple of 8 and not.
   struct Shape { int64_t t, n, k; };
-  const Shape shapes[] = {{1, 40, 64}, {3, 72, 136}, {8, 33, 256}, {9, 64, 96}, {37, 50, 72}, {2, 16, 37}};
+  // T=70: past the Vulkan backend's GEMV limit (64 tokens), its tiled path.
+  const Shape shapes[] = {{1, 40, 64}, {3, 72, 136}, {8, 33, 256}, {9, 64, 96}, {37, 50, 72}, {2, 16, 37}, {70, 24, 40}};
   for (DType wdt : {DType::F32, DType::BF16, DType::F16})
     for (const Shape& s : shapes)
       for (bool f32_out : {false, true}) {

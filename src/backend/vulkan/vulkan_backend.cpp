@@ -4,6 +4,9 @@
 #include "backend/vulkan/vulkan_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/vulkan/vulkan_util.h"
@@ -24,6 +27,9 @@ enum : uint32_t { kAdd = 0, kSiluMul = 1, kGeluTanhMul = 2, kScale = 3, kSoftcap
 
 int64_t rows_of(const Tensor& t) { return t.ndim == 0 ? 1 : t.size(0); }
 
+// Up to this many tokens a linear runs as GEMVs (gemv.comp), beyond as 16 × 16 tiles (linear.comp).
+constexpr int64_t kGemvMaxTokens = 64;
+
 }  // namespace
 
 std::unique_ptr<Backend> make_vulkan_backend(int index, DType activation) {
@@ -32,6 +38,8 @@ std::unique_ptr<Backend> make_vulkan_backend(int index, DType activation) {
 
 VulkanBackend::VulkanBackend(int index, DType activation)
     : ctx_(index), memory_(ctx_), pipelines_(ctx_), stream_(ctx_, memory_) {
+  const char* prof = std::getenv("PAGODA_VULKAN_PROFILE");
+  profiling_ = prof && std::strcmp(prof, "1") == 0;
   require(activation == DType::F32, "init",
           std::string("activations in ") + dtype_name(activation) +
               " are not supported yet; the Vulkan backend computes in float32 (--dtype float32 or auto)");
@@ -41,6 +49,11 @@ VulkanBackend::~VulkanBackend() {
   try {
     stream_.finish();
   } catch (...) {
+  }
+  if (profiling_) {
+    std::fprintf(stderr, "vulkan profile (every dispatch waited for):\n%-18s %10s %12s\n", "shader", "dispatches", "ms");
+    for (const auto& [shader, v] : profile_)
+      std::fprintf(stderr, "%-18s %10lld %12.2f\n", shader.c_str(), static_cast<long long>(v.first), v.second * 1e3);
   }
   if (scratch_.buffer) memory_.release(scratch_);
   for (auto& a : retired_) memory_.release(a);
@@ -147,6 +160,24 @@ void VulkanBackend::upload_convert(const Tensor& host_src, Tensor& dst) {
     copy_to_device(static_cast<unsigned char*>(dst.data) + static_cast<size_t>(begin) * out_es, buf.data(),
                    static_cast<size_t>(count) * out_es);
   }
+}
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void VulkanBackend::begin_profile() {
+  stream_.finish();
+  profile_start_ = now_seconds();
+}
+
+void VulkanBackend::end_profile(const char* shader) {
+  stream_.finish();
+  auto& [n, secs] = profile_[shader];
+  ++n;
+  secs += now_seconds() - profile_start_;
 }
 
 uint32_t VulkanBackend::groups_for(int64_t n, int64_t per_group) {
@@ -259,6 +290,11 @@ void VulkanBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     uint32_t T, N, K, x_stride, out_stride, w_dt;
   } p{vk_address(x), vk_address(w), vk_address(out), u32(T), u32(N), u32(K), u32(x.stride0()),
       u32(out.stride0()), dtype_code(w.dtype, op, "w")};
+  if (T <= kGemvMaxTokens) {
+    // A subgroup per output row, w read once per 8 tokens (gemv.comp).
+    run("gemv", p, groups_for(N * ctx_.subgroup_size, 64));
+    return;
+  }
   const int64_t gx = (N + 15) / 16, gy = (T + 15) / 16;
   require(gx <= 65535 && gy <= 65535, op, "more than 65,535 tiles of 16 in one dimension");
   run("linear", p, u32(gx), u32(gy));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,8 +80,14 @@ class VulkanBackend final : public Backend {
   template <class Push>
   void run(const char* shader, const Push& push, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
     static_assert(sizeof(Push) <= vulkan::kMaxPushBytes, "push constants over 128 bytes");
-    stream_.dispatch(pipelines_.get(shader), pipelines_.layout(), &push, sizeof(Push), gx, gy, gz);
+    VkPipeline pipeline = pipelines_.get(shader);
+    if (profiling_) begin_profile();
+    stream_.dispatch(pipeline, pipelines_.layout(), &push, sizeof(Push), gx, gy, gz);
+    if (profiling_) end_profile(shader);
   }
+  // PAGODA_VULKAN_PROFILE=1: every dispatch waited for and timed; a table per shader at exit.
+  void begin_profile();
+  void end_profile(const char* shader);
   // Workgroups for a grid-stride loop over n items, `per_group` per workgroup.
   static uint32_t groups_for(int64_t n, int64_t per_group);
   // A device scratch buffer of at least `bytes`, valid until the next op that asks for one. A grown
@@ -102,6 +109,9 @@ class VulkanBackend final : public Backend {
     vulkan::Allocation buffer;
   };
   std::vector<RopeTable> rope_tables_;
+  bool profiling_ = false;
+  double profile_start_ = 0;
+  std::map<std::string, std::pair<int64_t, double>> profile_;  // shader → (dispatches, seconds)
 };
 
 // The device address of a tensor's first element (0 for an empty tensor).
