@@ -8,9 +8,10 @@ DecoderBase::DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend
     : cfg_(cfg), be_(backend), ws_(backend, ckpt), native_dtype_(WeightStore::native_dtype(ckpt)) {}
 
 // The CPU keeps the checkpoint's dtype (used in place from the mapping; its kernels accumulate in
-// fp32 whatever the weight dtype); the GPU backends convert to their activation dtype.
+// fp32 whatever the weight dtype), and so does Vulkan (its shaders read f32, bf16 or f16 weights);
+// CUDA converts to its activation dtype (cuBLASLt's operands).
 DType DecoderBase::weight_dtype() const {
-  return be_.device() == Device::CPU ? native_dtype_ : be_.activation_dtype();
+  return be_.device() == Device::CUDA ? be_.activation_dtype() : native_dtype_;
 }
 
 void DecoderBase::load_embedding_and_head() {

@@ -36,7 +36,7 @@ void check_weights_fit(const ModelConfig& config, const Checkpoint& ckpt, DType 
 std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
                                   Backend& backend) {
   const DType wdtype =
-      backend.device() == Device::CPU ? WeightStore::native_dtype(ckpt) : backend.activation_dtype();
+      backend.device() == Device::CUDA ? backend.activation_dtype() : WeightStore::native_dtype(ckpt);
   check_weights_fit(config, ckpt, wdtype, backend.total_memory(), backend.name());
   const ModelFamily& family = model_family_of(config);
   std::unique_ptr<Model> model = family.make(config, ckpt, backend);
