@@ -221,7 +221,7 @@ TEST(CliGenerate, SaysWhatIsWrong) {
   EXPECT_NE(r.out.find("--no-such-flag"), std::string::npos) << r.out;
   r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt-token-ids 5 --device tpu");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("cpu or cuda"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu, cuda or vulkan"), std::string::npos) << r.out;
   r = pagoda("generate " + fixture("qwen3-tiny-tied") + " --prompt-token-ids 5 --dtype int8");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("choose auto, bfloat16 or float32"), std::string::npos) << r.out;
