@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/gemv.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -99,6 +100,39 @@ TEST_P(CpuGemv, MatchesNaiveProductOnEveryShape) {
     }
 }
 
+// The blocked GEMM for many rows of x (gemm.h), where the ISA has one; a path without one is skipped.
+class CpuGemm : public ::testing::TestWithParam<CpuIsa> {};
+
+TEST_P(CpuGemm, MatchesNaiveProductOnEveryShape) {
+  const CpuIsa isa = GetParam();
+  if (!cpu::isa_supported(isa)) GTEST_SKIP() << "this CPU cannot run the " << cpu::isa_name(isa) << " path";
+  const cpu::GemmKernels g = cpu::gemm_kernels_for(isa);
+  ASSERT_NE(g.bf16, nullptr) << cpu::isa_name(isa);
+  cpu::GemvKernels k;
+  k.bf16 = g.bf16;
+  k.f16 = g.f16;
+  const double tol = 2e-6;  // fp32 products and sums, as the GEMV kernels
+  uint32_t seed = 100;
+  struct Shape { int64_t t, n, k; };
+  // T: one micro-tile, each rest of 12, past one 192-row chunk; N off the 32-row panel; K odd, past
+  // one 256-column block, odd past it.
+  for (const Shape s : {Shape{16, 32, 64}, {12, 1, 1}, {13, 33, 257}, {23, 64, 512}, {200, 70, 300},
+                        {17, 5, 31}, {35, 48, 600}, {16, 96, 1024}, {29, 31, 3}})
+    for (bool bf16 : {true, false}) {
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "f16") + " T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) +
+                   " K=" + std::to_string(s.k));
+      EXPECT_LE(worst_error(k, bf16, s.t, s.n, s.k, seed++), tol);
+    }
+}
+
+TEST(CpuGemmCheck, Avx512PathsHaveTheGemm) {
+  EXPECT_EQ(cpu::gemm_kernels_for(CpuIsa::Scalar).bf16, nullptr);
+#if defined(__x86_64__)
+  EXPECT_NE(cpu::gemm_kernels_for(CpuIsa::Avx512).bf16, nullptr);
+  EXPECT_NE(cpu::gemm_kernels_for(CpuIsa::Avx512Bf16).f16, nullptr);
+#endif
+}
+
 // The comparison can fail: a kernel that drops the last column is caught.
 TEST(CpuGemvCheck, DetectsAWrongKernel) {
   cpu::GemvKernels wrong;
@@ -114,6 +148,9 @@ TEST(CpuGemvCheck, ScalarPathAlwaysAvailable) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, CpuGemv,
                          ::testing::Values(CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16),
+                         [](const auto& p) { return std::string(cpu::isa_name(p.param)); });
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuGemm, ::testing::Values(CpuIsa::Avx512, CpuIsa::Avx512Bf16),
                          [](const auto& p) { return std::string(cpu::isa_name(p.param)); });
 
 }  // namespace
