@@ -1,8 +1,9 @@
 // linear: out[T, N] = x[T, K] · w[N, K]^T, fp32 accumulation, weights F32/BF16/F16.
 // BF16/F16 weights (the checkpoint's dtype, used in place from the mapping) go through the GEMV
 // kernels of gemv.h, which widen them in registers: decode streams each weight byte once. For many
-// rows of x (prefill) the blocked GEMM of gemm.h where the ISA has one, else the GEMV kernels over
-// blocks of x rows that stay in cache. F32 weights: our tiled fp32 kernel (kernels.h).
+// rows of x (prefill) the same kernels over blocks of x rows that stay in cache (the FMAs are the
+// limit), or the bf16-activation blocked GEMM of gemm.h where PAGODA_CPU_PREFILL=bf16 opts in. F32
+// weights: our tiled fp32 kernel (kernels.h).
 #include <algorithm>
 
 #include "backend/cpu/check.h"
