@@ -27,7 +27,7 @@ namespace {
 constexpr int kNr = 32;
 constexpr int kMr = 12;
 constexpr int64_t kKc = 512;  // even: pairs never straddle blocks; a 32 KiB panel
-constexpr int64_t kTc = 384;
+constexpr int64_t kTc = 516;  // 43 micro-tiles: 516 KiB of packed x per K block (L2); 384 measured 7% slower
 
 PAGODA_BF16G __m512bh as_bh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }
 
