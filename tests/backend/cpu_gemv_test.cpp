@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/gemv.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -46,7 +47,18 @@ double from_bf16(uint16_t b) {
 
 // Worst |got - want| / sum_k |x_k w_k| over all outputs of one shape; outputs outside [T, N] of the
 // strided out must stay untouched.
-double worst_error(const cpu::GemvKernels& k, bool bf16, int64_t T, int64_t N, int64_t K, uint32_t seed) {
+// x rounded to bf16, round to nearest even (finite inputs): the blocked GEMM's formula.
+double round_bf16(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  std::memcpy(&r, &b, 4);
+  return r;
+}
+
+double worst_error(const cpu::GemvKernels& k, bool bf16, int64_t T, int64_t N, int64_t K, uint32_t seed,
+                   bool x_bf16 = false) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t ldx = K + 3, ldo = N + 5;
@@ -66,7 +78,8 @@ double worst_error(const cpu::GemvKernels& k, bool bf16, int64_t T, int64_t N, i
       double want = 0.0, mag = 0.0;
       for (int64_t kk = 0; kk < K; ++kk) {
         const uint16_t wb = w[static_cast<size_t>(n * K + kk)];
-        const double p = double(x[static_cast<size_t>(t * ldx + kk)]) * (bf16 ? from_bf16(wb) : from_half(wb));
+        const float xv = x[static_cast<size_t>(t * ldx + kk)];
+        const double p = (x_bf16 ? round_bf16(xv) : double(xv)) * (bf16 ? from_bf16(wb) : from_half(wb));
         want += p;
         mag += std::fabs(p);
       }
@@ -99,6 +112,39 @@ TEST_P(CpuGemv, MatchesNaiveProductOnEveryShape) {
     }
 }
 
+// The blocked GEMM for many rows of x (gemm.h) against sum_k bf16(x) * w in fp64: exact products,
+// fp32 sums, so the same tolerance as the GEMV kernels.
+class CpuGemm : public ::testing::TestWithParam<CpuIsa> {};
+
+TEST_P(CpuGemm, MatchesNaiveProductOnEveryShape) {
+  const CpuIsa isa = GetParam();
+  if (!cpu::isa_supported(isa)) GTEST_SKIP() << "this CPU cannot run the " << cpu::isa_name(isa) << " path";
+  const cpu::GemmKernels g = cpu::gemm_kernels_for(isa);
+  ASSERT_NE(g.bf16, nullptr) << cpu::isa_name(isa);
+  cpu::GemvKernels k;
+  k.bf16 = g.bf16;
+  const double tol = 2e-6;
+  uint32_t seed = 100;
+  struct Shape { int64_t t, n, k; };
+  // T: one micro-tile, each rest of 12, past one 516-row chunk; N off the 32-row panel; K odd, past
+  // one 512-column block, odd past it.
+  for (const Shape s : {Shape{16, 32, 64}, {12, 1, 1}, {13, 33, 257}, {23, 64, 1024}, {530, 20, 300},
+                        {17, 5, 31}, {35, 48, 601}, {16, 96, 1030}, {29, 31, 3}}) {
+    SCOPED_TRACE("T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k));
+    EXPECT_LE(worst_error(k, true, s.t, s.n, s.k, seed++, true), tol);
+  }
+  // And it is not the exact product: the rounding of x shows (the reference can tell them apart).
+  EXPECT_GT(worst_error(k, true, 16, 32, 256, 7, false), 1e-5);
+}
+
+TEST(CpuGemmCheck, OnlyAvx512Bf16HasTheGemm) {
+  EXPECT_EQ(cpu::gemm_kernels_for(CpuIsa::Scalar).bf16, nullptr);
+  EXPECT_EQ(cpu::gemm_kernels_for(CpuIsa::Avx512).bf16, nullptr);
+#if defined(__x86_64__)
+  EXPECT_NE(cpu::gemm_kernels_for(CpuIsa::Avx512Bf16).bf16, nullptr);
+#endif
+}
+
 // The comparison can fail: a kernel that drops the last column is caught.
 TEST(CpuGemvCheck, DetectsAWrongKernel) {
   cpu::GemvKernels wrong;
@@ -114,6 +160,9 @@ TEST(CpuGemvCheck, ScalarPathAlwaysAvailable) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, CpuGemv,
                          ::testing::Values(CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16),
+                         [](const auto& p) { return std::string(cpu::isa_name(p.param)); });
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuGemm, ::testing::Values(CpuIsa::Avx512Bf16),
                          [](const auto& p) { return std::string(cpu::isa_name(p.param)); });
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/convert.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
@@ -33,11 +34,13 @@ CpuBackend::~CpuBackend() = default;
 
 CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {
   cpu::gemv_kernels();  // a PAGODA_CPU_ISA this CPU cannot run fails here, not at the first step
+  cpu::gemm_kernels();  // and so does a PAGODA_CPU_PREFILL it cannot
 }
 
 std::string CpuBackend::name() const {
   return "cpu (" + std::to_string(pool_.num_threads()) + " threads, " + cpu::kernels().isa + ", 16-bit weights " +
-         cpu::isa_name(cpu::gemv_kernels().isa) + ")";
+         cpu::isa_name(cpu::gemv_kernels().isa) +
+         (cpu::gemm_kernels().bf16 != nullptr ? ", prefill GEMM with bf16 activations" : "") + ")";
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {

@@ -1,13 +1,15 @@
 // linear: out[T, N] = x[T, K] · w[N, K]^T, fp32 accumulation, weights F32/BF16/F16.
 // BF16/F16 weights (the checkpoint's dtype, used in place from the mapping) go through the GEMV
 // kernels of gemv.h, which widen them in registers: decode streams each weight byte once. For many
-// rows of x (prefill) the same kernels run over blocks of x rows that stay in cache, so the weights
-// are read once per block. F32 weights: our tiled fp32 kernel (kernels.h).
+// rows of x (prefill) the same kernels over blocks of x rows that stay in cache (the FMAs are the
+// limit), or the bf16-activation blocked GEMM of gemm.h where PAGODA_CPU_PREFILL=bf16 opts in. F32
+// weights: our tiled fp32 kernel (kernels.h).
 #include <algorithm>
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/kernels.h"
 
@@ -24,6 +26,15 @@ void linear_half(ThreadPool& pool, const float* x, int64_t ldx, const Tensor& w,
   const GemvKernels& kern = gemv_kernels();
   const GemvFn fn = w.dtype == DType::BF16 ? kern.bf16 : kern.f16;
   const auto* wp = static_cast<const uint16_t*>(w.data);
+  const GemmKernels& gemm = gemm_kernels();
+  const GemvFn gemm_fn = w.dtype == DType::BF16 ? gemm.bf16 : gemm.f16;
+  if (gemm_fn != nullptr && T >= kGemmMinRows) {
+    // Compute-bound: whole weight panels per thread, the GEMM blocks x itself.
+    pool.parallel_for_static(
+        N, [&](int64_t n0, int64_t n1) { gemm_fn(x, ldx, wp + n0 * K, K, out + n0, ldo, T, n1 - n0, K); },
+        kGemmPanelRows, static_cast<double>(T * K));
+    return;
+  }
   // Even rows per thread (the loop is bandwidth-bound at small T); 16-row grains keep each thread's
   // slice a whole number of 4-row tiles.
   pool.parallel_for_static(
