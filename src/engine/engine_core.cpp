@@ -306,7 +306,11 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   std::future<void> masks;
   for (Sequence* s : rows) {
     if (s->embed || !s->params().grammar) continue;
-    if (!s->matcher) s->matcher.emplace(s->params().grammar);
+    // Until grammar_after_token is sampled the sequence has no matcher: unconstrained.
+    const int32_t after = s->params().grammar_after_token;
+    if (!s->matcher && (after < 0 || (!s->output().empty() && s->output().back() == after)))
+      s->matcher.emplace(s->params().grammar);
+    if (!s->matcher) continue;
     if (!masks.valid()) masks = std::async(std::launch::async, [&rows, len = config_.max_model_len] { fill_grammar_masks(rows, len); });
   }
   const StepLogits& out = runner_->execute_greedy(

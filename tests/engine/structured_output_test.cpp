@@ -5,6 +5,7 @@
 // python3-jsonschema, re, ast).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -99,6 +100,53 @@ TEST(StructuredEngine, EveryOutputOfTheDefaultModelValidatesIndependently) {
   out.close();
   const std::string cmd = "python3 " + kSource + "/tests/structured/validate_outputs.py " + out_path;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+// vLLM's reasoning + structured outputs: the grammar starts after the reasoning's end token. Here
+// the "end" is a token the model says unconstrained (taken from a plain greedy run): up to and
+// including it the output is the plain run's (the model's text is no JSON, so a mask from the first
+// token would change it), and what follows validates against the schema.
+TEST(StructuredEngine, GrammarStartsAfterTheReasoningEndToken) {
+  EngineConfig config;
+  config.max_model_len = 512;
+  config.kv_cache_memory_bytes = 16 << 20;
+  Engine engine(kSource + "/models/default", config);
+  std::vector<int32_t> eos;
+  for (int64_t id : engine.model_config().eos_token_ids) eos.push_back(static_cast<int32_t>(id));
+  const std::vector<int32_t> prompt = engine.tokenizer()->encode("And God said");
+  auto run = [&](const SamplingParams& p) {
+    engine.add_request(prompt, p);
+    std::vector<int32_t> ids;
+    while (engine.has_unfinished())
+      for (const RequestOutput& o : engine.step()) ids.insert(ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    return ids;
+  };
+  SamplingParams plain;
+  plain.temperature = 0;
+  plain.max_tokens = 6;
+  plain.ignore_eos = true;
+  const std::vector<int32_t> free_ids = run(plain);
+  ASSERT_EQ(free_ids.size(), 6u);
+  const int32_t end_token = free_ids[2];
+  const size_t k = static_cast<size_t>(std::find(free_ids.begin(), free_ids.end(), end_token) - free_ids.begin());
+
+  const json schema = json::parse(R"({"type":"object","properties":{"n":{"type":"integer"},"s":{"type":"string","maxLength":5}},"required":["n","s"]})");
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = kMaxTokens;
+  p.grammar = std::make_shared<structured::GrammarRuntime>(
+      structured::compile_constraint({ConstraintKind::kJsonSchema, schema.dump(), {}}),
+      std::make_shared<structured::TokenTrie>(structured::vocabulary_bytes(*engine.tokenizer(), eos)), eos);
+  p.grammar_after_token = end_token;
+  std::vector<int32_t> ids = run(p);
+  ASSERT_GT(ids.size(), k + 1);
+  EXPECT_TRUE(std::equal(free_ids.begin(), free_ids.begin() + static_cast<std::ptrdiff_t>(k + 1), ids.begin()));
+  if (std::find(eos.begin(), eos.end(), ids.back()) != eos.end()) ids.pop_back();
+  const std::string answer = engine.tokenizer()->decode(std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(k + 1), ids.end()));
+  const std::string out_path = ::testing::TempDir() + "/structured_after_reasoning.jsonl";
+  std::ofstream(out_path) << json{{"kind", "schema"}, {"spec", schema}, {"output", answer}}.dump() << "\n";
+  const std::string cmd = "python3 " + kSource + "/tests/structured/validate_outputs.py " + out_path;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n  output: " << answer;
 }
 
 }  // namespace
