@@ -303,16 +303,19 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   }
   // Structured output: the masks of this step depend only on the tokens so far, so they are
   // computed on a worker thread while the forward pass runs.
-  std::future<void> masks;
+  // Every matcher is made before the worker starts: it reads them all.
+  bool any_matcher = false;
   for (Sequence* s : rows) {
     if (s->embed || !s->params().grammar) continue;
     // Until grammar_after_token is sampled the sequence has no matcher: unconstrained.
     const int32_t after = s->params().grammar_after_token;
     if (!s->matcher && (after < 0 || (!s->output().empty() && s->output().back() == after)))
       s->matcher.emplace(s->params().grammar);
-    if (!s->matcher) continue;
-    if (!masks.valid()) masks = std::async(std::launch::async, [&rows, len = config_.max_model_len] { fill_grammar_masks(rows, len); });
+    any_matcher |= s->matcher.has_value();
   }
+  std::future<void> masks;
+  if (any_matcher)
+    masks = std::async(std::launch::async, [&rows, len = config_.max_model_len] { fill_grammar_masks(rows, len); });
   const StepLogits& out = runner_->execute_greedy(
       sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
   for (const ScheduledSequence& s : sched.scheduled)
