@@ -20,6 +20,20 @@ else
   npm install --silent --no-audit --no-fund --prefix "$node_prefix" "openai@$openai_package_version"
   echo "fetch_test_data: installed openai@$openai_package_version into $node_prefix"
 fi
+# The Vercel AI SDK (`ai` with its OpenAI-compatible provider) for tests/server/ai_sdk_test.mjs
+# (tool_choice enforced). Declares engines {"node": ">=22"} too; its test passes on Node 20.
+ai_package_version="7.0.173"
+ai_provider_version="3.0.92"
+if grep -qs "\"version\": \"$ai_package_version\"" "$node_prefix/node_modules/ai/package.json" &&
+   grep -qs "\"version\": \"$ai_provider_version\"" "$node_prefix/node_modules/@ai-sdk/openai-compatible/package.json"; then
+  echo "fetch_test_data: $node_prefix has ai@$ai_package_version"
+else
+  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
+  mkdir -p "$node_prefix"
+  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "openai@$openai_package_version" \
+    "ai@$ai_package_version" "@ai-sdk/openai-compatible@$ai_provider_version"
+  echo "fetch_test_data: installed ai@$ai_package_version, @ai-sdk/openai-compatible@$ai_provider_version into $node_prefix"
+fi
 # --- end of the server tests section ---------------------------------------------------------------
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

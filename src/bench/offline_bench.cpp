@@ -13,7 +13,8 @@ namespace pagoda {
 
 OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int32_t batch,
                                     int32_t prompt_len, int32_t gen_len, uint64_t seed,
-                                    const std::vector<int32_t>* fixed_prompt) {
+                                    const std::vector<int32_t>* fixed_prompt,
+                                    std::shared_ptr<structured::GrammarRuntime> grammar) {
   if (fixed_prompt) prompt_len = static_cast<int32_t>(fixed_prompt->size());
   check(batch > 0 && prompt_len > 0 && gen_len > 0, "bench: batch, prompt and gen lengths must be > 0");
   std::mt19937_64 rng(seed);
@@ -25,6 +26,7 @@ OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int
   p.temperature = 0;
   p.ignore_eos = true;
   p.max_tokens = gen_len;
+  p.grammar = std::move(grammar);
   std::set<int64_t> waiting_first;
   for (int32_t b = 0; b < batch; ++b) {
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));

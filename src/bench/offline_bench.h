@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,10 +39,12 @@ struct OfflineBenchPoint {
 
 // Runs B requests of `prompt_len` random token ids (seeded) generating exactly `gen_len` tokens
 // each (ignore_eos, greedy) and times the two phases. With `prompt` given, every request's prompt
-// is that one instead (prompt_len is its length).
+// is that one instead (prompt_len is its length). With `grammar`, every request is constrained by
+// it (structured output; the budget steering of the mask still gives exactly gen_len tokens).
 OfflineBenchPoint run_offline_point(Engine& engine, const std::string& name, int32_t batch,
                                     int32_t prompt_len, int32_t gen_len, uint64_t seed,
-                                    const std::vector<int32_t>* prompt = nullptr);
+                                    const std::vector<int32_t>* prompt = nullptr,
+                                    std::shared_ptr<structured::GrammarRuntime> grammar = nullptr);
 
 std::string offline_table(const std::vector<OfflineBenchPoint>& points);
 std::string offline_json(const std::vector<OfflineBenchPoint>& points, const std::string& model,

@@ -14,6 +14,7 @@
 #include "bench/kernel_bench.h"
 #include "bench/membw.h"
 #include "bench/offline_bench.h"
+#include "structured/compile.h"
 #include "bench/serve_bench.h"
 #include "bench/structured_bench.h"
 #include "cli/commands.h"
@@ -29,6 +30,7 @@ struct OfflineArgs {
   int32_t prompt_len = 256, gen_len = 256, pp = 512, tg = 128;
   std::string json_file;
   std::string prompt_file;  // text: the prompt of the tg and batched points instead of random ids
+  std::string schema_file;  // JSON Schema: each tg/batched point also run under it, right after
   uint64_t seed = 0;
   EngineFlags engine;
 };
@@ -60,6 +62,18 @@ void run_offline(const OfflineArgs& a) {
               std::to_string(engine.config().max_model_len) + " with the generated tokens");
   }
   const std::vector<int32_t>* fixed = text_prompt.empty() ? nullptr : &text_prompt;
+  std::shared_ptr<structured::GrammarRuntime> grammar;
+  if (!a.schema_file.empty()) {
+    std::ifstream in(a.schema_file, std::ios::binary);
+    check(static_cast<bool>(in), "cannot read --json-schema '" + a.schema_file + "'");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    check(engine.tokenizer() != nullptr, "--json-schema needs the model's tokenizer.json");
+    std::vector<int32_t> eos;
+    for (int64_t id : engine.model_config().eos_token_ids) eos.push_back(static_cast<int32_t>(id));
+    grammar = std::make_shared<structured::GrammarRuntime>(
+        structured::compile_constraint({structured::ConstraintKind::kJsonSchema, text, {}}),
+        std::make_shared<structured::TokenTrie>(structured::vocabulary_bytes(*engine.tokenizer(), eos)), eos);
+  }
   std::vector<OfflineBenchPoint> points;
   auto run = [&](const std::string& name, int32_t b, int32_t p, int32_t g) {
     // As llama-bench does, one unmeasured run of the same shape first (a short one: its prefill
@@ -69,6 +83,10 @@ void run_offline(const OfflineArgs& a) {
     run_offline_point(engine, "warmup", b, p, std::min(g, 2), a.seed + 1000 + points.size(), prompt);
     points.push_back(run_offline_point(engine, name, b, p, g, a.seed + points.size(), prompt));
     std::fprintf(stderr, "[pagoda] %s done\n", name.c_str());
+    if (grammar && g > 1) {  // the same point under the schema, right after (same prompts)
+      run_offline_point(engine, "warmup", b, p, std::min(g, 2), a.seed + 1000 + points.size(), prompt, grammar);
+      points.push_back(run_offline_point(engine, name + " +schema", b, p, g, a.seed + points.size() - 1, prompt, grammar));
+    }
   };
   if (a.pp > 0) run("pp" + std::to_string(a.pp), 1, a.pp, 1);
   if (a.tg > 0) {
@@ -222,6 +240,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   off->add_option("--prompt-file", args->prompt_file,
                   "A text file whose tokens are the prompt of the tg and batched points (instead of random "
                   "token ids), e.g. to measure n-gram speculative decoding on text that repeats");
+  off->add_option("--json-schema", args->schema_file,
+                  "A JSON Schema file: each tg and batched point is run again right after under it "
+                  "(structured output), to compare decode with and without a schema in one run");
   add_engine_flags(off, args->engine);
   off->callback([args, exit_code] {
     run_offline(*args);

@@ -254,11 +254,14 @@ namespace {
 
 // A grammar whose state space outgrows its bounds mid-generation (pagoda::Error from the
 // automaton) ends that sequence, by allowing only EOS, rather than failing the engine step.
-void fill_grammar_masks(const std::vector<Sequence*>& rows) {
+// The tokens a sequence may still sample let the mask steer it to a complete output in time.
+void fill_grammar_masks(const std::vector<Sequence*>& rows, int32_t max_model_len) {
   for (Sequence* s : rows) {
     if (!s->matcher) continue;
     try {
-      s->matcher->fill_mask(s->grammar_mask);
+      int64_t left = int64_t{max_model_len} - s->num_tokens();
+      if (s->params().max_tokens) left = std::min<int64_t>(left, *s->params().max_tokens - s->num_output_tokens());
+      s->matcher->fill_mask(s->grammar_mask, left);
     } catch (const Error& e) {
       LOG_WARN("structured output of request " << s->id() << " stopped: " << e.what());
       s->grammar_mask.assign((static_cast<size_t>(s->matcher->runtime().vocab_size()) + 63) / 64, 0);
@@ -303,12 +306,19 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   }
   // Structured output: the masks of this step depend only on the tokens so far, so they are
   // computed on a worker thread while the forward pass runs.
-  std::future<void> masks;
+  // Every matcher is made before the worker starts: it reads them all.
+  bool any_matcher = false;
   for (Sequence* s : rows) {
     if (s->embed || !s->params().grammar) continue;
-    if (!s->matcher) s->matcher.emplace(s->params().grammar);
-    if (!masks.valid()) masks = std::async(std::launch::async, [&rows] { fill_grammar_masks(rows); });
+    // Until grammar_after_token is sampled the sequence has no matcher: unconstrained.
+    const int32_t after = s->params().grammar_after_token;
+    if (!s->matcher && (after < 0 || (!s->output().empty() && s->output().back() == after)))
+      s->matcher.emplace(s->params().grammar);
+    any_matcher |= s->matcher.has_value();
   }
+  std::future<void> masks;
+  if (any_matcher)
+    masks = std::async(std::launch::async, [&rows, len = config_.max_model_len] { fill_grammar_masks(rows, len); });
   const StepLogits& out = runner_->execute_greedy(
       sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
   for (const ScheduledSequence& s : sched.scheduled)

@@ -81,6 +81,9 @@ struct SamplingParams {
   // vocabulary; every sampled token is one it allows, EOS only where it accepts. Shared by the
   // choices of a request and by requests with the same constraint (the server's cache).
   std::shared_ptr<structured::GrammarRuntime> grammar;
+  // The grammar applies only after this token has been sampled (-1: from the first token): a
+  // thinking model's reasoning stays free until `</think>`, as vLLM's reasoning parsers do.
+  int32_t grammar_after_token = -1;
 
   // Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
   static constexpr double kGreedyEpsilon = 1e-5;

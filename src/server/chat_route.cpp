@@ -62,7 +62,14 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   const std::string prompt_text = ctx.chat->render(r.prompt);
   const std::vector<int32_t> ids = encode_text(ctx, prompt_text, "messages");
   fit_prompt(ctx, ids, r.params, "messages");
-  if (r.constraint) r.params.grammar = compile_for_engine(ctx, *r.constraint);
+  ChatParserOptions popts;
+  popts.reasoning = ctx.options.reasoning_parser && has_token(ctx.engine.tokenizer(), "<think>") && has_token(ctx.engine.tokenizer(), "</think>");
+  popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
+  if (r.constraint) {
+    r.params.grammar = compile_for_engine(ctx, *r.constraint);
+    // Reasoning (the template opened <think>) stays free; the constraint holds for the answer.
+    if (popts.starts_in_reasoning) r.params.grammar_after_token = *ctx.engine.tokenizer()->token_to_id("</think>");
+  }
   r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
   std::vector<ChoiceSpec> specs;
   fan_out(ids, r.params, specs);
@@ -70,9 +77,6 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   const bool details = ctx.options.enable_prompt_tokens_details;
   // Logprobs name tokens by their text, or as "token_id:N" (--return-tokens-as-token-ids).
   const Tokenizer* tok = ctx.options.return_tokens_as_token_ids ? nullptr : ctx.engine.tokenizer();
-  ChatParserOptions popts;
-  popts.reasoning = ctx.options.reasoning_parser && has_token(ctx.engine.tokenizer(), "<think>") && has_token(ctx.engine.tokenizer(), "</think>");
-  popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
   popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
   auto state = std::make_shared<ChatStream>();
   state->choices.resize(specs.size());

@@ -311,18 +311,13 @@ Json read_reasoning(const Json& j, Json& template_kwargs) {
   return out;
 }
 
-// text {format, verbosity}: plain text only until structured outputs exist.
-Json read_text(const Json& j) {
+// text {format, verbosity}: format json_schema / json_object constrains the output as chat's
+// response_format does.
+Json read_text(const Json& j, std::optional<RequestedConstraint>& constraint) {
   const Json* t = field(j, "text");
   if (!t) return {{"format", {{"type", "text"}}}};
   if (!t->is_object()) wrong_type("text", "an object", *t);
-  if (const Json* f = field(*t, "format")) {
-    if (!f->is_object()) wrong_type("text.format", "an object", *f);
-    const std::string type = opt_string(*f, "type", "text.format").value_or("text");
-    if (type != "text")
-      throw bad_request("text.format '" + type + "' is not supported until structured outputs are; use 'text'",
-                        "text.format");
-  }
+  if (const Json* f = field(*t, "format")) constraint = read_text_format(*f);
   opt_string(*t, "verbosity", "text");
   return *t;
 }
@@ -425,7 +420,7 @@ ResponsesRequest parse_responses_request(const Json& j, const SamplingParams& de
   e["reasoning"] = reasoning;
   e["service_tier"] = opt_string(j, "service_tier").value_or("auto");
   e["store"] = false;
-  e["text"] = read_text(j);
+  e["text"] = read_text(j, r.constraint);
   e["tool_choice"] = tool_choice;
   e["tools"] = std::move(tools);
   e["top_logprobs"] = top_logprobs;

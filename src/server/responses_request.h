@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/openai_request.h"
+#include "server/structured_output.h"
 
 namespace pagoda::server {
 
@@ -18,6 +19,7 @@ struct ResponsesRequest {
   SamplingParams params;
   bool stream = false;
   bool logprobs = false;         // include has "message.output_text.logprobs"
+  std::optional<RequestedConstraint> constraint;  // text.format json_schema / json_object
   // The request fields a Response object repeats, in its key order: background, instructions,
   // max_tool_calls, parallel_tool_calls, previous_response_id, reasoning, service_tier, store,
   // text, tool_choice, tools, top_logprobs, truncation, user, metadata.

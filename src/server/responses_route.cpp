@@ -144,13 +144,17 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   const std::string prompt_text = ctx.chat->render(r.prompt);
   const std::vector<int32_t> ids = encode_text(ctx, prompt_text, "input");
   fit_prompt(ctx, ids, r.params, "input");
-  std::vector<ChoiceSpec> specs;
-  fan_out(ids, r.params, specs);
-
   const Tokenizer* tok = ctx.engine.tokenizer();
   ChatParserOptions popts;
   popts.reasoning = ctx.options.reasoning_parser && has_token(tok, "<think>") && has_token(tok, "</think>");
   popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
+  if (r.constraint) {  // as chat's response_format: reasoning free, the answer constrained
+    r.params.grammar = compile_for_engine(ctx, *r.constraint);
+    if (popts.starts_in_reasoning) r.params.grammar_after_token = *tok->token_to_id("</think>");
+  }
+  std::vector<ChoiceSpec> specs;
+  fan_out(ids, r.params, specs);
+
   popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
   auto state = std::make_shared<ResponseState>(tok, popts, r.logprobs, r.stream);
 

@@ -56,6 +56,25 @@ std::optional<RequestedConstraint> from_response_format(const Json& rf) {
                     "response_format");
 }
 
+}  // namespace
+
+std::optional<RequestedConstraint> read_text_format(const Json& f) {
+  if (!f.is_object()) wrong_type("text.format", "an object", f);
+  const Json* t = field(f, "type");
+  const std::string type = t ? text_field(*t, "text.format.type") : "text";
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") return RequestedConstraint{{ConstraintKind::kJsonObject, "", {}, {}, true}, "text.format"};
+  if (type == "json_schema") {
+    const Json* schema = field(f, "schema");
+    const std::string text = schema ? schema_text(*schema, "text.format.schema") : "{}";
+    return RequestedConstraint{{ConstraintKind::kJsonSchema, text, {}, {}, true}, "text.format"};
+  }
+  throw bad_request("text.format type must be 'text', 'json_object' or 'json_schema', got '" + type + "'",
+                    "text.format");
+}
+
+namespace {
+
 std::optional<RequestedConstraint> from_vllm(const Json& j, const std::string& prefix, const Json& obj) {
   std::optional<RequestedConstraint> out;
   auto set = [&](ConstraintKind k, std::string text, std::vector<std::string> choices, const std::string& param) {

@@ -26,6 +26,9 @@ struct RequestedConstraint {
 // The constraint a completions/chat body asks for through response_format, structured_outputs or
 // guided_*; nullopt when none. More than one is a 400.
 std::optional<RequestedConstraint> read_constraint(const Json& body);
+// The Responses API's text.format: {"type": "text" | "json_object" | "json_schema", name, schema,
+// strict} (the schema beside the type, not nested as in response_format); nullopt for text.
+std::optional<RequestedConstraint> read_text_format(const Json& format);
 // tool_choice "required" or a named function over `tools` (the request's tools array): Qwen's
 // <tool_call> syntax with each function's parameters schema; nullopt for auto/none.
 std::optional<RequestedConstraint> read_tool_choice(const Json& body, const Json& tools);

@@ -29,6 +29,7 @@ Automaton::Automaton(Grammar g) : g_(std::move(g)) {
     for (; g_.elements[p].kind != Element::kEnd; ++p)
       if (g_.elements[p].kind == Element::kAlt) alt_starts_[r].push_back(p + 1);
   }
+  compute_suffix_lengths();
   nodes_.push_back({0, 0});  // the empty stack
   expanded_.push_back(0);
   steps_.emplace_back();
@@ -117,6 +118,62 @@ void Automaton::step(const State& from, uint8_t b, State& out) {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }
+}
+
+// Shortest derivations as a fixpoint (values only fall, each the length of a real derivation, so
+// a pass limit leaves safe over-estimates); bounded for a hostile grammar by total work.
+void Automaton::compute_suffix_lengths() {
+  const size_t n = g_.elements.size();
+  suffix_min_.assign(n, kNoCompletion);
+  std::vector<uint32_t> rule_min(g_.rule_start.size(), kNoCompletion);
+  const size_t max_passes = std::max<size_t>(2, (size_t{1} << 26) / std::max<size_t>(n, 1));
+  for (size_t pass = 0; pass < max_passes; ++pass) {
+    bool changed = false;
+    for (size_t r = 0; r < g_.rule_start.size(); ++r) {
+      uint32_t best = kNoCompletion;
+      for (uint32_t a : alt_starts_[r]) {
+        uint32_t end = a;
+        while (!g_.ends_alternative(end)) ++end;
+        uint32_t v = 0;
+        suffix_min_[end] = 0;
+        for (uint32_t p = end; p-- > a;) {
+          const Element e = g_.elements[p];
+          const uint32_t cost = e.kind == Element::kBytes ? 1 : rule_min[e.value];
+          v = std::min(kNoCompletion, v + cost);
+          suffix_min_[p] = v;
+        }
+        best = std::min(best, v);
+      }
+      if (best < rule_min[r]) {
+        rule_min[r] = best;
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+}
+
+uint32_t Automaton::remaining(StackId s) {
+  if (remaining_.size() < nodes_.size()) remaining_.resize(nodes_.size(), kNoCompletion + 1);
+  remaining_[0] = 0;
+  // Up the parent chain to a known stack, then back down (no recursion: stacks can be deep).
+  chain_.clear();
+  while (remaining_[s] > kNoCompletion) {
+    chain_.push_back(s);
+    s = nodes_[s].parent;
+  }
+  uint32_t v = remaining_[s];
+  for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
+    v = std::min(kNoCompletion, v + suffix_min_[nodes_[*it].pos]);
+    remaining_[*it] = v;
+  }
+  return v;
+}
+
+uint32_t Automaton::shortest(const State& s) {
+  uint32_t best = kNoCompletion;
+  for (StackId id : s) best = std::min(best, remaining(id));
+  return best;
 }
 
 }  // namespace pagoda::structured

@@ -33,6 +33,11 @@ class Automaton {
   std::pair<uint32_t, uint32_t> step_stack(StackId s, uint8_t b);
   const std::vector<StackId>& pool() const { return pool_; }
 
+  // The fewest bytes that take state `s` to acceptance (kNoCompletion when none is known): what a
+  // budget of max_tokens must leave room for (every byte is a token of a byte-level vocabulary).
+  static constexpr uint32_t kNoCompletion = 1u << 30;
+  uint32_t shortest(const State& s);
+
  private:
   struct Node {
     uint32_t pos;
@@ -41,6 +46,8 @@ class Automaton {
   StackId push(uint32_t pos, StackId parent);
   void expand(StackId s, std::vector<StackId>& out, int depth);
   std::pair<uint32_t, uint32_t> expanded(StackId s);
+  void compute_suffix_lengths();
+  uint32_t remaining(StackId s);
 
   Grammar g_;
   std::vector<std::vector<uint32_t>> alt_starts_;
@@ -50,6 +57,9 @@ class Automaton {
   std::vector<std::unique_ptr<std::array<uint64_t, 256>>> steps_;
   std::vector<StackId> pool_;
   std::vector<StackId> scratch_;
+  std::vector<uint32_t> suffix_min_;  // per element: fewest bytes from it to its alternative's end
+  std::vector<uint32_t> remaining_;   // per stack, memoised: fewest bytes to an empty stack
+  std::vector<StackId> chain_;
 };
 
 }  // namespace pagoda::structured

@@ -29,28 +29,42 @@ State GrammarRuntime::advance(const State& s, int32_t token) {
   return cur;
 }
 
-void GrammarRuntime::fill_mask(const State& s, TokenMask& mask) {
+void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_left) {
   std::lock_guard lock(mu_);
   auto it = cache_.find(s);
-  if (it != cache_.end()) {
-    mask = it->second;
+  if (it == cache_.end()) {
+    TokenMask fresh;
+    const uint32_t max_after = compute_mask(s, fresh, INT64_MAX);
+    if (cache_.size() >= kMaskCacheEntries) {
+      cache_.erase(cache_order_.front());
+      cache_order_.pop_front();
+    }
+    it = cache_.emplace(s, CachedMask{std::move(fresh), max_after}).first;
+    cache_order_.push_back(s);
+  }
+  // After this token, tokens_left - 1 remain: the completion's bytes and the EOS.
+  const int64_t limit = tokens_left == INT64_MAX ? INT64_MAX : tokens_left - 2;
+  if (static_cast<int64_t>(it->second.max_after) <= limit) {
+    mask = it->second.mask;
     return;
   }
-  compute_mask(s, mask);
-  if (cache_.size() >= kMaskCacheEntries) {
-    cache_.erase(cache_order_.front());
-    cache_order_.pop_front();
-  }
-  cache_.emplace(s, mask);
-  cache_order_.push_back(s);
+  compute_mask(s, mask, limit);
+  if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = it->second.mask;
 }
 
-void GrammarRuntime::compute_mask(const State& s, TokenMask& mask) {
+void GrammarRuntime::allow_eos(const State& s, TokenMask& mask) const {
+  if (!Automaton::accepting(s)) return;
+  for (int32_t id : eos_ids_)
+    if (id >= 0 && id < trie_->vocab_size()) mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+}
+
+uint32_t GrammarRuntime::compute_mask(const State& s, TokenMask& mask, int64_t limit) {
   mask.assign((static_cast<size_t>(trie_->vocab_size()) + 63) / 64, 0);
   const auto& nodes = trie_->nodes();
   const auto& ids = trie_->token_ids();
   const std::vector<StackId>& pool = automaton_.pool();
   per_depth_[0] = s;
+  uint32_t max_after = 0;
   const size_t n = nodes.size();
   for (size_t i = 0; i < n;) {
     const TokenTrie::Node& node = nodes[i];
@@ -69,17 +83,19 @@ void GrammarRuntime::compute_mask(const State& s, TokenMask& mask) {
       std::sort(cur.begin(), cur.end());
       cur.erase(std::unique(cur.begin(), cur.end()), cur.end());
     }
-    for (uint32_t t = node.tokens_begin; t < node.tokens_end; ++t) {
-      const auto id = static_cast<size_t>(ids[t]);
-      mask[id >> 6] |= uint64_t{1} << (id & 63);
+    if (node.tokens_begin < node.tokens_end) {
+      const uint32_t after = automaton_.shortest(cur);
+      max_after = std::max(max_after, after);
+      if (static_cast<int64_t>(after) <= limit)
+        for (uint32_t t = node.tokens_begin; t < node.tokens_end; ++t) {
+          const auto id = static_cast<size_t>(ids[t]);
+          mask[id >> 6] |= uint64_t{1} << (id & 63);
+        }
     }
     ++i;
   }
-  if (Automaton::accepting(s)) {
-    for (int32_t id : eos_ids_) {
-      if (id >= 0 && id < trie_->vocab_size()) mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-    }
-  }
+  allow_eos(s, mask);
+  return max_after;
 }
 
 Matcher::Matcher(std::shared_ptr<GrammarRuntime> runtime) : runtime_(std::move(runtime)), state_(runtime_->initial()) {}
@@ -97,12 +113,12 @@ bool Matcher::accept(int32_t token) {
   return true;
 }
 
-void Matcher::fill_mask(TokenMask& mask) const {
+void Matcher::fill_mask(TokenMask& mask, int64_t tokens_left) const {
   if (finished_) {
     mask.assign((static_cast<size_t>(runtime_->vocab_size()) + 63) / 64, 0);
     return;
   }
-  runtime_->fill_mask(state_, mask);
+  runtime_->fill_mask(state_, mask, tokens_left);
 }
 
 }  // namespace pagoda::structured

@@ -33,13 +33,19 @@ class GrammarRuntime {
   bool accepting(const State& s) const { return Automaton::accepting(s); }
   // Writes the allowed next tokens of state `s` into `mask` (vocab bits); EOS only when the
   // grammar accepts. Masks of recent states are cached (the automaton revisits them, e.g. every
-  // character inside one JSON string), so most steps are a copy.
-  void fill_mask(const State& s, TokenMask& mask);
+  // character inside one JSON string), so most steps are a copy. `tokens_left`: how many tokens
+  // the output may still have, this one included; near that limit only tokens after which the
+  // grammar can still complete (its shortest completion, one byte a token, then EOS) are allowed,
+  // so an output ends valid instead of cut (when no token fits, the plain mask: cut as vLLM is).
+  void fill_mask(const State& s, TokenMask& mask, int64_t tokens_left = INT64_MAX);
   int32_t vocab_size() const { return trie_->vocab_size(); }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
 
  private:
-  void compute_mask(const State& s, TokenMask& mask);
+  // Allows the tokens whose shortest completion after them is at most `limit` (INT64_MAX: every
+  // token the grammar takes); returns the largest such completion over the allowed tokens.
+  uint32_t compute_mask(const State& s, TokenMask& mask, int64_t limit);
+  void allow_eos(const State& s, TokenMask& mask) const;
 
   std::mutex mu_;
   Automaton automaton_;
@@ -53,7 +59,11 @@ class GrammarRuntime {
       return static_cast<size_t>(h);
     }
   };
-  std::unordered_map<State, TokenMask, StateHash> cache_;
+  struct CachedMask {
+    TokenMask mask;
+    uint32_t max_after;  // compute_mask's result
+  };
+  std::unordered_map<State, CachedMask, StateHash> cache_;
   std::deque<State> cache_order_;
 };
 
@@ -64,7 +74,7 @@ class Matcher {
   // False (state unchanged) when the grammar does not allow `token`; EOS is allowed only when
   // the grammar accepts, and ends the matcher.
   bool accept(int32_t token);
-  void fill_mask(TokenMask& mask) const;
+  void fill_mask(TokenMask& mask, int64_t tokens_left = INT64_MAX) const;
   bool accepting() const { return runtime_->accepting(state_); }
   bool finished() const { return finished_; }
   const GrammarRuntime& runtime() const { return *runtime_; }

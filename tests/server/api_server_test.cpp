@@ -1,5 +1,6 @@
 // `pagoda serve` through tests/server/api_test.mjs (the official `openai` npm client): logit_bias,
-// echo, accepted no-op fields, prefix caching (cached_tokens, cache_salt, counters), structured-output fields refused by name, /version /ping /load; and
+// echo, accepted no-op fields, prefix caching (cached_tokens, cache_salt, counters), structured outputs on the default
+// model (and tool_choice through the Vercel AI SDK, ai_sdk_test.mjs), /version /ping /load; and
 // chat messages rendered as jinja2 renders them — Qwen3's template from the model directory, and
 // DeepSeek-V3's given with --chat-template (which also checks the flag).
 #include <gtest/gtest.h>
@@ -51,6 +52,22 @@ TEST(ServerApi, StructuredOutputsOnTheDefaultModel) {
   EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
   EXPECT_NE(r.out.find("ok 4 - structured outputs"), std::string::npos) << r.out;  // ran, not skipped
   EXPECT_EQ(r.out.find("default model # SKIP"), std::string::npos) << r.out;
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+// tool_choice required / named through the Vercel AI SDK (tests/server/ai_sdk_test.mjs): the SDK
+// raises AI_ToolChoiceViolationError on calls that break the choice; the test checks the arguments.
+TEST(ServerApi, ToolChoiceThroughTheVercelAiSdk) {
+  ASSERT_TRUE(std::filesystem::exists(source_path("tests/data/node/node_modules/ai/package.json")))
+      << "the `ai` npm package is missing: run tools/fetch_test_data.sh";
+  const DefaultModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny"})) << s.log();
+  const CommandResult r = run_command("node " + source_path("tests/server/ai_sdk_test.mjs") + " " +
+                                      std::to_string(s.port()) + " " + kKey + " tiny 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_NE(r.out.find("# pass 2"), std::string::npos) << r.out;  // both ran, none skipped
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 

@@ -84,6 +84,11 @@ test('structured outputs: schema, regex, choice and forced tool calls hold on th
     const ch = await client.completions.create({ prompt: 'x', max_tokens: 20, temperature, seed: 7,
       structured_outputs: { choice: ['yes', 'no', 'maybe'] } });
     assert.ok(['yes', 'no', 'maybe'].includes(ch.choices[0].text), ch.choices[0].text);
+    // The Responses API's text.format, as chat's response_format.
+    const resp = await client.responses.create({ input: 'hi', max_output_tokens: 200, temperature,
+      text: { format: { type: 'json_schema', name: 'x', schema, strict: true } } });
+    assert.equal(resp.status, 'completed', resp.output_text);
+    checkObj(parse(resp.output_text));
     const obj = await client.chat.completions.create({ messages, max_tokens: 60, temperature, seed: 9,
       response_format: { type: 'json_object' } });
     if (obj.choices[0].finish_reason === 'stop') assert.equal(typeof parse(obj.choices[0].message.content), 'object');

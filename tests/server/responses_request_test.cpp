@@ -43,6 +43,18 @@ TEST(ResponsesRequest, TextInputAndInstructions) {
   EXPECT_EQ(parse(R"({"input": "Hi", "instructions": ""})").prompt.messages.size(), 1u);
 }
 
+TEST(ResponsesRequest, TextFormatIsAConstraint) {
+  const ResponsesRequest r =
+      parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "integer"}}}})");
+  ASSERT_TRUE(r.constraint.has_value());
+  EXPECT_EQ(r.constraint->constraint.kind, structured::ConstraintKind::kJsonSchema);
+  EXPECT_EQ(Json::parse(r.constraint->constraint.text), Json::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(r.constraint->param, "text.format");
+  EXPECT_EQ(parse(R"({"input": "x", "text": {"format": {"type": "json_object"}}})").constraint->constraint.kind,
+            structured::ConstraintKind::kJsonObject);
+  EXPECT_FALSE(parse(R"({"input": "x", "text": {"format": {"type": "text"}}})").constraint.has_value());
+}
+
 TEST(ResponsesRequest, MessageItemsJoinTextParts) {
   const ResponsesRequest r = parse(R"({"input": [
       {"role": "developer", "content": "Rules."},
@@ -236,9 +248,8 @@ TEST(ResponsesRequest, StoredStateAndUnsupportedFields) {
   EXPECT_400(R"({"input": "x", "truncation": "auto"})", "truncation");
   EXPECT_400(R"({"input": "x", "truncation": "most"})", "truncation");
   EXPECT_400(R"({"input": "x", "logit_bias": {"1": 5}})", "logit_bias");
-  EXPECT_400(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "schema": {}}}})",
-             "text.format");
-  EXPECT_400(R"({"input": "x", "text": {"format": {"type": "json_object"}}})", "text.format");
+  EXPECT_400(R"({"input": "x", "text": {"format": {"type": "xml"}}})", "text.format");
+  EXPECT_400(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": 5}}})", "text.format.schema");
   EXPECT_400(R"({"input": "x", "include": ["reasoning.encrypted_content"]})", "include");
   EXPECT_400(R"({"input": "x", "include": ["everything"]})", "include");
   EXPECT_400(R"({"input": "x", "include": "message.output_text.logprobs"})", "include");

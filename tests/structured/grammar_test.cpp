@@ -54,6 +54,38 @@ TEST(GrammarGbnf, MatchesExactlyTheLanguage) {
   EXPECT_TRUE(accepts("root ::= x x\nx ::= \"q\"\n  | \"r\" # comment\n", "qr"));
 }
 
+// Near the token budget the mask leaves only tokens after which the grammar can still finish (its
+// shortest completion, one byte a token, then EOS): a "model" that always wants another 'a' or '('
+// still ends with a complete output, and uses the whole budget doing so.
+TEST(GrammarBudget, OutputsEndCompleteWithinTheBudget) {
+  auto run = [](const std::string& gbnf, int64_t budget) {
+    auto rt = std::make_shared<GrammarRuntime>(parse_gbnf(gbnf), byte_trie({"aaaa", "(("}), std::vector<int32_t>{256});
+    Matcher m(rt);
+    std::string out;
+    TokenMask mask;
+    for (int64_t used = 0; used < budget; ++used) {
+      m.fill_mask(mask, budget - used);
+      int32_t pick = -1;
+      for (int32_t want : {257, 258, int32_t{'a'}, int32_t{'('}})  // the longest first
+        if (pick < 0 && mask_allows(mask, want)) pick = want;
+      for (int32_t id = 0; pick < 0 && id < rt->vocab_size(); ++id)
+        if (mask_allows(mask, id)) pick = id;
+      EXPECT_TRUE(m.accept(pick));
+      if (pick == 256) return out + "<eos>";
+      out += pick == 257 ? "aaaa" : pick == 258 ? "((" : std::string(1, static_cast<char>(pick));
+    }
+    return out;
+  };
+  // 10 tokens: "[", seven "aaaa" while two tokens stay for "]" and EOS, "]", EOS.
+  EXPECT_EQ(run("root ::= \"[\" [a-z]* \"]\"\n", 10), "[" + std::string(28, 'a') + "]<eos>");
+  EXPECT_EQ(run("root ::= \"[\" [a-z]* \"]\"\n", 3), "[]<eos>");
+  // Nesting: each "(" adds a ")" to the shortest completion. 8 tokens: "((", "((" (then "x" and
+  // four ")" and EOS fit the 6 left), "x", ")" x4, EOS.
+  EXPECT_EQ(run("root ::= \"x\" | \"(\" root \")\"\n", 8), "((((x))))<eos>");
+  // No room for any complete output: the plain mask (the output is cut, as vLLM cuts it).
+  EXPECT_EQ(run("root ::= \"abc\"\n", 2), "ab");
+}
+
 TEST(GrammarGbnf, ErrorsNameTheProblem) {
   auto msg = [](const std::string& g) {
     try {
@@ -170,7 +202,7 @@ TEST_F(GrammarWalk, EveryOutputValidatesIndependently) {
   cases.push_back({{{"kind", "choice"}, {"spec", choices}}, {ConstraintKind::kChoice, "", choices}});
   const std::string arith =
       "root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\nterm ::= factor ((\"*\" | \"/\") factor)*\n"
-      "factor ::= [0-9]{1,3} | \"(\" expr \")\"\n";
+      "factor ::= \"0\" | [1-9] [0-9]{0,2} | \"(\" expr \")\"\n";  // as Python: no leading zeros
   cases.push_back({{{"kind", "arith"}, {"spec", nullptr}}, {ConstraintKind::kGrammar, arith, {}}});
 
   const std::string out_path = ::testing::TempDir() + "/structured_walk_outputs.jsonl";
