@@ -112,8 +112,13 @@ TEST(CpuGemvCheck, ScalarPathAlwaysAvailable) {
   EXPECT_NE(cpu::gemv_kernels().bf16, nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, CpuGemv,
-                         ::testing::Values(CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16),
+// The paths of this build's architecture (the other architecture's would only ever skip).
+#if defined(__aarch64__)
+constexpr CpuIsa kIsas[] = {CpuIsa::Scalar, CpuIsa::Neon, CpuIsa::NeonBf16};
+#else
+constexpr CpuIsa kIsas[] = {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16};
+#endif
+INSTANTIATE_TEST_SUITE_P(Isa, CpuGemv, ::testing::ValuesIn(kIsas),
                          [](const auto& p) { return std::string(cpu::isa_name(p.param)); });
 
 }  // namespace
