@@ -105,6 +105,9 @@ bool isa_supported(CpuIsa isa) {
       return avx512;
     case CpuIsa::Avx2:
       return avx2;  // F16C comes with every AVX2 CPU
+    case CpuIsa::Neon:
+    case CpuIsa::NeonBf16:
+      return false;
     default:
       return true;
   }
