@@ -158,8 +158,26 @@ TEST(CpuGemvCheck, ScalarPathAlwaysAvailable) {
   EXPECT_NE(cpu::gemv_kernels().bf16, nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, CpuGemv,
-                         ::testing::Values(CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16),
+// A path of the other architecture is never offered, and asking for it is an error, not the scalar path.
+TEST(CpuGemvCheck, OtherArchitecturesPathsAreRefused) {
+#if defined(__aarch64__)
+  const CpuIsa foreign[] = {CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16};
+#else
+  const CpuIsa foreign[] = {CpuIsa::Neon, CpuIsa::NeonBf16};
+#endif
+  for (CpuIsa isa : foreign) {
+    EXPECT_FALSE(cpu::isa_supported(isa)) << cpu::isa_name(isa);
+    EXPECT_THROW(cpu::gemv_kernels_for(isa), Error) << cpu::isa_name(isa);
+  }
+}
+
+// The paths of this build's architecture (the other architecture's would only ever skip).
+#if defined(__aarch64__)
+constexpr CpuIsa kIsas[] = {CpuIsa::Scalar, CpuIsa::Neon, CpuIsa::NeonBf16};
+#else
+constexpr CpuIsa kIsas[] = {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16};
+#endif
+INSTANTIATE_TEST_SUITE_P(Isa, CpuGemv, ::testing::ValuesIn(kIsas),
                          [](const auto& p) { return std::string(cpu::isa_name(p.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Isa, CpuGemm, ::testing::Values(CpuIsa::Avx512Bf16),

@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 #include "backend/cpu/convert.h"
 #include "core/error.h"
 
@@ -44,9 +48,10 @@ float load_f16(uint16_t v) { return half_to_float(v); }
 // AVX-512F before AVX-512 BF16: on this project's EPYC (Zen 4) the exact widen-and-FMA kernel streamed
 // bf16 weights at least as fast as vdpbf16ps with the three-part split of x that keeps fp32 accuracy
 // (2026-11-27, single thread, 78 MB matrix: 13.5 vs 12.4 GB/s at T = 1); the bandwidth, not the
-// arithmetic, is the limit. PAGODA_CPU_ISA=avx512bf16 selects the other.
+// arithmetic, is the limit. PAGODA_CPU_ISA=avx512bf16 selects the other. On aarch64 likewise the exact
+// widening NEON kernel before BFDOT (not yet measured on Arm hardware; PAGODA_CPU_ISA=neonbf16).
 CpuIsa best_isa() {
-  for (CpuIsa isa : {CpuIsa::Avx512, CpuIsa::Avx512Bf16, CpuIsa::Avx2})
+  for (CpuIsa isa : {CpuIsa::Avx512, CpuIsa::Avx512Bf16, CpuIsa::Avx2, CpuIsa::Neon, CpuIsa::NeonBf16})
     if (isa_supported(isa)) return isa;
   return CpuIsa::Scalar;
 }
@@ -54,10 +59,10 @@ CpuIsa best_isa() {
 GemvKernels choose() {
   const char* forced = std::getenv("PAGODA_CPU_ISA");
   if (forced == nullptr || *forced == '\0') return gemv_kernels_for(best_isa());
-  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16})
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16, CpuIsa::Neon, CpuIsa::NeonBf16})
     if (std::strcmp(forced, isa_name(isa)) == 0) return gemv_kernels_for(isa);
   throw Error(std::string("PAGODA_CPU_ISA=") + forced +
-              " is not a known kernel path: use avx512bf16, avx512, avx2 or scalar (or unset it)");
+              " is not a known kernel path: use avx512bf16, avx512, avx2, neonbf16, neon or scalar (or unset it)");
 }
 
 }  // namespace
@@ -79,6 +84,10 @@ const char* isa_name(CpuIsa isa) {
       return "avx512";
     case CpuIsa::Avx2:
       return "avx2";
+    case CpuIsa::Neon:
+      return "neon";
+    case CpuIsa::NeonBf16:
+      return "neonbf16";
     default:
       return "scalar";
   }
@@ -96,9 +105,21 @@ bool isa_supported(CpuIsa isa) {
       return avx512;
     case CpuIsa::Avx2:
       return avx2;  // F16C comes with every AVX2 CPU
+    case CpuIsa::Neon:
+    case CpuIsa::NeonBf16:
+      return false;
     default:
       return true;
   }
+#elif defined(__aarch64__) && defined(__linux__)
+  // NEON (Advanced SIMD) is part of every AArch64 Linux CPU; BFDOT is Armv8.6 FEAT_BF16.
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1UL << 14)
+#endif
+#if defined(PAGODA_NEON_BF16)
+  if (isa == CpuIsa::NeonBf16) return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
+#endif
+  return isa == CpuIsa::Neon || isa == CpuIsa::Scalar;
 #else
   return isa == CpuIsa::Scalar;
 #endif
@@ -116,6 +137,14 @@ GemvKernels gemv_kernels_for(CpuIsa isa) {
       return {gemv_bf16_avx512, gemv_f16_avx512, isa};
     case CpuIsa::Avx2:
       return {gemv_bf16_avx2, gemv_f16_avx2, isa};
+#endif
+#if defined(PAGODA_NEON_BF16)
+    case CpuIsa::NeonBf16:  // BFDOT is for bf16 only; f16 weights take the widening path
+      return {gemv_bf16_neonbf16, gemv_f16_neon, isa};
+#endif
+#if defined(__aarch64__)
+    case CpuIsa::Neon:
+      return {gemv_bf16_neon, gemv_f16_neon, isa};
 #endif
     default:
       return {gemv_bf16_scalar, gemv_f16_scalar, CpuIsa::Scalar};
