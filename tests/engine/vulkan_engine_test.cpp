@@ -5,22 +5,13 @@
 // machine has no Vulkan device the tests skip, naming why — never counted as passed.
 #include <gtest/gtest.h>
 
-#include "backend/backend.h"
+#include "../support/vulkan_device.h"
 #include "prefix_caching_scenarios.h"
 
 namespace pagoda {
 namespace {
 
 using namespace pagoda::testing;
-
-std::string vulkan_missing() {
-  try {
-    make_backend("vulkan", 0, "float32");
-    return "";
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
 
 Knobs crowded(const std::string& device) {
   Knobs k;

@@ -3,26 +3,19 @@
 // has no Vulkan device the test skips, naming why (CI has Mesa's lavapipe and runs it).
 #include <gtest/gtest.h>
 
-#include "backend/backend.h"
+#include "../support/vulkan_device.h"
 #include "server_harness.h"
 
 namespace pagoda::server::test {
 namespace {
+
+using pagoda::testing::vulkan_missing;
 
 // The request of README.md, verbatim, and the same at temperature 0.
 const char* kReadmeRequest =
     R"({"model": "qwen3_5-kjv", "messages": [{"role": "user", "content": "Who was Moses?"}]})";
 const char* kGreedyRequest =
     R"({"model": "qwen3_5-kjv", "messages": [{"role": "user", "content": "Who was Moses?"}], "temperature": 0, "max_tokens": 24})";
-
-std::string vulkan_missing() {
-  try {
-    make_backend("vulkan", 0, "float32");
-    return "";
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
 
 std::string answer(const HttpResult& r) {
   const nlohmann::json j = r.json();

@@ -18,14 +18,13 @@ using vulkan::dtype_code;
 using vulkan::require;
 using vulkan::require_f32;
 using vulkan::require_i32;
+using vulkan::rows_of;
 using vulkan::u32;
 
 namespace {
 
 // eltwise.comp's modes.
 enum : uint32_t { kAdd = 0, kSiluMul = 1, kGeluTanhMul = 2, kScale = 3, kSoftcap = 4, kAddBias = 5, kSigmoidGate = 6 };
-
-int64_t rows_of(const Tensor& t) { return t.ndim == 0 ? 1 : t.size(0); }
 
 // Up to this many tokens a linear runs as GEMVs (gemv.comp), beyond as 16 × 16 tiles (linear.comp).
 constexpr int64_t kGemvMaxTokens = 64;

@@ -12,13 +12,8 @@ using vulkan::dtype_code;
 using vulkan::require;
 using vulkan::require_f32;
 using vulkan::require_i32;
+using vulkan::rows_of;
 using vulkan::u32;
-
-namespace {
-
-int64_t rows_of(const Tensor& t) { return t.ndim == 0 ? 1 : t.size(0); }
-
-}  // namespace
 
 void VulkanBackend::reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache,
                                       Tensor& v_cache) {

@@ -37,4 +37,7 @@ inline uint32_t dtype_code(DType t, const char* op, const char* name) {
 
 inline uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
+// Rows of dim 0 (1 for a scalar).
+inline int64_t rows_of(const Tensor& t) { return t.ndim == 0 ? 1 : t.size(0); }
+
 }  // namespace pagoda::vulkan
