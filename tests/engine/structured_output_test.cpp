@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "structured/compile.h"
+#include "../structured/validation_cases.h"
 
 namespace pagoda {
 namespace {
@@ -34,19 +35,7 @@ struct Case {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  std::ifstream f(kSource + "/tests/structured/schemas.json");
-  const json schemas = json::parse(f);
-  for (const json& s : schemas)
-    cases.push_back({{{"kind", "schema"}, {"spec", s}}, {ConstraintKind::kJsonSchema, s.dump(), {}}});
-  cases.push_back({{{"kind", "json_object"}, {"spec", nullptr}}, {ConstraintKind::kJsonObject, "", {}}});
-  for (const char* re : {"[a-z]{3}-\\d{2}", "(cat|dog)s?", "\\w+@\\w+\\.com", "[^x]{1,4}", "(ab|c)*d", "\\(\\d+\\.\\d\\)"})
-    cases.push_back({{{"kind", "regex"}, {"spec", re}}, {ConstraintKind::kRegex, re, {}}});
-  const std::vector<std::string> choices = {"yes", "no", "maybe so", "\xC3\xA9t\xC3\xA9"};
-  cases.push_back({{{"kind", "choice"}, {"spec", choices}}, {ConstraintKind::kChoice, "", choices}});
-  const std::string arith =
-      "root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\nterm ::= factor ((\"*\" | \"/\") factor)*\n"
-      "factor ::= \"0\" | [1-9] [0-9]{0,2} | \"(\" expr \")\"\n";  // as Python: no leading zeros
-  cases.push_back({{{"kind", "arith"}, {"spec", nullptr}}, {ConstraintKind::kGrammar, arith, {}}});
+  for (auto& [record, constraint] : ::pagoda::structured::testing::validation_cases()) cases.push_back({record, constraint});
   return cases;
 }
 

@@ -16,6 +16,7 @@
 #include "structured/gbnf.h"
 #include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
+#include "validation_cases.h"
 
 namespace pagoda::structured {
 namespace {
@@ -189,21 +190,9 @@ std::vector<int32_t> GrammarWalk::eos_;
 std::shared_ptr<const TokenTrie>* GrammarWalk::trie_ = nullptr;
 
 TEST_F(GrammarWalk, EveryOutputValidatesIndependently) {
-  std::vector<std::pair<json, Constraint>> cases;  // (record without output, constraint)
-  std::ifstream f(kSource + "/tests/structured/schemas.json");
-  const json schemas = json::parse(f);
-  ASSERT_GE(schemas.size(), 40u);
-  for (const json& s : schemas)
-    cases.push_back({{{"kind", "schema"}, {"spec", s}}, {ConstraintKind::kJsonSchema, s.dump(), {}}});
-  cases.push_back({{{"kind", "json_object"}, {"spec", nullptr}}, {ConstraintKind::kJsonObject, "", {}}});
-  for (const char* re : {"[a-z]{3}-\\d{2}", "(cat|dog)s?", "\\w+@\\w+\\.com", "[^x]{1,4}", "(ab|c)*d", "\\(\\d+\\.\\d\\)"})
-    cases.push_back({{{"kind", "regex"}, {"spec", re}}, {ConstraintKind::kRegex, re, {}}});
-  const std::vector<std::string> choices = {"yes", "no", "maybe so", "\xC3\xA9t\xC3\xA9"};
-  cases.push_back({{{"kind", "choice"}, {"spec", choices}}, {ConstraintKind::kChoice, "", choices}});
-  const std::string arith =
-      "root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\nterm ::= factor ((\"*\" | \"/\") factor)*\n"
-      "factor ::= \"0\" | [1-9] [0-9]{0,2} | \"(\" expr \")\"\n";  // as Python: no leading zeros
-  cases.push_back({{{"kind", "arith"}, {"spec", nullptr}}, {ConstraintKind::kGrammar, arith, {}}});
+  // (record without output, constraint): the 44 schemas and the rest
+  const std::vector<std::pair<json, Constraint>> cases = ::pagoda::structured::testing::validation_cases();
+  ASSERT_GE(cases.size(), 40u + 9u);
 
   const std::string out_path = ::testing::TempDir() + "/structured_walk_outputs.jsonl";
   std::ofstream out(out_path);
