@@ -32,6 +32,11 @@ SHAPES = {
                                    num_attention_heads=16, num_key_value_heads=4,
                                    linear_num_key_heads=16, linear_num_value_heads=32,
                                    tie_word_embeddings=True)),
+    # The new families at their released 8B-class shapes (issue 21: pp512, tg128, B=N against llama.cpp).
+    "llama3.1-8b": ("llama", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                                  num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)),
+    "qwen2.5-7b": ("qwen2", dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                                 num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False)),
 }
 
 
@@ -43,6 +48,18 @@ def make_config(shape: str):
                            max_position_embeddings=40960,
                            rope_parameters={"rope_type": "default", "rope_theta": 1e6},
                            eos_token_id=151645, bos_token_id=151643, **kw)
+    if family == "llama":  # Llama-3.1-8B's config.json values
+        from transformers import LlamaConfig
+        return LlamaConfig(vocab_size=128256, head_dim=128, rms_norm_eps=1e-5, max_position_embeddings=131072,
+                           rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0,
+                                            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                            "original_max_position_embeddings": 8192},
+                           bos_token_id=128000, eos_token_id=[128001, 128008, 128009], **kw)
+    if family == "qwen2":  # Qwen2.5-7B-Instruct's config.json values
+        from transformers import Qwen2Config
+        return Qwen2Config(vocab_size=152064, rms_norm_eps=1e-6, max_position_embeddings=32768,
+                           rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                           use_sliding_window=False, bos_token_id=151643, eos_token_id=151645, **kw)
     from transformers import Qwen3_5TextConfig
     return Qwen3_5TextConfig(vocab_size=248320, head_dim=256, linear_key_head_dim=128,
                              linear_value_head_dim=128, linear_conv_kernel_dim=4,
@@ -73,7 +90,8 @@ def main():
         for name, p in model.named_parameters():
             if name.endswith("A_log") or name.endswith("linear_attn.norm.weight"):
                 p.data = p.data.float()
-    model.generation_config = GenerationConfig(eos_token_id=cfg.eos_token_id)
+    model.generation_config = GenerationConfig(eos_token_id=cfg.eos_token_id,
+                                              bos_token_id=getattr(cfg, "bos_token_id", None))
     model.save_pretrained(args.out)
     n = sum(p.numel() for p in model.parameters())
     print(f"{args.shape}: {n / 1e6:.1f}M parameters, saved to {args.out} in {time.time() - t0:.1f} s")

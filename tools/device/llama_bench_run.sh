@@ -38,7 +38,10 @@
 #               results.tgz (every raw output: llama-bench .json/.txt, llama-batched-bench .txt,
 #               pagoda .json/.txt/.err, pagoda info, the copy-bandwidth ceiling), logs.tgz
 #   TOKENIZER_DIR  Qwen3's tokenizer.json (or tokenizer.json.gz) + tokenizer_config.json
-#               (default tests/data/qwen3-tokenizer)
+#               (default tests/data/qwen3-tokenizer), for every shape but the Llama ones
+#   LLAMA_TOKENIZER_DIR  the same of Llama 3.1, for the llama* shapes (default tests/data/llama3_1-tokenizer)
+#   DELETE_AFTER   1: remove a shape's checkpoint and GGUF once it is benchmarked (the 64 GB disk
+#               holds two 8B-class shapes with their GGUFs at most)
 #   BUILD_TIMEOUT  seconds for each build (default 900); a later call resumes them
 #   BENCH_TIMEOUT  seconds for each benchmark command (default 300)
 #   COPY_BW     the copy bandwidth of the weight-bandwidth limit, bytes/s (default 4.28e12, PERF.md's
@@ -54,6 +57,12 @@ logs="$work/logs"
 res="$work/llama_bench"
 mkdir -p "$out" "$work" "$logs" "$res"
 tok="${TOKENIZER_DIR:-tests/data/qwen3-tokenizer}"
+tok_for() {  # the tokenizer of a shape's family (its vocabulary size is the checkpoint's or below)
+  case $1 in
+    llama*) echo "${LLAMA_TOKENIZER_DIR:-tests/data/llama3_1-tokenizer}" ;;
+    *) echo "$tok" ;;
+  esac
+}
 steps="${STEPS:-build ckpt bench}"
 shapes="${SHAPES:-qwen3-8b qwen3-0.6b qwen3.5-0.8b}"
 bt="${BUILD_TIMEOUT:-900}"
@@ -83,7 +92,7 @@ fi
 if has ckpt; then
   for shape in $shapes; do
     stamp "checkpoint + GGUF $shape"
-    tools/device/make_gguf_checkpoint.sh "$shape" "$work/$shape" "$src" "$tok" > "$logs/ckpt_$shape.log" 2>&1 ||
+    tools/device/make_gguf_checkpoint.sh "$shape" "$work/$shape" "$src" "$(tok_for "$shape")" > "$logs/ckpt_$shape.log" 2>&1 ||
       tail -25 "$logs/ckpt_$shape.log"
     grep -a '^\[ckpt\]' "$logs/ckpt_$shape.log" | tail -1
   done
@@ -275,6 +284,10 @@ if has bench; then
       echo "$shape: no checkpoint ($dir/zeroed; STEPS=ckpt) or no build-gpu/pagoda: pagoda skipped"
     fi
     report > /dev/null
+    if [[ ${DELETE_AFTER:-0} == 1 ]]; then
+      rm -rf "${dir:?}"
+      echo "$shape: checkpoint and GGUF removed (DELETE_AFTER=1); $(df -h "$work" | awk 'NR==2 {print $4}') disk left"
+    fi
   done
   stamp "comparison"
   report
