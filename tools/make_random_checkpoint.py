@@ -37,6 +37,12 @@ SHAPES = {
                                   num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)),
     "qwen2.5-7b": ("qwen2", dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                                  num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False)),
+    # Qwen3-30B-A3B with 12 of its 48 layers (a quarter of the weights: the checkpoint and its GGUF
+    # fit the GPU machine's 64 GB disk); per-layer cost is the released model's, totals scale by 4.
+    "qwen3-30b-a3b-12l": ("qwen3_moe", dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=12,
+                                            moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
+                                            num_attention_heads=32, num_key_value_heads=4,
+                                            tie_word_embeddings=False)),
 }
 
 
@@ -48,6 +54,12 @@ def make_config(shape: str):
                            max_position_embeddings=40960,
                            rope_parameters={"rope_type": "default", "rope_theta": 1e6},
                            eos_token_id=151645, bos_token_id=151643, **kw)
+    if family == "qwen3_moe":  # Qwen3-30B-A3B's config.json values
+        from transformers import Qwen3MoeConfig
+        return Qwen3MoeConfig(vocab_size=151936, head_dim=128, rms_norm_eps=1e-6, max_position_embeddings=40960,
+                              rope_parameters={"rope_type": "default", "rope_theta": 1e6}, norm_topk_prob=True,
+                              decoder_sparse_step=1, mlp_only_layers=[], eos_token_id=151645,
+                              bos_token_id=151643, **kw)
     if family == "llama":  # Llama-3.1-8B's config.json values
         from transformers import LlamaConfig
         return LlamaConfig(vocab_size=128256, head_dim=128, rms_norm_eps=1e-5, max_position_embeddings=131072,
