@@ -151,8 +151,8 @@ void add_permute(std::vector<OpCase>& out) {
 void add_grouped_linear(std::vector<OpCase>& out) {
   struct Spec { std::vector<int32_t> counts; int64_t n, k, extra_rows, pad; };
   // Ragged counts with empty experts (first and last among them), one expert with every row (a
-  // prefill chunk that all went one way), decode-like single rows over many experts, and K not a
-  // multiple of 8.
+  // prefill chunk that all went one way), decode-like single rows over many experts, K not a
+  // multiple of 8, and the decode-sized shapes of the CUDA grouped GEMV.
   std::vector<int32_t> sparse256(256, 0);
   for (int i = 0; i < 256; i += 9) sparse256[static_cast<size_t>(i)] = 1 + (i % 3);
   const std::vector<Spec> specs = {
@@ -161,6 +161,9 @@ void add_grouped_linear(std::vector<OpCase>& out) {
       {sparse256, 24, 16, 0, 0},
       {{1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1}, 64, 72, 0, 0},
       {{2, 0, 9, 4, 0}, 33, 37, 5, 0},
+      // Decode-sized (the CUDA grouped GEMV): an expert over three 4-row chunks, N not a multiple
+      // of its 4-row tiles, strided x, rows past the experts.
+      {{5, 0, 1, 0, 12, 3}, 33, 40, 3, 8},
   };
   uint32_t seed = 6200;
   for (const Spec& s : specs)

@@ -36,6 +36,8 @@ CudaBackend::CudaBackend(int device, DType activation) : device_(device), activa
   max_smem_optin_ = prop.sharedMemPerBlockOptin;
   gemv_max_tokens_ = cuda::kGemvMaxTokens;
   if (const char* env = std::getenv("PAGODA_GEMV"); env && *env) set_gemv_max_tokens(std::atoi(env));
+  // PAGODA_MOE_GEMV=0 keeps the experts' decode GEMMs on the tiled kernel (A/B runs).
+  if (const char* env = std::getenv("PAGODA_MOE_GEMV"); env && *env) moe_gemv_ = std::atoi(env) != 0;
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PAGODA_CUDA_CHECK(cudaMalloc(&gemm_workspace_, kGemmWorkspaceBytes));
   PAGODA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&split_workspace_), kSplitWorkspaceBytes));

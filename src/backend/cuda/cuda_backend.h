@@ -124,6 +124,7 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   size_t max_smem_optin_ = 0;
   int gemv_max_tokens_ = 0;
+  bool moe_gemv_ = true;  // the grouped GEMV for decode-sized expert GEMMs (PAGODA_MOE_GEMV=0: off)
   cudaStream_t stream_ = nullptr;
   void* gemm_workspace_ = nullptr;
   float* split_workspace_ = nullptr;

@@ -180,6 +180,80 @@ void launch_out(int t, const bf16* x, int64_t ldx, int64_t up, const bf16* w, in
   }
 }
 
+
+// ---- grouped GEMV for the experts of a decode step ------------------------------------------------
+// out[r, :] = x[r, :] · w[e]^T for the rows r of expert e (expert_offsets), when the experts hold few
+// rows each (decode: T·k routed rows over E experts). grid.y walks the non-empty experts only (a
+// block finds the j-th one from the offsets; there are at most min(E, R)), grid.x the output rows in
+// R-row tiles; each block streams its expert's weight tile once per chunk of MT rows, as gemv_kernel.
+constexpr int kMoeGemvTokens = 4;
+
+template <int R, typename OutT>
+__global__ void __launch_bounds__(kThreads)
+    moe_gemv_kernel(const bf16* __restrict__ x, int64_t ldx, const bf16* __restrict__ w, const int32_t* offsets,
+                    int num_experts, OutT* __restrict__ out, int64_t ldo, int n, int kv) {
+  constexpr int MT = kMoeGemvTokens, V = R * MT;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  // The j-th expert with rows, j = blockIdx.y: every warp scans the offsets 32 experts at a time.
+  const int j = static_cast<int>(blockIdx.y);
+  int e = -1, seen = 0;
+  for (int base = 0; base < num_experts && e < 0; base += 32) {
+    const int ex = base + lane;
+    const bool has = ex < num_experts && offsets[ex + 1] > offsets[ex];
+    const unsigned mask = __ballot_sync(0xffffffffu, has);
+    const int count = __popc(mask);
+    if (j < seen + count) {
+      unsigned m = mask;
+      for (int skip = j - seen; skip > 0; --skip) m &= m - 1;  // drop the lowest set bits
+      e = base + __ffs(m) - 1;
+    }
+    seen += count;
+  }
+  if (e < 0) return;  // fewer non-empty experts than the grid's bound
+  const int begin = offsets[e], rows = offsets[e + 1] - begin;
+  const int row0 = static_cast<int>(blockIdx.x) * R;
+  const bf16* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) wr[r] = w + (static_cast<int64_t>(e) * n + min(row0 + r, n - 1)) * (int64_t{8} * kv);
+  __shared__ float partial[kWarps][V];
+  for (int c0 = 0; c0 < rows; c0 += MT) {
+    const int mt = min(MT, rows - c0);
+    const bf16* xc = x + static_cast<int64_t>(begin + c0) * ldx;
+    float acc[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = 0.0f;
+    for (int v = tid; v < kv; v += kThreads) {
+      float wf[R][8];
+#pragma unroll
+      for (int r = 0; r < R; ++r) unpack8(load_stream(wr[r] + static_cast<int64_t>(v) * 8), wf[r]);
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        if (t >= mt) break;
+        float xf[8];
+        unpack8(__ldg(reinterpret_cast<const uint4*>(xc + t * ldx + static_cast<int64_t>(v) * 8)), xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int q = 0; q < 8; ++q) acc[r * MT + t] = fmaf(wf[r][q], xf[q], acc[r * MT + t]);
+      }
+    }
+    const float s = warp_transpose_sum<V>(acc, lane);
+    constexpr int group = 32 / V;
+    if ((lane & (group - 1)) == 0) partial[warp][lane / group] = s;
+    __syncthreads();
+    if (tid < V) {
+      const int r = tid / MT, t = tid % MT, row = row0 + r;
+      if (t < mt && row < n) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kWarps; ++i) sum += partial[i][tid];
+        store_out(out + static_cast<int64_t>(begin + c0 + t) * ldo + row, sum);
+      }
+    }
+    __syncthreads();  // partial is rewritten by the next chunk
+  }
+}
+
 }  // namespace
 
 bool gemv_preferred(int64_t t, int64_t n) { return t == 1 || t * n <= 8192; }
@@ -231,6 +305,42 @@ void launch_gemv_silu_mul(const Tensor& gate_up, const Tensor& w, Tensor& out, i
           "unsupported operands gate_up " + shape_str(gate_up) + ", w " + shape_str(w) + ", out " + shape_str(out));
   const int64_t inter = gate_up.shape[1] / 2;
   launch_any<true>(gate_up.cols(0, inter), inter, w, out, num_sms, stream);
+}
+
+bool moe_gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out) {
+  if (x.ndim != 2 || w.ndim != 3 || out.ndim != 2 || !w.is_contiguous()) return false;
+  const int64_t E = w.shape[0], n = w.shape[1], k = w.shape[2], rows = x.shape[0];
+  if (x.dtype != DType::BF16 || w.dtype != DType::BF16 || (out.dtype != DType::BF16 && out.dtype != DType::F32))
+    return false;
+  if (k < 8 || k % 8 != 0 || x.shape[1] != k || out.shape[0] != rows || out.shape[1] != n) return false;
+  if (n > (int64_t{1} << 30) || k / 8 > (int64_t{1} << 30) || rows >= (int64_t{1} << 31)) return false;
+  // Decode-sized: at most kMoeGemvMaxRowsPerExpert rows per expert on average; a prefill's experts
+  // hold tens of rows each, where the tiled kernel reuses each weight tile across them.
+  if (rows > kMoeGemvMaxRowsPerExpert * E) return false;
+  return x.stride0() % 8 == 0 && aligned16(x.data) && aligned16(w.data);
+}
+
+void launch_moe_gemv(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out,
+                     cudaStream_t stream) {
+  require(moe_gemv_fits(x, w, out), "moe_grouped_linear (gemv)",
+          "unsupported operands x " + shape_str(x) + ", w " + shape_str(w) + ", out " + shape_str(out));
+  const int64_t E = w.shape[0], n = w.shape[1], rows = x.shape[0];
+  if (rows == 0 || n == 0) return;
+  constexpr int R = 4;
+  const dim3 grid(static_cast<unsigned>((n + R - 1) / R), static_cast<unsigned>(std::min(E, rows)));
+  const auto* xp = static_cast<const bf16*>(x.data);
+  const auto* wp = static_cast<const bf16*>(w.data);
+  const auto* op = static_cast<const int32_t*>(expert_offsets.data);
+  const int kv = static_cast<int>(w.shape[2] / 8);
+  if (out.dtype == DType::F32)
+    moe_gemv_kernel<R, float><<<grid, kThreads, 0, stream>>>(xp, x.stride0(), wp, op, static_cast<int>(E),
+                                                              static_cast<float*>(out.data), out.stride0(),
+                                                              static_cast<int>(n), kv);
+  else
+    moe_gemv_kernel<R, bf16><<<grid, kThreads, 0, stream>>>(xp, x.stride0(), wp, op, static_cast<int>(E),
+                                                             static_cast<bf16*>(out.data), out.stride0(),
+                                                             static_cast<int>(n), kv);
+  PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace pagoda::cuda

@@ -67,6 +67,16 @@ constexpr int64_t kGemvSiluMulMaxRows = 2048;
 bool gemv_silu_mul_preferred(int64_t t, int64_t n);
 void launch_gemv_silu_mul(const Tensor& gate_up, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream);
 
+// The experts' skinny GEMMs of a decode step (gemv.cu), moe_grouped_linear's semantics (backend.h)
+// for bf16 x [R, K] and w [E, N, K] (contiguous, K a multiple of 8, 16-byte aligned), out BF16 or
+// F32, when R ≤ kMoeGemvMaxRowsPerExpert · E: each routed expert's weights are streamed once per
+// four of its rows, as launch_gemv does for a dense matrix. Graph-safe: the launch shape depends on
+// R, E and N only.
+constexpr int64_t kMoeGemvMaxRowsPerExpert = 8;
+bool moe_gemv_fits(const Tensor& x, const Tensor& w, const Tensor& out);
+void launch_moe_gemv(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out,
+                     cudaStream_t stream);
+
 // What paged attention needs from its backend: the device's shape and a scratch area for split-KV
 // partial results (fp32), allocated once by the backend.
 struct AttentionContext {
