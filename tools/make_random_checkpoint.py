@@ -32,6 +32,10 @@ SHAPES = {
                                    num_attention_heads=16, num_key_value_heads=4,
                                    linear_num_key_heads=16, linear_num_value_heads=32,
                                    tie_word_embeddings=True)),
+    "qwen3.5-9b": ("qwen3_5", dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=32,
+                                   num_attention_heads=16, num_key_value_heads=4,
+                                   linear_num_key_heads=16, linear_num_value_heads=32,
+                                   tie_word_embeddings=False)),
     # The new families at their released 8B-class shapes (issue 21: pp512, tg128, B=N against llama.cpp).
     "llama3.1-8b": ("llama", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                                   num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)),

@@ -27,7 +27,9 @@
 #  4. convert_hf_to_gguf.py (bf16; --no-mtp for Qwen3.5, whose converter expects MTP layers that the
 #     text-only checkpoint has none of) to DIR/model.gguf, through a partial file and a rename; a
 #     model.gguf made before the zeroing is removed by step 3.
-# Prints what it does; lines beginning "[ckpt]" are the summary. Exit status 0 when DIR/ready2 exists.
+# NO_GGUF=1 stops after step 3 (a checkpoint for pagoda alone; LLAMA_CPP_SOURCE_DIR is not read).
+# Prints what it does; lines beginning "[ckpt]" are the summary. Exit status 0 when DIR/ready2 exists
+# (with NO_GGUF=1: when DIR/zeroed exists).
 set -uo pipefail
 [[ $# -eq 4 ]] || { echo "usage: $0 SHAPE DIR LLAMA_CPP_SOURCE_DIR TOKENIZER_DIR" >&2; exit 2; }
 shape=$1
@@ -165,6 +167,10 @@ open(os.path.join(d, "zeroed"), "w").write(f"{len(bad)}\n")
 EOF
 fi
 
+if [[ ${NO_GGUF:-0} == 1 ]]; then
+  say "ready without a GGUF (NO_GGUF=1; $(cat "$dir/zeroed") token ids zeroed)"
+  exit 0
+fi
 if [[ ! -f $dir/model.gguf ]]; then
   echo "--- 4. GGUF conversion ($(date +%T))"
   df -h "$dir" | tail -1

@@ -32,6 +32,10 @@
 #   CONC        concurrency levels, default "1 16 64"
 #   NUM_PROMPTS requests per level (default: max(32, 4 x concurrency))
 #   INPUT_LEN / OUTPUT_LEN   default 280 / 256 (random token-id prompts, ignore_eos)
+#   DATASET     random (default) or sharegpt-like (`bench serve --dataset-name sharegpt-like`:
+#               log-normal input and output lengths, medians 120 / 140 tokens; INPUT_LEN/OUTPUT_LEN unused)
+#   SERVE_ARGS  extra flags for `pagoda serve` (e.g. --max-num-seqs 512)
+#   NO_GGUF     1: checkpoints without their GGUF (SERVERS=pagoda only; make_gguf_checkpoint.sh)
 #   WORK        scratch (builds, checkpoints, GGUFs), default /tmp/serve_bench
 #   OUT         where the results go (gpu.txt, commit.txt, tables.md, results.tgz, logs.tgz),
 #               default /tmp/serve_bench_out
@@ -53,6 +57,9 @@ shapes="${SHAPES:-qwen3-0.6b qwen3.5-0.8b}"
 servers="${SERVERS:-pagoda llama}"
 conc="${CONC:-1 16 64}"
 input_len="${INPUT_LEN:-280}"
+dataset=(--random-input-len "${INPUT_LEN:-280}" --random-output-len "${OUTPUT_LEN:-256}")
+[[ ${DATASET:-random} == sharegpt-like ]] && dataset=(--dataset-name sharegpt-like)
+read -r -a serve_args <<< "${SERVE_ARGS:-}"
 output_len="${OUTPUT_LEN:-256}"
 export LD_LIBRARY_PATH="$repo/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
@@ -64,10 +71,12 @@ git log -1 --format=%h 2>/dev/null | tee "$out/commit.txt"
 if has build; then
   stamp "build pagoda and llama-server (in parallel)"
   (timeout "${BUILD_TIMEOUT:-900}" tools/device/build.sh > "$logs/build_pagoda.log" 2>&1; echo "pagoda build rc $?") &
-  (
-    tools/device/build_llama_cpp.sh "$src" "$work/llama-build" llama-server > "$logs/build_llama.log" 2>&1
-    echo "llama-server build rc $?"
-  ) &
+  if [[ " $servers " == *" llama "* ]]; then
+    (
+      tools/device/build_llama_cpp.sh "$src" "$work/llama-build" llama-server > "$logs/build_llama.log" 2>&1
+      echo "llama-server build rc $?"
+    ) &
+  fi
 fi
 
 if has ckpt; then
@@ -124,7 +133,7 @@ if has bench; then
       if [[ $server == pagoda ]]; then
         [[ -f $dir/zeroed ]] || { echo "no checkpoint for $shape ($dir/zeroed; STEPS=ckpt): skipping pagoda"; continue; }
         build-gpu/pagoda serve "$dir" --device cuda --host 127.0.0.1 --port "$port" --max-model-len 2048 \
-          > "$logs/serve_${server}_$shape.log" 2>&1 &
+          "${serve_args[@]}" > "$logs/serve_${server}_$shape.log" 2>&1 &
       else
         [[ -f $dir/ready2 ]] || { echo "no GGUF for $shape ($dir/ready2; STEPS=ckpt): skipping llama.cpp"; continue; }
         "$work/llama-build/bin/llama-server" -m "$dir/model.gguf" --host 127.0.0.1 --port "$port" \
@@ -139,7 +148,7 @@ if has bench; then
         n="${NUM_PROMPTS:-$(( c * 4 > 32 ? c * 4 : 32 ))}"
         tag="${shape}_${server}_c$c"
         build-gpu/pagoda bench serve --base-url "$url" --num-prompts "$n" --max-concurrency "$c" \
-          --random-input-len "$input_len" --random-output-len "$output_len" --num-warmups 2 --seed 0 \
+          "${dataset[@]}" --num-warmups 2 --seed 0 \
           --label "$tag" --disable-tqdm --result-file "$work/$tag.json" --plot "$work/$tag.svg" \
           > "$work/$tag.txt" 2>&1
         echo "--- $tag (rc $?, $n prompts)"
