@@ -38,4 +38,26 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | (r >> 13));
 }
 
+void convert_float_elements(const void* src, DType src_type, void* dst, DType dst_type, size_t count) {
+  const auto* in = static_cast<const unsigned char*>(src);
+  auto* out = static_cast<unsigned char*>(dst);
+  const size_t in_es = dtype_size(src_type), out_es = dtype_size(dst_type);
+  for (size_t i = 0; i < count; ++i) {
+    float f;
+    if (src_type == DType::F32) {
+      std::memcpy(&f, in + i * in_es, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, in + i * in_es, 2);
+      f = src_type == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+    if (dst_type == DType::F32) {
+      std::memcpy(out + i * out_es, &f, 4);
+    } else {
+      const uint16_t h = dst_type == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+      std::memcpy(out + i * out_es, &h, 2);
+    }
+  }
+}
+
 }  // namespace pagoda

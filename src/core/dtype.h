@@ -56,4 +56,8 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+// Converts `count` contiguous elements between the float types F32, BF16 and F16 on the host
+// (through fp32, rounding to nearest even): the staging step of a backend's upload_convert.
+void convert_float_elements(const void* src, DType src_type, void* dst, DType dst_type, size_t count);
+
 }  // namespace pagoda

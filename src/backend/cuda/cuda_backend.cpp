@@ -133,22 +133,6 @@ int64_t CudaBackend::total_memory() const {
 
 namespace {
 
-float host_to_f32(const void* p, DType t, size_t i) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    default: return __half2float(static_cast<const __half*>(p)[i]);
-  }
-}
-
-void host_from_f32(float v, DType t, void* p, size_t i) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(p)[i] = v; return;
-    case DType::BF16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(v); return;
-    default: static_cast<__half*>(p)[i] = __float2half_rn(v); return;
-  }
-}
-
 bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 }  // namespace
@@ -172,8 +156,8 @@ void CudaBackend::upload_convert(const Tensor& host_src, Tensor& dst) {
   std::vector<unsigned char> staging(std::min<size_t>(kChunk, static_cast<size_t>(n)) * out_es);
   for (size_t begin = 0; begin < static_cast<size_t>(n); begin += kChunk) {
     const size_t count = std::min<size_t>(kChunk, static_cast<size_t>(n) - begin);
-    for (size_t i = 0; i < count; ++i)
-      host_from_f32(host_to_f32(host_src.data, host_src.dtype, begin + i), dst.dtype, staging.data(), i);
+    convert_float_elements(static_cast<const unsigned char*>(host_src.data) + begin * dtype_size(host_src.dtype),
+                           host_src.dtype, staging.data(), dst.dtype, count);
     PAGODA_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(dst.data) + begin * out_es, staging.data(),
                                       count * out_es, cudaMemcpyHostToDevice, stream_));
   }

@@ -140,22 +140,8 @@ void VulkanBackend::upload_convert(const Tensor& host_src, Tensor& dst) {
   std::vector<unsigned char> buf(static_cast<size_t>(std::min(kChunk, n)) * out_es);
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t count = std::min(kChunk, n - begin);
-    const auto* in = static_cast<const unsigned char*>(host_src.data) + static_cast<size_t>(begin) * in_es;
-    for (int64_t i = 0; i < count; ++i) {
-      float f;
-      if (host_src.dtype == DType::F32) std::memcpy(&f, in + i * 4, 4);
-      else {
-        uint16_t h;
-        std::memcpy(&h, in + i * 2, 2);
-        f = host_src.dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-      }
-      unsigned char* o = buf.data() + static_cast<size_t>(i) * out_es;
-      if (dst.dtype == DType::F32) std::memcpy(o, &f, 4);
-      else {
-        const uint16_t h = dst.dtype == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
-        std::memcpy(o, &h, 2);
-      }
-    }
+    convert_float_elements(static_cast<const unsigned char*>(host_src.data) + static_cast<size_t>(begin) * in_es,
+                           host_src.dtype, buf.data(), dst.dtype, static_cast<size_t>(count));
     copy_to_device(static_cast<unsigned char*>(dst.data) + static_cast<size_t>(begin) * out_es, buf.data(),
                    static_cast<size_t>(count) * out_es);
   }
@@ -222,6 +208,15 @@ void VulkanBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& ou
   run("embedding", p, groups_for(T * H, 256));
 }
 
+namespace {
+// rms_norm.comp's push constants, for the plain and the gated norm (z = 0: no gate).
+struct RmsNormPush {
+  uint64_t x, w, out, z;
+  uint32_t rows, heads, D, x_stride, out_stride, w_dt, zero_centered, z_stride;
+  float eps;
+};
+}  // namespace
+
 void VulkanBackend::rms_norm(const Tensor& x, const Tensor& w, Tensor& out, float eps, bool zero_centered) {
   const char* op = "rms_norm";
   require_f32(x, op, "x");
@@ -230,11 +225,7 @@ void VulkanBackend::rms_norm(const Tensor& x, const Tensor& w, Tensor& out, floa
   require(D > 0 && x.row_numel() % D == 0, op, "rows of x are not whole multiples of w's length");
   require(rows_of(out) == T && out.row_numel() == x.row_numel(), op, "out must have x's shape");
   const int64_t heads = x.row_numel() / D;
-  struct {
-    uint64_t x, w, out, z;
-    uint32_t rows, heads, D, x_stride, out_stride, w_dt, zero_centered, z_stride;
-    float eps;
-  } p{vk_address(x), vk_address(w), vk_address(out), 0, u32(T * heads), u32(heads), u32(D),
+  const RmsNormPush p{vk_address(x), vk_address(w), vk_address(out), 0, u32(T * heads), u32(heads), u32(D),
       u32(x.stride0()), u32(out.stride0()), dtype_code(w.dtype, op, "w"), zero_centered ? 1u : 0u, 0, eps};
   run("rms_norm", p, groups_for(T * heads, 1));
 }
@@ -248,11 +239,7 @@ void VulkanBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Tenso
   const int64_t T = x.size(0), H = x.size(1), D = x.size(2);
   require(w.numel() == D, op, "w must be [dv]");
   require(rows_of(z) == T && z.row_numel() == H * D, op, "z must have x's shape");
-  struct {
-    uint64_t x, w, out, z;
-    uint32_t rows, heads, D, x_stride, out_stride, w_dt, zero_centered, z_stride;
-    float eps;
-  } p{vk_address(x), vk_address(w), vk_address(out), vk_address(z), u32(T * H), u32(H), u32(D),
+  const RmsNormPush p{vk_address(x), vk_address(w), vk_address(out), vk_address(z), u32(T * H), u32(H), u32(D),
       u32(x.stride0()), u32(out.stride0()), dtype_code(w.dtype, op, "w"), 0, u32(z.stride0()), eps};
   run("rms_norm", p, groups_for(T * H, 1));
 }
