@@ -174,6 +174,10 @@ def weight_bytes(shape):
     per_step = total
     h = re.search(r"^hidden / mlp\s+(\d+)", info, re.M)
     v = re.search(r"^vocab\s+(\d+) \(untied", info, re.M)
+    active = re.search(r"^params \(config\)\s+\d+ total \([^)]*\), (\d+) active per token", info, re.M)
+    if active:  # mixture of experts: a decode step reads the k routed experts, not all of them
+        per_step = int(active.group(1)) * 2  # bf16
+        src += "; per step: the active parameters of `pagoda info`"
     if h and v:
         per_step -= int(h.group(1)) * int(v.group(1)) * 2  # bf16
     return total, per_step, src
