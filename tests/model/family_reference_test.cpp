@@ -25,6 +25,7 @@
 #include "kv/recurrent_state.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "engine_reference_run.h"
 #include "reference_fixture.h"
 #include "single_sequence.h"
 
@@ -33,6 +34,7 @@ namespace {
 
 using testing::argmax;
 using testing::fixture_model_dir;
+using testing::expect_engine_matches_reference;
 using testing::load_reference;
 using testing::SingleSequence;
 
@@ -157,28 +159,8 @@ TEST_P(FamilyReferenceTest, EngineWithChunkedPrefillAndPreemptionMatchesTransfor
   config.num_gpu_blocks_override = config.max_model_len / kBlock + 2;
   ASSERT_LT(config.num_gpu_blocks_override, blocks_for_all);
   Engine engine(fixture_model_dir(name), config);
-
-  std::map<int64_t, size_t> case_of;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.ignore_eos = true;
-    p.max_tokens = static_cast<int32_t>(cases[i].generated_ids.size());
-    case_of[engine.add_request(cases[i].prompt_ids, p)] = i;
-  }
-  std::map<int64_t, std::vector<int32_t>> tokens;
-  int steps = 0;
-  while (engine.has_unfinished() && steps < 20000) {
-    for (const RequestOutput& o : engine.step())
-      tokens[o.id].insert(tokens[o.id].end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    ++steps;
-  }
-  EXPECT_FALSE(engine.has_unfinished());
+  expect_engine_matches_reference(engine, cases);
   EXPECT_GT(engine.scheduler().num_preemptions(), 0) << "the test should force preemption";
-  for (const auto& [id, i] : case_of) {
-    SCOPED_TRACE("prompt of " + std::to_string(cases[i].prompt_ids.size()) + " tokens");
-    EXPECT_EQ(tokens[id], cases[i].generated_ids);
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FamilyReferenceTest, ::testing::ValuesIn(family_fixtures()),

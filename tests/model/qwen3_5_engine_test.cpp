@@ -9,6 +9,7 @@
 #include <ostream>
 
 #include "engine/engine.h"
+#include "engine_reference_run.h"
 #include "reference_fixture.h"
 
 namespace pagoda {
@@ -16,6 +17,8 @@ namespace {
 
 using testing::fixture_model_dir;
 using testing::load_reference;
+using testing::ReferenceCase;
+using testing::expect_engine_matches_reference;
 
 struct EngineCase {
   const char* model;
@@ -43,28 +46,10 @@ TEST_P(Qwen3_5EngineTest, PreemptedAndChunkedSequencesMatchReference) {
   EXPECT_EQ(static_cast<int64_t>(engine.state_bytes()), engine.memory_plan().state_bytes + engine.memory_plan().snapshot_bytes);
 
   const auto cases = load_reference(ec.model);
-  std::map<int64_t, size_t> case_of;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    if (cases[i].prompt_ids.size() > 200) continue;  // 300 + 32 needs 21 blocks: keep the rest busy
-    SamplingParams p;
-    p.temperature = 0;
-    p.ignore_eos = true;
-    p.max_tokens = static_cast<int32_t>(cases[i].generated_ids.size());
-    case_of[engine.add_request(cases[i].prompt_ids, p)] = i;
-  }
-  std::map<int64_t, std::vector<int32_t>> tokens;
-  int steps = 0;
-  while (engine.has_unfinished() && steps < 10000) {
-    for (const RequestOutput& o : engine.step())
-      tokens[o.id].insert(tokens[o.id].end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    ++steps;
-  }
-  EXPECT_FALSE(engine.has_unfinished());
+  // 300 + 32 tokens need 21 blocks: the shorter prompts keep the rest of the pool busy.
+  expect_engine_matches_reference(engine, cases, [](const ReferenceCase& c) { return c.prompt_ids.size() <= 200; },
+                                  10000);
   EXPECT_GT(engine.scheduler().num_preemptions(), 0) << "the test should force preemption";
-  for (const auto& [id, i] : case_of) {
-    SCOPED_TRACE("prompt of " + std::to_string(cases[i].prompt_ids.size()) + " tokens");
-    EXPECT_EQ(tokens[id], cases[i].generated_ids);
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
