@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -173,18 +174,24 @@ TEST_F(Reliability, SlowClientsAreCutOffAndDelayNothing) {
     slow.back()->send("G");
   }
   const auto start = Clock::now();
-  double worst_health = 0;
+  std::vector<double> health_ms;
   while (ms_since(start) < 2000) {
-    for (auto& c : slow) c->send("E");  // a byte a second: never a whole header
+    for (auto& c : slow) c->send("E");  // a byte every 200 ms: never a whole header
     const auto t = Clock::now();
     EXPECT_EQ(server_.get("/health").status, 200);
-    worst_health = std::max(worst_health, ms_since(t));
+    health_ms.push_back(ms_since(t));
     std::this_thread::sleep_for(200ms);
   }
+  // The median, not the worst: on a shared 2-core machine one probe can wait for the scheduler, while
+  // slow clients that held up the server would slow every probe.
+  std::sort(health_ms.begin(), health_ms.end());
+  const double median_health = health_ms[health_ms.size() / 2];
   const auto t = Clock::now();
   EXPECT_TRUE(normal_request_works());
   EXPECT_LT(ms_since(t), 5000);
-  if (kTimingsMeaningful) EXPECT_LT(worst_health, 100) << "/health took " << worst_health << " ms beside " << kSlow << " slow clients";
+  if (kTimingsMeaningful)
+    EXPECT_LT(median_health, 100) << "/health took " << median_health << " ms (median of " << health_ms.size()
+                                  << ") beside " << kSlow << " slow clients";
   int answered_408 = 0;
   for (auto& c : slow)
     if (status_of(c->read_all(5s, 4096)) == 408) ++answered_408;
