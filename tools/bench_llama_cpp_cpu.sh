@@ -14,7 +14,8 @@
 # the check that both engines compute the same model). Env: PAGODA (build/pagoda), THREADS (2),
 # LLAMA_REPS (llama-bench repetitions per round, 2), PP (512), TG (128), WORK (/tmp/pagoda-llama-bench:
 # the GGUFs, converted once per checkpoint, and every run's output), PAGODA_FLAGS (extra flags for
-# pagoda bench offline, e.g. to try an opt-in path).
+# pagoda bench offline), PAGODA_ALT_ENV (e.g. "PAGODA_CPU_PREFILL=bf16": each round also runs pagoda
+# under these environment variables, reported as a third engine beside the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${LLAMA_SRC:?set LLAMA_SRC to a llama.cpp source tree (its gguf-py is used)}"
@@ -39,25 +40,30 @@ for model in "$@"; do
     "$PY" tools/checkpoint_to_gguf.py "$model" --out "$gguf" --gguf-py "$LLAMA_SRC/gguf-py" >&2
   fi
   for ((r = 0; r < rounds; r++)); do
-    run_pagoda() {
-      "$PAGODA" bench offline "$model" --device cpu --threads "$THREADS" --pp "$PP" --tg "$TG" --batch-sizes 1 \
+    run_pagoda() {  # $1: output tag, then env assignments
+      local tag=$1
+      shift
+      env "$@" "$PAGODA" bench offline "$model" --device cpu --threads "$THREADS" --pp "$PP" --tg "$TG" --batch-sizes 1 \
         --prompt-len 16 --gen-len 1 --max-model-len $((PP + TG + 64)) ${PAGODA_FLAGS:-} \
-        --json "$WORK/$name.pagoda.$r.json" >"$WORK/$name.pagoda.$r.txt" 2>/dev/null
+        --json "$WORK/$name.$tag.$r.json" >"$WORK/$name.$tag.$r.txt" 2>/dev/null
     }
     run_llama() {
       "$LLAMA_BUILD/bin/llama-bench" -m "$gguf" -p "$PP" -n "$TG" -t "$THREADS" -r "$LLAMA_REPS" -o jsonl \
         >"$WORK/$name.llama.$r.jsonl" 2>/dev/null
     }
-    if ((r % 2 == 0)); then run_pagoda; run_llama; else run_llama; run_pagoda; fi
+    alt() { [[ -z ${PAGODA_ALT_ENV:-} ]] || run_pagoda alt $PAGODA_ALT_ENV; }
+    if ((r % 2 == 0)); then run_pagoda pagoda; run_llama; alt; else alt; run_llama; run_pagoda pagoda; fi
     echo "# $name round $((r + 1)) done, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   done
-  "$PY" - "$WORK" "$name" "$rounds" "$PP" "$TG" "$gguf" <<'PY'
+  for tag in pagoda ${PAGODA_ALT_ENV:+alt}; do
+  "$PY" - "$WORK" "$name" "$rounds" "$PP" "$TG" "$gguf" "$tag" "${PAGODA_ALT_ENV:-}" <<'PY'
 import json, os, re, statistics, sys
-work, name, rounds, pp, tg, gguf = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+work, name, rounds, pp, tg, gguf, tag, alt = sys.argv[1:9]
+rounds = int(rounds)
 rows = []
 for r in range(rounds):
-    pts = {p["name"]: p for p in json.load(open(f"{work}/{name}.pagoda.{r}.json"))["points"]}
-    txt = open(f"{work}/{name}.pagoda.{r}.txt").read()
+    pts = {p["name"]: p for p in json.load(open(f"{work}/{name}.{tag}.{r}.json"))["points"]}
+    txt = open(f"{work}/{name}.{tag}.{r}.txt").read()
     m = re.search(r"GB/s of weights read = (\d+)% of the ([\d.]+) GB/s streaming read", txt)
     wb = re.search(r"\(weights ([\d.]+) GiB\)", txt)
     lb = {}
@@ -67,7 +73,8 @@ for r in range(rounds):
     rows.append(dict(p_pp=pts[f"pp{pp}"]["prefill_tok_s"], p_tg=pts[f"tg{tg}"]["decode_tok_s"],
                      l_pp=lb["pp"], l_tg=lb["tg"], read=float(m.group(2)) if m else 0.0,
                      wbytes=float(wb.group(1)) * 2**30 if wb else 0.0))
-print(f"\n## {name}  (llama.cpp: {os.path.basename(gguf)})")
+who = "pagoda" if tag == "pagoda" else f"pagoda with {alt}"
+print(f"\n## {name}: {who} / llama.cpp ({os.path.basename(gguf)})")
 print("| round | pagoda pp%s | llama.cpp pp%s | ratio | pagoda tg%s | llama.cpp tg%s | ratio | read GB/s | pagoda decode GB/s (fraction) | llama.cpp decode GB/s (fraction) |" % (pp, pp, tg, tg))
 print("|---|---|---|---|---|---|---|---|---|---|")
 for i, x in enumerate(rows):
@@ -82,4 +89,5 @@ print(f"| median | {med('p_pp'):.1f} | {med('l_pp'):.1f} | **{statistics.median(
       f"{med('p_tg'):.2f} | {med('l_tg'):.2f} | **{statistics.median(rt):.2f}** ({min(rt):.2f}..{max(rt):.2f}) | "
       f"{med('read'):.1f} | | |")
 PY
+  done
 done
