@@ -2,7 +2,8 @@
 # Does llama.cpp, given the GGUF that tools/checkpoint_to_gguf.py writes, compute the same model as
 # pagoda? Two independent implementations, greedy, the same prompts: for each model and each GGUF
 # type, the prompt's token ids (pagoda tokenize vs llama-tokenize) and the N generated tokens'
-# text (pagoda generate vs llama-completion) must be equal. Prints one line per prompt and exits
+# text (pagoda generate; llama-completion generates one more and must begin with that text) must
+# be equal. Prints one line per prompt and exits
 # non-zero on any difference. Not a CI test: llama.cpp is built by hand, outside the repository:
 #
 #   cmake -S LLAMA_SRC -B LLAMA_BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
@@ -51,19 +52,21 @@ for model in "${models[@]}"; do
       ids_p=$("$PAGODA" tokenize --model "$model" "$p" | tr -s ' ' | sed 's/ *$//')
       ids_l=$("$LLAMA_BUILD/bin/llama-tokenize" -m "$gguf" -p "$p" --ids --log-disable 2>/dev/null |
               tr -d '[],' | sed 's/^ *//; s/ *$//')
-      "$LLAMA_BUILD/bin/llama-completion" -m "$gguf" -p "$p" -n "$N" --temp 0 --seed 1 -t "$THREADS" -c 512 \
+      "$LLAMA_BUILD/bin/llama-completion" -m "$gguf" -p "$p" -n $((N + 1)) --temp 0 --seed 1 -t "$THREADS" -c 512 \
         "${kv_llama[@]}" -no-cnv --no-display-prompt --no-warmup -s 1 </dev/null >"$work/llama.txt" 2>"$work/llama.err" ||
         { echo "llama-completion failed on $gguf:"; tail -5 "$work/llama.err"; exit 1; }
       verdict=$("$PY" - "$work/out.jsonl" "$i" "$work/llama.txt" "$ids_p" "$ids_l" <<'PY'
 import json, sys
 out, i, ltxt, ids_p, ids_l = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 row = [json.loads(l) for l in open(out)][i]
-# llama-completion ends its output with newlines of its own: trailing newlines are not compared
-ptext = row["text"].rstrip("\n")
-ltext = open(ltxt, encoding="utf-8", errors="replace").read().rstrip("\n")
+# llama.cpp generated one token more than pagoda: its text must begin with pagoda's whole text (on a
+# busy machine llama-completion's asynchronous log sometimes drops its last token, and it ends its
+# output with newlines of its own)
+ptext = row["text"]
+ltext = open(ltxt, encoding="utf-8", errors="replace").read()
 ok_ids = ids_p.split() == ids_l.split()
 n = len(row["token_ids"])
-if ok_ids and ptext == ltext:
+if ok_ids and ltext.startswith(ptext):
     print(f"same  ({len(ids_p.split())} prompt ids, {n} generated tokens) {ptext!r}")
 else:
     k = next((j for j in range(min(len(ptext), len(ltext))) if ptext[j] != ltext[j]), min(len(ptext), len(ltext)))
