@@ -104,7 +104,8 @@ TEST_P(CpuGemv, MatchesNaiveProductOnEveryShape) {
   struct Shape { int64_t t, n, k; };
   // T: decode (1), skinny batches, a tile-and-a-bit; N and K off the 4-row tile and 8/16/32 lanes.
   for (const Shape s : {Shape{1, 1, 1}, {1, 40, 64}, {1, 7, 13}, {3, 72, 136}, {8, 33, 256}, {9, 64, 96},
-                        {5, 9, 1024}, {2, 16, 37}, {4, 5, 31}, {1, 4, 33}, {6, 12, 1000}})
+                        {5, 9, 1024}, {2, 16, 37}, {4, 5, 31}, {1, 4, 33}, {6, 12, 1000}, {1, 3, 48},
+                        {1, 5, 1000}})
     for (bool bf16 : {true, false}) {
       SCOPED_TRACE(std::string(bf16 ? "bf16" : "f16") + " T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) +
                    " K=" + std::to_string(s.k));

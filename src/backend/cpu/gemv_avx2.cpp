@@ -64,6 +64,30 @@ PAGODA_AVX2 void tile(const float* x, int64_t ldx, const uint16_t* w, int64_t ld
     for (int j = 0; j < NR; ++j) out[i * ldo + j] = hsum(acc[i][j]);
 }
 
+// Decode (T = 1): one weight row at a time, a sequential stream per thread, as in gemv_avx512.cpp
+// (several rows in flight streamed 40-50% slower on this project's Zen 4).
+template <bool kBf16>
+PAGODA_AVX2 void row_dot(const float* x, const uint16_t* w, float* out, int64_t K) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), widen<kBf16>(w + k), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8), widen<kBf16>(w + k + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 16), widen<kBf16>(w + k + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 24), widen<kBf16>(w + k + 24), a3);
+  }
+  for (; k + 8 <= K; k += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), widen<kBf16>(w + k), a0);
+  if (k < K) {  // the last K % 8 columns: zero-padded copies
+    const auto r = static_cast<size_t>(K - k);
+    uint16_t wb[8] = {};
+    float xb[8] = {};
+    std::memcpy(wb, w + k, r * 2);
+    std::memcpy(xb, x + k, r * 4);
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xb), widen<kBf16>(wb), a0);
+  }
+  *out = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
 template <bool kBf16, int NR>
 PAGODA_AVX2 void rows(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* out, int64_t ldo,
                         int64_t T, int64_t K) {
@@ -85,8 +109,10 @@ template <bool kBf16>
 PAGODA_AVX2 void gemv(const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, float* out, int64_t ldo,
                         int64_t T, int64_t N, int64_t K) {
   int64_t n = 0;
-  if (T == 1)  // decode: more weight rows in flight at once (4 rows reached half the read bandwidth)
-    for (; n + 8 <= N; n += 8) tile<kBf16, 1, 8>(x, ldx, w + n * ldw, ldw, out + n, ldo, K);
+  if (T == 1) {
+    for (; n < N; ++n) row_dot<kBf16>(x, w + n * ldw, out + n, K);
+    return;
+  }
   for (; n + 4 <= N; n += 4) rows<kBf16, 4>(x, ldx, w + n * ldw, ldw, out + n, ldo, T, K);
   for (; n < N; ++n) rows<kBf16, 1>(x, ldx, w + n * ldw, ldw, out + n, ldo, T, K);
 }

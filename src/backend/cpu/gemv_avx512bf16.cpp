@@ -76,6 +76,31 @@ PAGODA_BF16 void tile(const uint16_t* hi, int64_t plane, int64_t ldp, const uint
     for (int j = 0; j < NR; ++j) out[i * ldo + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
+// Decode (T = 1): one weight row at a time, a sequential stream per thread (gemv_avx512.cpp says
+// why), two accumulators.
+PAGODA_BF16 void row_dot(const uint16_t* hi, int64_t plane, const uint16_t* w, float* out, int64_t K) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) {
+    const __m512bh w0 = as_bh(_mm512_loadu_si512(w + k)), w1 = as_bh(_mm512_loadu_si512(w + k + 32));
+    a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_loadu_si512(hi + 2 * plane + k)), w0);
+    a1 = _mm512_dpbf16_ps(a1, as_bh(_mm512_loadu_si512(hi + 2 * plane + k + 32)), w1);
+    a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_loadu_si512(hi + plane + k)), w0);
+    a1 = _mm512_dpbf16_ps(a1, as_bh(_mm512_loadu_si512(hi + plane + k + 32)), w1);
+    a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_loadu_si512(hi + k)), w0);
+    a1 = _mm512_dpbf16_ps(a1, as_bh(_mm512_loadu_si512(hi + k + 32)), w1);
+  }
+  for (; k < K; k += 32) {  // x is zero-padded to a multiple of 32; the weights are masked
+    const int64_t r = K - k;
+    const auto mask = static_cast<__mmask32>(r >= 32 ? 0xffffffffu : (1u << r) - 1);
+    const __m512bh wv = as_bh(_mm512_maskz_loadu_epi16(mask, w + k));
+    a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_loadu_si512(hi + 2 * plane + k)), wv);
+    a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_loadu_si512(hi + plane + k)), wv);
+    a0 = _mm512_dpbf16_ps(a0, as_bh(_mm512_loadu_si512(hi + k)), wv);
+  }
+  *out = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
 template <int NR>
 PAGODA_BF16 void rows(const uint16_t* hi, int64_t plane, int64_t ldp, const uint16_t* w, int64_t ldw,
                       float* out, int64_t ldo, int64_t T, int64_t K) {
@@ -107,8 +132,10 @@ PAGODA_BF16_TARGET void gemv_bf16_avx512bf16(const float* x, int64_t ldx, const 
   split(x, ldx, T, K, ldp, hi);
   const int64_t plane = T * ldp;
   int64_t n = 0;
-  if (T == 1)  // decode: more weight rows in flight at once (4 rows reached half the read bandwidth)
-    for (; n + 8 <= N; n += 8) tile<1, 8>(hi, plane, ldp, w + n * ldw, ldw, out + n, ldo, K);
+  if (T == 1) {
+    for (; n < N; ++n) row_dot(hi, plane, w + n * ldw, out + n, K);
+    return;
+  }
   for (; n + 4 <= N; n += 4) rows<4>(hi, plane, ldp, w + n * ldw, ldw, out + n, ldo, T, K);
   for (; n < N; ++n) rows<1>(hi, plane, ldp, w + n * ldw, ldw, out + n, ldo, T, K);
 }
