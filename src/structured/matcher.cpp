@@ -5,10 +5,12 @@
 namespace pagoda::structured {
 namespace {
 constexpr size_t kMaskCacheEntries = 512;  // × vocab/8 bytes (19 KB at 151,936 tokens)
+constexpr size_t kClassEntries = 4096;     // token classes a grammar keeps (each about 19 KB)
+constexpr size_t kMaxShapeBytes = 64u << 10;  // larger shapes are not shared across grammars
 }
 
 GrammarRuntime::GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> eos_ids)
-    : automaton_(std::move(g)), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)) {
+    : automaton_(std::move(g)), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), dfa_(automaton_) {
   per_depth_.resize(trie_->max_depth() + 1);
 }
 
@@ -34,7 +36,7 @@ void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_l
   auto it = cache_.find(s);
   if (it == cache_.end()) {
     TokenMask fresh;
-    const uint32_t max_after = compute_mask(s, fresh, INT64_MAX);
+    const uint32_t max_after = compute_mask_fast(s, fresh);
     if (cache_.size() >= kMaskCacheEntries) {
       cache_.erase(cache_order_.front());
       cache_order_.pop_front();
@@ -50,6 +52,84 @@ void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_l
   }
   compute_mask(s, mask, limit);
   if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = it->second.mask;
+}
+
+void GrammarRuntime::reference_mask(const State& s, TokenMask& mask, int64_t tokens_left) {
+  std::lock_guard lock(mu_);
+  TokenMask full;
+  const uint32_t max_after = compute_mask(s, full, INT64_MAX);
+  const int64_t limit = tokens_left == INT64_MAX ? INT64_MAX : tokens_left - 2;
+  if (static_cast<int64_t>(max_after) <= limit) {
+    mask = std::move(full);
+    return;
+  }
+  compute_mask(s, mask, limit);
+  if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = std::move(full);
+}
+
+const TokenClasses& GrammarRuntime::classes_of(StackId hole_stack) {
+  auto it = classes_.find(hole_stack);
+  if (it != classes_.end()) return *it->second;
+  if (classes_.size() >= kClassEntries) classes_.clear();
+  const std::string shape = automaton_.shape(hole_stack, kMaxShapeBytes);
+  std::shared_ptr<const TokenClasses> c = shape.empty() ? nullptr : trie_->class_cache().find(shape);
+  if (!c) {
+    c = std::make_shared<const TokenClasses>(classify_tokens(dfa_, hole_stack, *trie_));
+    if (!shape.empty()) trie_->class_cache().insert(shape, c);
+  }
+  return *classes_.emplace(hole_stack, std::move(c)).first->second;
+}
+
+uint32_t GrammarRuntime::compute_mask_fast(const State& s, TokenMask& mask) {
+  mask.assign((static_cast<size_t>(trie_->vocab_size()) + 63) / 64, 0);
+  candidates_.clear();
+  uint32_t max_after = 0;
+  for (StackId st : s) {
+    if (st == 0) continue;  // complete: EOS, below
+    StackId rest = 0;
+    const TokenClasses& c = classes_of(automaton_.hole_stack(st, kClassDepth, &rest));
+    for (size_t w = 0; w < mask.size(); ++w) mask[w] |= c.accepted[w];
+    if (c.any_accepted)
+      max_after = std::max(max_after, std::min(Automaton::kNoCompletion, c.max_after + automaton_.shortest_stack(rest)));
+    candidates_.insert(candidates_.end(), c.uncertain.begin(), c.uncertain.end());
+  }
+  if (!candidates_.empty()) {
+    if (s.size() > 1) {
+      std::sort(candidates_.begin(), candidates_.end());
+      candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
+    }
+    walk_candidates(s, candidates_, mask, max_after);
+  }
+  allow_eos(s, mask);
+  return max_after;
+}
+
+void GrammarRuntime::walk_candidates(const State& s, const std::vector<uint32_t>& candidates, TokenMask& mask,
+                                     uint32_t& max_after) {
+  const auto& ids = trie_->token_ids();
+  dfa_.bound();
+  at_.resize(trie_->max_depth() + 1);
+  at_[0] = dfa_.intern(s);
+  size_t valid = 0;  // at_[0..valid] are the (live) states along `prev`
+  const std::string* prev = nullptr;
+  for (uint32_t t : candidates) {
+    const auto id = static_cast<size_t>(ids[t]);
+    if ((mask[id >> 6] >> (id & 63)) & 1) continue;  // another stack accepts it for sure
+    const std::string& bytes = trie_->bytes(ids[t]);
+    size_t d = 0;
+    if (prev)
+      while (d < valid && d < bytes.size() && bytes[d] == (*prev)[d]) ++d;
+    prev = &bytes;
+    for (; d < bytes.size(); ++d) {
+      const uint32_t q = dfa_.next(at_[d], static_cast<uint8_t>(bytes[d]));
+      if (q == StateDfa::kDead) break;
+      at_[d + 1] = q;
+    }
+    valid = d;
+    if (d < bytes.size()) continue;
+    mask[id >> 6] |= uint64_t{1} << (id & 63);
+    max_after = std::max(max_after, dfa_.shortest(at_[d]));
+  }
 }
 
 void GrammarRuntime::allow_eos(const State& s, TokenMask& mask) const {
@@ -119,6 +199,14 @@ void Matcher::fill_mask(TokenMask& mask, int64_t tokens_left) const {
     return;
   }
   runtime_->fill_mask(state_, mask, tokens_left);
+}
+
+void Matcher::reference_mask(TokenMask& mask, int64_t tokens_left) const {
+  if (finished_) {
+    mask.assign((static_cast<size_t>(runtime_->vocab_size()) + 63) / 64, 0);
+    return;
+  }
+  runtime_->reference_mask(state_, mask, tokens_left);
 }
 
 }  // namespace pagoda::structured
