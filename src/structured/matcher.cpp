@@ -106,29 +106,36 @@ uint32_t GrammarRuntime::compute_mask_fast(const State& s, TokenMask& mask) {
 
 void GrammarRuntime::walk_candidates(const State& s, const std::vector<uint32_t>& candidates, TokenMask& mask,
                                      uint32_t& max_after) {
+  // The trie walk from the real state, entering only subtrees that hold a candidate (candidates
+  // are in the trie's token order, which is preorder).
+  const auto& nodes = trie_->nodes();
   const auto& ids = trie_->token_ids();
   dfa_.bound();
   at_.resize(trie_->max_depth() + 1);
   at_[0] = dfa_.intern(s);
-  size_t valid = 0;  // at_[0..valid] are the (live) states along `prev`
-  const std::string* prev = nullptr;
-  for (uint32_t t : candidates) {
-    const auto id = static_cast<size_t>(ids[t]);
-    if ((mask[id >> 6] >> (id & 63)) & 1) continue;  // another stack accepts it for sure
-    const std::string& bytes = trie_->bytes(ids[t]);
-    size_t d = 0;
-    if (prev)
-      while (d < valid && d < bytes.size() && bytes[d] == (*prev)[d]) ++d;
-    prev = &bytes;
-    for (; d < bytes.size(); ++d) {
-      const uint32_t q = dfa_.next(at_[d], static_cast<uint8_t>(bytes[d]));
-      if (q == StateDfa::kDead) break;
-      at_[d + 1] = q;
+  size_t next = 0;  // the first candidate not yet passed
+  for (size_t i = 0; i < nodes.size();) {
+    while (next < candidates.size() && candidates[next] < trie_->tokens_before(i)) ++next;
+    if (next == candidates.size()) break;
+    const TokenTrie::Node& node = nodes[i];
+    if (candidates[next] >= trie_->tokens_before(node.subtree_end)) {
+      i = node.subtree_end;
+      continue;
     }
-    valid = d;
-    if (d < bytes.size()) continue;
-    mask[id >> 6] |= uint64_t{1} << (id & 63);
-    max_after = std::max(max_after, dfa_.shortest(at_[d]));
+    const uint32_t q = dfa_.next(at_[node.depth - 1], node.byte);
+    if (q == StateDfa::kDead) {
+      i = node.subtree_end;
+      continue;
+    }
+    at_[node.depth] = q;
+    if (candidates[next] < node.tokens_end && node.tokens_begin < node.tokens_end) {
+      max_after = std::max(max_after, dfa_.shortest(q));
+      for (; next < candidates.size() && candidates[next] < node.tokens_end; ++next) {
+        const auto id = static_cast<size_t>(ids[candidates[next]]);
+        mask[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+    }
+    ++i;
   }
 }
 
