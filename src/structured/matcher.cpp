@@ -32,26 +32,28 @@ State GrammarRuntime::advance(const State& s, int32_t token) {
 }
 
 void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_left) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto it = cache_.find(s);
   if (it == cache_.end()) {
-    TokenMask fresh;
-    const uint32_t max_after = compute_mask_fast(s, fresh);
+    auto fresh = std::make_shared<CachedMask>();
+    fresh->max_after = compute_mask_fast(s, fresh->mask);
     if (cache_.size() >= kMaskCacheEntries) {
       cache_.erase(cache_order_.front());
       cache_order_.pop_front();
     }
-    it = cache_.emplace(s, CachedMask{std::move(fresh), max_after}).first;
+    it = cache_.emplace(s, std::move(fresh)).first;
     cache_order_.push_back(s);
   }
+  const std::shared_ptr<const CachedMask> cached = it->second;
   // After this token, tokens_left - 1 remain: the completion's bytes and the EOS.
   const int64_t limit = tokens_left == INT64_MAX ? INT64_MAX : tokens_left - 2;
-  if (static_cast<int64_t>(it->second.max_after) <= limit) {
-    mask = it->second.mask;
+  if (static_cast<int64_t>(cached->max_after) <= limit) {
+    lock.unlock();  // the copy needs no lock: rows of one grammar copy in parallel
+    mask = cached->mask;
     return;
   }
   compute_mask(s, mask, limit);
-  if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = it->second.mask;
+  if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = cached->mask;
 }
 
 void GrammarRuntime::reference_mask(const State& s, TokenMask& mask, int64_t tokens_left) {

@@ -74,7 +74,7 @@ class GrammarRuntime {
     TokenMask mask;
     uint32_t max_after;  // compute_mask's result
   };
-  std::unordered_map<State, CachedMask, StateHash> cache_;
+  std::unordered_map<State, std::shared_ptr<const CachedMask>, StateHash> cache_;
   std::deque<State> cache_order_;
   std::unordered_map<StackId, std::shared_ptr<const TokenClasses>> classes_;
   std::vector<uint32_t> candidates_;
