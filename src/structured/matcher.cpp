@@ -36,7 +36,7 @@ void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_l
   auto it = cache_.find(s);
   if (it == cache_.end()) {
     auto fresh = std::make_shared<CachedMask>();
-    fresh->max_after = compute_mask_fast(s, fresh->mask);
+    fresh->max_after = token_classes_ ? compute_mask_fast(s, fresh->mask) : compute_mask(s, fresh->mask, INT64_MAX);
     if (cache_.size() >= kMaskCacheEntries) {
       cache_.erase(cache_order_.front());
       cache_order_.pop_front();

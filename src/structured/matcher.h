@@ -45,6 +45,8 @@ class GrammarRuntime {
   // fill_mask by the plain walk of the whole trie for every state, no token classes and no cache:
   // the reference the fast path is tested against.
   void reference_mask(const State& s, TokenMask& mask, int64_t tokens_left = INT64_MAX);
+  // Off: a state's first mask is the plain trie walk, as before token classes (bench baseline).
+  void set_token_classes(bool on) { token_classes_ = on; }
 
   // How many positions of a stack its token classes know (the rest is the hole). Three keep a JSON
   // string's characters, its repetition and its closing quote: every token inside one string is
@@ -78,6 +80,7 @@ class GrammarRuntime {
   std::deque<State> cache_order_;
   std::unordered_map<StackId, std::shared_ptr<const TokenClasses>> classes_;
   std::vector<uint32_t> candidates_;
+  bool token_classes_ = true;
 };
 
 // One request's position in its grammar.
