@@ -5,7 +5,7 @@
 namespace pagoda::structured {
 namespace {
 constexpr size_t kMaskCacheEntries = 512;  // × vocab/8 bytes (19 KB at 151,936 tokens)
-constexpr size_t kClassEntries = 4096;     // token classes a grammar keeps (each about 19 KB)
+constexpr size_t kClassEntries = 1024;     // token classes a grammar keeps (each about 19 KB)
 constexpr size_t kMaxShapeBytes = 64u << 10;  // larger shapes are not shared across grammars
 }
 
