@@ -303,7 +303,8 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     }
   } pending;
   if (any_matcher) {
-    if (!mask_workers_) mask_workers_ = std::make_unique<GrammarMaskWorkers>();
+    if (!mask_workers_)
+      mask_workers_ = std::make_unique<GrammarMaskWorkers>(dynamic_cast<CpuBackend*>(backend_.get()) ? 0 : -1);
     mask_workers_->start(rows, config_.max_model_len);
     pending.w = mask_workers_.get();
   }

@@ -26,7 +26,7 @@ void fill_grammar_mask(Sequence& s, int32_t max_model_len) {
 }
 
 GrammarMaskWorkers::GrammarMaskWorkers(int num_workers) {
-  if (num_workers <= 0)
+  if (num_workers < 0)
     num_workers = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 2u, 9u)) - 1;
   for (int i = 0; i < num_workers; ++i) threads_.emplace_back([this] { worker_loop(); });
 }

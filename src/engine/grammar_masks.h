@@ -19,8 +19,10 @@ class Sequence;
 
 class GrammarMaskWorkers {
  public:
-  // num_workers <= 0: one less than the hardware threads (at least 1, at most 8).
-  explicit GrammarMaskWorkers(int num_workers = 0);
+  // num_workers < 0: one less than the hardware threads (at least 1, at most 8). 0: no worker, the
+  // engine thread computes every mask in wait() (the CPU backend: its forward pass already keeps
+  // every core busy, and a third runnable thread costs it more than the masks themselves).
+  explicit GrammarMaskWorkers(int num_workers = -1);
   ~GrammarMaskWorkers();
   GrammarMaskWorkers(const GrammarMaskWorkers&) = delete;
   GrammarMaskWorkers& operator=(const GrammarMaskWorkers&) = delete;

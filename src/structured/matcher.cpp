@@ -52,8 +52,43 @@ void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_l
     mask = cached->mask;
     return;
   }
-  compute_mask(s, mask, limit);
+  if (token_classes_) {
+    compute_mask_dfa(s, mask, limit);
+  } else {
+    compute_mask(s, mask, limit);
+  }
   if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = cached->mask;
+}
+
+uint32_t GrammarRuntime::compute_mask_dfa(const State& s, TokenMask& mask, int64_t limit) {
+  mask.assign((static_cast<size_t>(trie_->vocab_size()) + 63) / 64, 0);
+  const auto& nodes = trie_->nodes();
+  const auto& ids = trie_->token_ids();
+  dfa_.bound();
+  at_.resize(trie_->max_depth() + 1);
+  at_[0] = dfa_.intern(s);
+  uint32_t max_after = 0;
+  for (size_t i = 0; i < nodes.size();) {
+    const TokenTrie::Node& node = nodes[i];
+    const uint32_t q = dfa_.next(at_[node.depth - 1], node.byte);
+    if (q == StateDfa::kDead) {
+      i = node.subtree_end;
+      continue;
+    }
+    at_[node.depth] = q;
+    if (node.tokens_begin < node.tokens_end) {
+      const uint32_t after = dfa_.shortest(q);
+      max_after = std::max(max_after, after);
+      if (static_cast<int64_t>(after) <= limit)
+        for (uint32_t t = node.tokens_begin; t < node.tokens_end; ++t) {
+          const auto id = static_cast<size_t>(ids[t]);
+          mask[id >> 6] |= uint64_t{1} << (id & 63);
+        }
+    }
+    ++i;
+  }
+  allow_eos(s, mask);
+  return max_after;
 }
 
 void GrammarRuntime::reference_mask(const State& s, TokenMask& mask, int64_t tokens_left) {

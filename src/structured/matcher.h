@@ -57,6 +57,8 @@ class GrammarRuntime {
   // Allows the tokens whose shortest completion after them is at most `limit` (INT64_MAX: every
   // token the grammar takes); returns the largest such completion over the allowed tokens.
   uint32_t compute_mask(const State& s, TokenMask& mask, int64_t limit);
+  // compute_mask over the lazy DFA (the same walk, a table load per trie node once warm).
+  uint32_t compute_mask_dfa(const State& s, TokenMask& mask, int64_t limit);
   // Every token the grammar takes, from token classes; returns an upper bound of compute_mask's
   // result (what decides whether the budget needs the exact walk).
   uint32_t compute_mask_fast(const State& s, TokenMask& mask);
