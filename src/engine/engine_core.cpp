@@ -1,7 +1,6 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
-#include <future>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -13,6 +12,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "engine/draft_model_proposer.h"
+#include "engine/grammar_masks.h"
 #include "engine/ngram_proposer.h"
 
 namespace pagoda {
@@ -250,30 +250,6 @@ void EngineCore::sample_on_host(const StepLogits& logits, std::span<const Sampli
       1, 16.0 * static_cast<double>(vocab));
 }
 
-namespace {
-
-// A grammar whose state space outgrows its bounds mid-generation (pagoda::Error from the
-// automaton) ends that sequence, by allowing only EOS, rather than failing the engine step.
-// The tokens a sequence may still sample let the mask steer it to a complete output in time.
-void fill_grammar_masks(const std::vector<Sequence*>& rows, int32_t max_model_len) {
-  for (Sequence* s : rows) {
-    if (!s->matcher) continue;
-    try {
-      int64_t left = int64_t{max_model_len} - s->num_tokens();
-      if (s->params().max_tokens) left = std::min<int64_t>(left, *s->params().max_tokens - s->num_output_tokens());
-      s->matcher->fill_mask(s->grammar_mask, left);
-    } catch (const Error& e) {
-      LOG_WARN("structured output of request " << s->id() << " stopped: " << e.what());
-      s->grammar_mask.assign((static_cast<size_t>(s->matcher->runtime().vocab_size()) + 63) / 64, 0);
-      for (int32_t id : s->matcher->runtime().eos_ids())
-        if (id >= 0 && static_cast<size_t>(id >> 6) < s->grammar_mask.size())
-          s->grammar_mask[static_cast<size_t>(id >> 6)] |= uint64_t{1} << (id & 63);
-    }
-  }
-}
-
-}  // namespace
-
 std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const SchedulerOutput& sched,
                                                                       std::vector<std::vector<float>>& hidden_out) {
   std::vector<SamplingRows> seqs;
@@ -316,14 +292,27 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
       s->matcher.emplace(s->params().grammar);
     any_matcher |= s->matcher.has_value();
   }
-  std::future<void> masks;
-  if (any_matcher)
-    masks = std::async(std::launch::async, [&rows, len = config_.max_model_len] { fill_grammar_masks(rows, len); });
+  // If the forward pass throws, the workers still read `rows`: wait for them before it goes.
+  struct WaitForMasks {
+    GrammarMaskWorkers* w = nullptr;
+    ~WaitForMasks() {
+      if (w) try {
+          w->wait();
+        } catch (...) {
+        }
+    }
+  } pending;
+  if (any_matcher) {
+    if (!mask_workers_)
+      mask_workers_ = std::make_unique<GrammarMaskWorkers>(dynamic_cast<CpuBackend*>(backend_.get()) ? 0 : -1);
+    mask_workers_->start(rows, config_.max_model_len);
+    pending.w = mask_workers_.get();
+  }
   const StepLogits& out = runner_->execute_greedy(
       sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
   for (const ScheduledSequence& s : sched.scheduled)
     if (s.take_snapshot >= 0) state_->copy_slot(s.seq->state_slot, snapshot_base_ + s.take_snapshot);
-  if (masks.valid()) masks.get();
+  if (pending.w) std::exchange(pending.w, nullptr)->wait();
   std::vector<std::vector<SampleResult>> samples(seqs.size());
   sample_on_host(out, seqs, samples);
   for (size_t i = 0; i < rows.size(); ++i)

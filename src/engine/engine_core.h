@@ -29,6 +29,7 @@ namespace pagoda {
 
 class ThreadPool;
 class DraftModelProposer;
+class GrammarMaskWorkers;
 
 // What one step did for one request.
 struct EngineCoreOutput {
@@ -152,6 +153,7 @@ class EngineCore {
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<DraftModelProposer> draft_;  // --speculative-config with a draft model
   std::unique_ptr<ThreadPool> own_pool_;  // host sampling when the backend has no host pool
+  std::unique_ptr<GrammarMaskWorkers> mask_workers_;  // structured output, started at the first grammar
   int32_t snapshot_base_ = 0;  // state slot of prefix-cache snapshot 0 (after the live slots)
   int32_t spec_base_ = 0;      // speculative decoding on a hybrid model: slot s's pre-step copy is spec_base_ + s
   EngineStats spec_totals_;    // its spec_* counters

@@ -207,10 +207,47 @@ void fill_logprobs(SampleResult& result, std::span<const float> logits, const Sa
 
 }  // namespace
 
+int32_t masked_argmax(std::span<const float> row, const std::vector<uint64_t>& allowed) {
+  int32_t best = -1;
+  float best_value = kNegInf;
+  const size_t words = std::min(allowed.size(), (row.size() + 63) / 64);
+  for (size_t w = 0; w < words; ++w) {
+    const size_t base = w * 64;
+    if (allowed[w] == ~uint64_t{0} && base + 64 <= row.size()) {
+      for (size_t i = base; i < base + 64; ++i) {
+        const float v = row[i];
+        if (v != v) return -1;
+        if (v > best_value) best_value = v, best = static_cast<int32_t>(i);
+      }
+      continue;
+    }
+    for (uint64_t bits = allowed[w]; bits; bits &= bits - 1) {
+      const size_t i = base + static_cast<size_t>(__builtin_ctzll(bits));
+      if (i >= row.size()) break;
+      const float v = row[i];
+      if (v != v) return -1;
+      if (v > best_value) best_value = v, best = static_cast<int32_t>(i);
+    }
+  }
+  return best_value > kNegInf ? best : -1;
+}
+
+bool Sampler::plain_greedy(const SamplingParams& p, size_t num_output_tokens) const {
+  if (!p.greedy() || p.logprobs) return false;
+  if (p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) return false;
+  if (p.logit_bias && !p.logit_bias->empty()) return false;
+  const bool masks = !p.stop_token_ids.empty() || (!p.ignore_eos && !eos_token_ids_.empty());
+  return !(masks && static_cast<int32_t>(num_output_tokens) < p.min_tokens);
+}
+
 SampleResult Sampler::sample_row(std::span<const float> logits, const SamplingParams& params,
                                  std::span<const int32_t> prompt, std::span<const int32_t> output,
                                  std::mt19937_64& rng, const std::vector<uint64_t>* allowed) const {
   if (logits.empty()) throw std::logic_error("Sampler: empty logits row");
+  // Greedy under a grammar with nothing else to apply: the argmax over the allowed tokens, read
+  // in place (no copy of the row, no pass over the masked-out part).
+  if (allowed && plain_greedy(params, output.size()))
+    if (const int32_t t = masked_argmax(logits, *allowed); t >= 0) return SampleResult{t, 0.0f, {}};
   std::vector<float> row(logits.begin(), logits.end());
   if (allowed) apply_token_mask(row, *allowed);
   process_row(row, params, prompt, output);

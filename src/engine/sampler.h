@@ -71,6 +71,8 @@ class Sampler {
                                                std::mt19937_64& rng) const;
 
  private:
+  // Greedy with no logits processor in force (no penalty, bias, min_tokens mask, logprobs).
+  bool plain_greedy(const SamplingParams& params, size_t num_output_tokens) const;
   // Every processor in order (min_tokens, logit_bias, penalties, then the warpers unless greedy).
   void process_row(std::vector<float>& row, const SamplingParams& params, std::span<const int32_t> prompt,
                    std::span<const int32_t> output) const;
@@ -95,6 +97,9 @@ void apply_min_p(std::span<float> row, double min_p);
 std::vector<float> log_softmax(std::span<const float> row);
 // Index of the largest value, lowest index on ties.
 int32_t argmax(std::span<const float> row);
+// argmax of the row with every token outside `allowed` at -inf, without touching those; -1 when
+// that would not be the plain argmax's answer (no allowed finite value, or a NaN among them).
+int32_t masked_argmax(std::span<const float> row, const std::vector<uint64_t>& allowed);
 // softmax(row)[token]; 0 for a masked token.
 double probability_of(std::span<const float> row, int32_t token);
 // A draw from softmax(row) with uniform u in [0, 1).

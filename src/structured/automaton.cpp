@@ -30,9 +30,11 @@ Automaton::Automaton(Grammar g) : g_(std::move(g)) {
       if (g_.elements[p].kind == Element::kAlt) alt_starts_[r].push_back(p + 1);
   }
   compute_suffix_lengths();
-  nodes_.push_back({0, 0});  // the empty stack
-  expanded_.push_back(0);
-  steps_.emplace_back();
+  for (int i = 0; i < 2; ++i) {  // the empty stack and the hole
+    nodes_.push_back({0, 0});
+    expanded_.push_back(0);
+    steps_.emplace_back();
+  }
 }
 
 StackId Automaton::push(uint32_t pos, StackId parent) {
@@ -52,8 +54,8 @@ StackId Automaton::push(uint32_t pos, StackId parent) {
 
 void Automaton::expand(StackId s, std::vector<StackId>& out, int depth) {
   check(depth < kMaxExpandDepth, "structured output: grammar nesting deeper than 4096 rules");
-  if (s == 0) {
-    out.push_back(0);
+  if (s == 0 || s == kHole) {
+    out.push_back(s);
     return;
   }
   const Node n = nodes_[s];
@@ -98,7 +100,7 @@ std::pair<uint32_t, uint32_t> Automaton::step_stack(StackId s, uint8_t b) {
   uint64_t& slot = (*steps_[s])[b];
   if (slot == 0) {
     const Node n = nodes_[s];
-    if (s == 0 || !g_.byte_sets[g_.elements[n.pos].value].has(b)) {
+    if (s == 0 || s == kHole || !g_.byte_sets[g_.elements[n.pos].value].has(b)) {
       slot = pack(0, 0);
     } else {
       auto r = expanded(push(n.pos + 1, n.parent));
@@ -156,6 +158,7 @@ void Automaton::compute_suffix_lengths() {
 uint32_t Automaton::remaining(StackId s) {
   if (remaining_.size() < nodes_.size()) remaining_.resize(nodes_.size(), kNoCompletion + 1);
   remaining_[0] = 0;
+  remaining_[kHole] = 0;
   // Up the parent chain to a known stack, then back down (no recursion: stacks can be deep).
   chain_.clear();
   while (remaining_[s] > kNoCompletion) {
@@ -174,6 +177,48 @@ uint32_t Automaton::shortest(const State& s) {
   uint32_t best = kNoCompletion;
   for (StackId id : s) best = std::min(best, remaining(id));
   return best;
+}
+
+StackId Automaton::hole_stack(StackId s, int depth, StackId* rest) {
+  uint32_t pos[64];
+  check(depth > 0 && depth <= 64, "hole_stack: depth out of range");
+  StackId cur = s;
+  int n = 0;
+  for (; n < depth && cur != 0; ++n, cur = nodes_[cur].parent) pos[n] = nodes_[cur].pos;
+  *rest = cur;
+  if (cur == 0) return s;
+  StackId h = kHole;
+  while (n-- > 0) h = push(pos[n], h);
+  return h;
+}
+
+std::string Automaton::shape(StackId s, size_t limit) {
+  std::string out;
+  std::unordered_map<uint32_t, uint32_t> local;  // rule -> its number in order of first use
+  std::vector<uint32_t> queue;
+  const auto put_u32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  const auto put = [&](Element e) {
+    out += static_cast<char>(e.kind);
+    if (e.kind == Element::kBytes) {
+      out.append(reinterpret_cast<const char*>(g_.byte_sets[e.value].bits.data()), sizeof(ByteSet::bits));
+    } else if (e.kind == Element::kRef) {
+      auto [it, inserted] = local.emplace(e.value, static_cast<uint32_t>(local.size()));
+      if (inserted) queue.push_back(e.value);
+      put_u32(it->second);
+    }
+  };
+  for (; s != 0 && s != kHole; s = nodes_[s].parent) {
+    out += 'P';
+    for (uint32_t p = nodes_[s].pos; !g_.ends_alternative(p); ++p) put(g_.elements[p]);
+    if (out.size() > limit) return {};
+  }
+  out += s == kHole ? 'H' : 'Z';
+  for (size_t q = 0; q < queue.size(); ++q) {
+    out += 'R';
+    for (uint32_t p = g_.rule_start[queue[q]]; g_.elements[p].kind != Element::kEnd; ++p) put(g_.elements[p]);
+    if (out.size() > limit) return {};
+  }
+  return out;
 }
 
 }  // namespace pagoda::structured

@@ -18,6 +18,12 @@ namespace pagoda::structured {
 using StackId = uint32_t;
 using State = std::vector<StackId>;  // sorted, unique; StackId 0 = the empty stack (input complete)
 
+// StackId 1 is the hole: an unknown rest of a stack. A stack built on it (hole_stack) stands for
+// every real stack with the same top positions, which is what lets token classes computed once per
+// grammar position serve every context (token_classes.h). Stepping the hole over a byte rejects;
+// its shortest completion counts as 0 (the real rest adds its own).
+inline constexpr StackId kHole = 1;
+
 class Automaton {
  public:
   explicit Automaton(Grammar g);
@@ -37,6 +43,17 @@ class Automaton {
   // budget of max_tokens must leave room for (every byte is a token of a byte-level vocabulary).
   static constexpr uint32_t kNoCompletion = 1u << 30;
   uint32_t shortest(const State& s);
+  uint32_t shortest_stack(StackId s) { return remaining(s); }
+
+  // Stack `s` with everything below its top `depth` nodes replaced by the hole; `*rest` is the
+  // replaced real stack. A stack no deeper than `depth` is returned as is, with *rest = 0.
+  StackId hole_stack(StackId s, int depth, StackId* rest);
+  // The grammar as seen from stack `s` (its positions down to the hole or the bottom, and every
+  // rule reachable from them), as bytes: stacks of two grammars with equal shapes take every
+  // token alike. Empty when larger than `limit` bytes.
+  std::string shape(StackId s, size_t limit);
+  uint32_t pos_of(StackId s) const { return nodes_[s].pos; }
+  StackId parent_of(StackId s) const { return nodes_[s].parent; }
 
  private:
   struct Node {

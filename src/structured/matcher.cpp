@@ -5,10 +5,12 @@
 namespace pagoda::structured {
 namespace {
 constexpr size_t kMaskCacheEntries = 512;  // × vocab/8 bytes (19 KB at 151,936 tokens)
+constexpr size_t kClassEntries = 1024;     // token classes a grammar keeps (each about 19 KB)
+constexpr size_t kMaxShapeBytes = 64u << 10;  // larger shapes are not shared across grammars
 }
 
 GrammarRuntime::GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> eos_ids)
-    : automaton_(std::move(g)), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)) {
+    : automaton_(std::move(g)), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), dfa_(automaton_) {
   per_depth_.resize(trie_->max_depth() + 1);
 }
 
@@ -30,26 +32,148 @@ State GrammarRuntime::advance(const State& s, int32_t token) {
 }
 
 void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_left) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto it = cache_.find(s);
   if (it == cache_.end()) {
-    TokenMask fresh;
-    const uint32_t max_after = compute_mask(s, fresh, INT64_MAX);
+    auto fresh = std::make_shared<CachedMask>();
+    fresh->max_after = token_classes_ ? compute_mask_fast(s, fresh->mask) : compute_mask(s, fresh->mask, INT64_MAX);
     if (cache_.size() >= kMaskCacheEntries) {
       cache_.erase(cache_order_.front());
       cache_order_.pop_front();
     }
-    it = cache_.emplace(s, CachedMask{std::move(fresh), max_after}).first;
+    it = cache_.emplace(s, std::move(fresh)).first;
     cache_order_.push_back(s);
   }
+  const std::shared_ptr<const CachedMask> cached = it->second;
   // After this token, tokens_left - 1 remain: the completion's bytes and the EOS.
   const int64_t limit = tokens_left == INT64_MAX ? INT64_MAX : tokens_left - 2;
-  if (static_cast<int64_t>(it->second.max_after) <= limit) {
-    mask = it->second.mask;
+  if (static_cast<int64_t>(cached->max_after) <= limit) {
+    lock.unlock();  // the copy needs no lock: rows of one grammar copy in parallel
+    mask = cached->mask;
+    return;
+  }
+  if (token_classes_) {
+    compute_mask_dfa(s, mask, limit);
+  } else {
+    compute_mask(s, mask, limit);
+  }
+  if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = cached->mask;
+}
+
+uint32_t GrammarRuntime::compute_mask_dfa(const State& s, TokenMask& mask, int64_t limit) {
+  mask.assign((static_cast<size_t>(trie_->vocab_size()) + 63) / 64, 0);
+  const auto& nodes = trie_->nodes();
+  const auto& ids = trie_->token_ids();
+  dfa_.bound();
+  at_.resize(trie_->max_depth() + 1);
+  at_[0] = dfa_.intern(s);
+  uint32_t max_after = 0;
+  for (size_t i = 0; i < nodes.size();) {
+    const TokenTrie::Node& node = nodes[i];
+    const uint32_t q = dfa_.next(at_[node.depth - 1], node.byte);
+    if (q == StateDfa::kDead) {
+      i = node.subtree_end;
+      continue;
+    }
+    at_[node.depth] = q;
+    if (node.tokens_begin < node.tokens_end) {
+      const uint32_t after = dfa_.shortest(q);
+      max_after = std::max(max_after, after);
+      if (static_cast<int64_t>(after) <= limit)
+        for (uint32_t t = node.tokens_begin; t < node.tokens_end; ++t) {
+          const auto id = static_cast<size_t>(ids[t]);
+          mask[id >> 6] |= uint64_t{1} << (id & 63);
+        }
+    }
+    ++i;
+  }
+  allow_eos(s, mask);
+  return max_after;
+}
+
+void GrammarRuntime::reference_mask(const State& s, TokenMask& mask, int64_t tokens_left) {
+  std::lock_guard lock(mu_);
+  TokenMask full;
+  const uint32_t max_after = compute_mask(s, full, INT64_MAX);
+  const int64_t limit = tokens_left == INT64_MAX ? INT64_MAX : tokens_left - 2;
+  if (static_cast<int64_t>(max_after) <= limit) {
+    mask = std::move(full);
     return;
   }
   compute_mask(s, mask, limit);
-  if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = it->second.mask;
+  if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = std::move(full);
+}
+
+const TokenClasses& GrammarRuntime::classes_of(StackId hole_stack) {
+  auto it = classes_.find(hole_stack);
+  if (it != classes_.end()) return *it->second;
+  if (classes_.size() >= kClassEntries) classes_.clear();
+  const std::string shape = automaton_.shape(hole_stack, kMaxShapeBytes);
+  std::shared_ptr<const TokenClasses> c = shape.empty() ? nullptr : trie_->class_cache().find(shape);
+  if (!c) {
+    c = std::make_shared<const TokenClasses>(classify_tokens(dfa_, hole_stack, *trie_));
+    if (!shape.empty()) trie_->class_cache().insert(shape, c);
+  }
+  return *classes_.emplace(hole_stack, std::move(c)).first->second;
+}
+
+uint32_t GrammarRuntime::compute_mask_fast(const State& s, TokenMask& mask) {
+  mask.assign((static_cast<size_t>(trie_->vocab_size()) + 63) / 64, 0);
+  candidates_.clear();
+  uint32_t max_after = 0;
+  for (StackId st : s) {
+    if (st == 0) continue;  // complete: EOS, below
+    StackId rest = 0;
+    const TokenClasses& c = classes_of(automaton_.hole_stack(st, kClassDepth, &rest));
+    for (size_t w = 0; w < mask.size(); ++w) mask[w] |= c.accepted[w];
+    if (c.any_accepted)
+      max_after = std::max(max_after, std::min(Automaton::kNoCompletion, c.max_after + automaton_.shortest_stack(rest)));
+    candidates_.insert(candidates_.end(), c.uncertain.begin(), c.uncertain.end());
+  }
+  if (!candidates_.empty()) {
+    if (s.size() > 1) {
+      std::sort(candidates_.begin(), candidates_.end());
+      candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
+    }
+    walk_candidates(s, candidates_, mask, max_after);
+  }
+  allow_eos(s, mask);
+  return max_after;
+}
+
+void GrammarRuntime::walk_candidates(const State& s, const std::vector<uint32_t>& candidates, TokenMask& mask,
+                                     uint32_t& max_after) {
+  // The trie walk from the real state, entering only subtrees that hold a candidate (candidates
+  // are in the trie's token order, which is preorder).
+  const auto& nodes = trie_->nodes();
+  const auto& ids = trie_->token_ids();
+  dfa_.bound();
+  at_.resize(trie_->max_depth() + 1);
+  at_[0] = dfa_.intern(s);
+  size_t next = 0;  // the first candidate not yet passed
+  for (size_t i = 0; i < nodes.size();) {
+    while (next < candidates.size() && candidates[next] < trie_->tokens_before(i)) ++next;
+    if (next == candidates.size()) break;
+    const TokenTrie::Node& node = nodes[i];
+    if (candidates[next] >= trie_->tokens_before(node.subtree_end)) {
+      i = node.subtree_end;
+      continue;
+    }
+    const uint32_t q = dfa_.next(at_[node.depth - 1], node.byte);
+    if (q == StateDfa::kDead) {
+      i = node.subtree_end;
+      continue;
+    }
+    at_[node.depth] = q;
+    if (candidates[next] < node.tokens_end && node.tokens_begin < node.tokens_end) {
+      max_after = std::max(max_after, dfa_.shortest(q));
+      for (; next < candidates.size() && candidates[next] < node.tokens_end; ++next) {
+        const auto id = static_cast<size_t>(ids[candidates[next]]);
+        mask[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+    }
+    ++i;
+  }
 }
 
 void GrammarRuntime::allow_eos(const State& s, TokenMask& mask) const {
@@ -119,6 +243,14 @@ void Matcher::fill_mask(TokenMask& mask, int64_t tokens_left) const {
     return;
   }
   runtime_->fill_mask(state_, mask, tokens_left);
+}
+
+void Matcher::reference_mask(TokenMask& mask, int64_t tokens_left) const {
+  if (finished_) {
+    mask.assign((static_cast<size_t>(runtime_->vocab_size()) + 63) / 64, 0);
+    return;
+  }
+  runtime_->reference_mask(state_, mask, tokens_left);
 }
 
 }  // namespace pagoda::structured

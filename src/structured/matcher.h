@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "structured/automaton.h"
+#include "structured/token_classes.h"
 #include "structured/token_trie.h"
 
 namespace pagoda::structured {
@@ -41,10 +42,29 @@ class GrammarRuntime {
   int32_t vocab_size() const { return trie_->vocab_size(); }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
 
+  // fill_mask by the plain walk of the whole trie for every state, no token classes and no cache:
+  // the reference the fast path is tested against.
+  void reference_mask(const State& s, TokenMask& mask, int64_t tokens_left = INT64_MAX);
+  // Off: a state's first mask is the plain trie walk, as before token classes (bench baseline).
+  void set_token_classes(bool on) { token_classes_ = on; }
+
+  // How many positions of a stack its token classes know (the rest is the hole). Three keep a JSON
+  // string's characters, its repetition and its closing quote: every token inside one string is
+  // decided once for all strings.
+  static constexpr int kClassDepth = 3;
+
  private:
   // Allows the tokens whose shortest completion after them is at most `limit` (INT64_MAX: every
   // token the grammar takes); returns the largest such completion over the allowed tokens.
   uint32_t compute_mask(const State& s, TokenMask& mask, int64_t limit);
+  // compute_mask over the lazy DFA (the same walk, a table load per trie node once warm).
+  uint32_t compute_mask_dfa(const State& s, TokenMask& mask, int64_t limit);
+  // Every token the grammar takes, from token classes; returns an upper bound of compute_mask's
+  // result (what decides whether the budget needs the exact walk).
+  uint32_t compute_mask_fast(const State& s, TokenMask& mask);
+  const TokenClasses& classes_of(StackId hole_stack);
+  // The tokens of `candidates` (trie order) that state `s` takes, walked sharing prefixes.
+  void walk_candidates(const State& s, const std::vector<uint32_t>& candidates, TokenMask& mask, uint32_t& max_after);
   void allow_eos(const State& s, TokenMask& mask) const;
 
   std::mutex mu_;
@@ -52,19 +72,17 @@ class GrammarRuntime {
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> eos_ids_;
   std::vector<State> per_depth_;
-  struct StateHash {
-    size_t operator()(const State& s) const {
-      uint64_t h = 1469598103934665603ull;
-      for (StackId id : s) h = (h ^ id) * 1099511628211ull;
-      return static_cast<size_t>(h);
-    }
-  };
+  StateDfa dfa_;
+  std::vector<uint32_t> at_;
   struct CachedMask {
     TokenMask mask;
     uint32_t max_after;  // compute_mask's result
   };
-  std::unordered_map<State, CachedMask, StateHash> cache_;
+  std::unordered_map<State, std::shared_ptr<const CachedMask>, StateHash> cache_;
   std::deque<State> cache_order_;
+  std::unordered_map<StackId, std::shared_ptr<const TokenClasses>> classes_;
+  std::vector<uint32_t> candidates_;
+  bool token_classes_ = true;
 };
 
 // One request's position in its grammar.
@@ -75,6 +93,8 @@ class Matcher {
   // the grammar accepts, and ends the matcher.
   bool accept(int32_t token);
   void fill_mask(TokenMask& mask, int64_t tokens_left = INT64_MAX) const;
+  // fill_mask by GrammarRuntime::reference_mask (tests).
+  void reference_mask(TokenMask& mask, int64_t tokens_left = INT64_MAX) const;
   bool accepting() const { return runtime_->accepting(state_); }
   bool finished() const { return finished_; }
   const GrammarRuntime& runtime() const { return *runtime_; }

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "structured/token_classes.h"
 
 namespace pagoda::structured {
 
@@ -45,6 +46,14 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
     nodes_[open.back()].subtree_end = static_cast<uint32_t>(nodes_.size());
     open.pop_back();
   }
+  tokens_before_.resize(nodes_.size() + 1);
+  uint32_t count = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    tokens_before_[i] = count;
+    count += nodes_[i].tokens_end - nodes_[i].tokens_begin;
+  }
+  tokens_before_[nodes_.size()] = count;
+  class_cache_ = std::make_shared<TokenClassCache>();
 }
 
 }  // namespace pagoda::structured

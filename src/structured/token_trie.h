@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace pagoda::structured {
+
+class TokenClassCache;
 
 class TokenTrie {
  public:
@@ -27,10 +30,17 @@ class TokenTrie {
   int32_t vocab_size() const { return vocab_size_; }
   size_t max_depth() const { return max_depth_; }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  // Index into token_ids() of the first token at or after node i in preorder: the tokens of node
+  // i's subtree are token_ids()[tokens_before(i), tokens_before(subtree_end)).
+  uint32_t tokens_before(size_t i) const { return tokens_before_[i]; }
+  // Token classes shared by every grammar bound to this vocabulary (thread-safe).
+  TokenClassCache& class_cache() const { return *class_cache_; }
 
  private:
   std::vector<Node> nodes_;
   std::vector<int32_t> token_ids_;
+  std::vector<uint32_t> tokens_before_;
+  std::shared_ptr<TokenClassCache> class_cache_;
   std::vector<std::string> bytes_;
   int32_t vocab_size_ = 0;
   size_t max_depth_ = 0;

@@ -406,5 +406,37 @@ TEST(Sampler, TokenMaskWinsOverBiasAndSampling) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(std::isinf(row[static_cast<size_t>(i)]), !(i == 3 || i == 40 || i == 70)) << i;
 }
 
+// The greedy masked argmax that reads the row in place equals the argmax of the row with the mask
+// applied (the general path: copy, -inf outside the mask, argmax), or declines (-1) where -inf or
+// NaN would make them differ; ties go to the lowest id in both.
+TEST(Sampler, MaskedArgmaxEqualsArgmaxOfTheMaskedRow) {
+  std::mt19937_64 gen(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    const size_t n = 1 + gen() % 300;
+    std::vector<float> row(n);
+    for (float& v : row) v = static_cast<float>(gen() % 7) - 3.0f;  // many ties
+    if (trial % 5 == 0) row[gen() % n] = -std::numeric_limits<float>::infinity();
+    if (trial % 17 == 0) row[gen() % n] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<uint64_t> allowed((n + 63) / 64 + (trial % 3 == 0 ? 1 : 0));
+    const int density = static_cast<int>(gen() % 4);  // none, sparse, dense, full words
+    for (uint64_t& w : allowed)
+      w = density == 0 ? 0 : density == 3 ? ~uint64_t{0} : density == 1 ? (gen() & gen() & gen()) : gen();
+    std::vector<float> masked = row;
+    apply_token_mask(masked, allowed);
+    const int32_t fast = masked_argmax(row, allowed);
+    bool nan_allowed = false, finite_allowed = false;
+    for (size_t i = 0; i < n; ++i)
+      if ((allowed[i >> 6] >> (i & 63)) & 1) {
+        nan_allowed |= std::isnan(row[i]);
+        finite_allowed |= row[i] > -std::numeric_limits<float>::infinity();
+      }
+    if (nan_allowed || !finite_allowed) {
+      EXPECT_EQ(fast, -1) << "trial " << trial;
+    } else {
+      EXPECT_EQ(fast, argmax(masked)) << "trial " << trial;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pagoda
