@@ -42,7 +42,8 @@ class StateDfa {
   const State& state(uint32_t q) const { return states_[q]; }
 
  private:
-  static constexpr size_t kMaxStates = 16384;  // × 1 KB of transitions
+  // × 1 KB of transitions: 4 MiB a grammar at most (the server caches 64 compiled grammars).
+  static constexpr size_t kMaxStates = 4096;
   uint32_t compute_next(uint32_t q, uint8_t b);
 
   Automaton& a_;

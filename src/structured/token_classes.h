@@ -42,7 +42,7 @@ class TokenClassCache {
   void insert(const std::string& shape, std::shared_ptr<const TokenClasses> c);
 
  private:
-  static constexpr size_t kMaxBytes = size_t{256} << 20;
+  static constexpr size_t kMaxBytes = size_t{64} << 20;  // ~1,500 positions of ~40 KB
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const TokenClasses>> map_;
   std::deque<std::string> order_;
