@@ -65,10 +65,7 @@ void run_structured_bench(const StructuredBenchArgs& a) {
           m.fill_mask(mask);
           const double us = us_since(t0);
           (step == 0 && w == 0 ? first_mask_us : mask_us).push_back(us);
-          allowed.clear();
-          for (size_t i = 0; i < mask.size(); ++i)
-            for (uint64_t bits = mask[i]; bits; bits &= bits - 1)
-              allowed.push_back(static_cast<int32_t>(i * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+          structured::allowed_ids(mask, allowed);
           if (allowed.empty()) break;
           int32_t t = allowed[rng() % allowed.size()];
           if (m.accepting() && rng() % 2 == 0) t = eos[0];

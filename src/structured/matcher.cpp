@@ -7,6 +7,11 @@ namespace {
 constexpr size_t kMaskCacheEntries = 512;  // × vocab/8 bytes (19 KB at 151,936 tokens)
 constexpr size_t kClassEntries = 1024;     // token classes a grammar keeps (each about 19 KB)
 constexpr size_t kMaxShapeBytes = 64u << 10;  // larger shapes are not shared across grammars
+
+// Allows the tokens token_ids()[begin, end) (those whose bytes end at one trie node).
+void allow_node_tokens(const std::vector<int32_t>& ids, uint32_t begin, uint32_t end, TokenMask& mask) {
+  for (uint32_t t = begin; t < end; ++t) mask_allow(mask, static_cast<size_t>(ids[t]));
+}
 }
 
 GrammarRuntime::GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> eos_ids)
@@ -79,11 +84,7 @@ uint32_t GrammarRuntime::compute_mask_dfa(const State& s, TokenMask& mask, int64
     if (node.tokens_begin < node.tokens_end) {
       const uint32_t after = dfa_.shortest(q);
       max_after = std::max(max_after, after);
-      if (static_cast<int64_t>(after) <= limit)
-        for (uint32_t t = node.tokens_begin; t < node.tokens_end; ++t) {
-          const auto id = static_cast<size_t>(ids[t]);
-          mask[id >> 6] |= uint64_t{1} << (id & 63);
-        }
+      if (static_cast<int64_t>(after) <= limit) allow_node_tokens(ids, node.tokens_begin, node.tokens_end, mask);
     }
     ++i;
   }
@@ -167,10 +168,8 @@ void GrammarRuntime::walk_candidates(const State& s, const std::vector<uint32_t>
     at_[node.depth] = q;
     if (candidates[next] < node.tokens_end && node.tokens_begin < node.tokens_end) {
       max_after = std::max(max_after, dfa_.shortest(q));
-      for (; next < candidates.size() && candidates[next] < node.tokens_end; ++next) {
-        const auto id = static_cast<size_t>(ids[candidates[next]]);
-        mask[id >> 6] |= uint64_t{1} << (id & 63);
-      }
+      for (; next < candidates.size() && candidates[next] < node.tokens_end; ++next)
+        mask_allow(mask, static_cast<size_t>(ids[candidates[next]]));
     }
     ++i;
   }
@@ -179,7 +178,7 @@ void GrammarRuntime::walk_candidates(const State& s, const std::vector<uint32_t>
 void GrammarRuntime::allow_eos(const State& s, TokenMask& mask) const {
   if (!Automaton::accepting(s)) return;
   for (int32_t id : eos_ids_)
-    if (id >= 0 && id < trie_->vocab_size()) mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    if (id >= 0 && id < trie_->vocab_size()) mask_allow(mask, static_cast<size_t>(id));
 }
 
 uint32_t GrammarRuntime::compute_mask(const State& s, TokenMask& mask, int64_t limit) {
@@ -210,11 +209,7 @@ uint32_t GrammarRuntime::compute_mask(const State& s, TokenMask& mask, int64_t l
     if (node.tokens_begin < node.tokens_end) {
       const uint32_t after = automaton_.shortest(cur);
       max_after = std::max(max_after, after);
-      if (static_cast<int64_t>(after) <= limit)
-        for (uint32_t t = node.tokens_begin; t < node.tokens_end; ++t) {
-          const auto id = static_cast<size_t>(ids[t]);
-          mask[id >> 6] |= uint64_t{1} << (id & 63);
-        }
+      if (static_cast<int64_t>(after) <= limit) allow_node_tokens(ids, node.tokens_begin, node.tokens_end, mask);
     }
     ++i;
   }

@@ -23,6 +23,14 @@ using TokenMask = std::vector<uint64_t>;
 inline bool mask_allows(const TokenMask& m, int32_t id) {
   return (m[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
 }
+inline void mask_allow(TokenMask& m, size_t id) { m[id >> 6] |= uint64_t{1} << (id & 63); }
+// The ids the mask allows, ascending, into `out` (cleared first).
+inline void allowed_ids(const TokenMask& m, std::vector<int32_t>& out) {
+  out.clear();
+  for (size_t w = 0; w < m.size(); ++w)
+    for (uint64_t bits = m[w]; bits; bits &= bits - 1)
+      out.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+}
 
 class GrammarRuntime {
  public:

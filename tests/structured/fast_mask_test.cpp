@@ -49,10 +49,7 @@ TEST(GrammarFastMask, EqualsTheFullTrieWalkBitForBit) {
         ++compared;
         budgeted += left != INT64_MAX;
         ASSERT_EQ(fast, slow) << "step " << step << " after \"" << text << "\", tokens_left " << left;
-        allowed.clear();
-        for (size_t w = 0; w < fast.size(); ++w)
-          for (uint64_t bits = fast[w]; bits; bits &= bits - 1)
-            allowed.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+        allowed_ids(fast, allowed);
         if (allowed.empty()) break;
         // Prefer tokens that leave a string or a bracket half of the time: more distinct states.
         int32_t t = allowed[rng() % allowed.size()];

@@ -149,10 +149,7 @@ class GrammarWalk : public ::testing::Test {
     std::vector<int32_t> allowed;
     for (int step = 0; step < 4000; ++step) {
       m.fill_mask(mask);
-      allowed.clear();
-      for (size_t w = 0; w < mask.size(); ++w)
-        for (uint64_t bits = mask[w]; bits; bits &= bits - 1)
-          allowed.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+      allowed_ids(mask, allowed);
       EXPECT_FALSE(allowed.empty()) << "dead end after " << text;
       if (allowed.empty()) return std::nullopt;
       // Half of the time prefer a token that closes something (a quote or bracket), and stop as
