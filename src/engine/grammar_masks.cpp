@@ -21,7 +21,7 @@ void fill_grammar_mask(Sequence& s, int32_t max_model_len) {
     s.grammar_mask.assign((static_cast<size_t>(s.matcher->runtime().vocab_size()) + 63) / 64, 0);
     for (int32_t id : s.matcher->runtime().eos_ids())
       if (id >= 0 && static_cast<size_t>(id >> 6) < s.grammar_mask.size())
-        s.grammar_mask[static_cast<size_t>(id >> 6)] |= uint64_t{1} << (id & 63);
+        structured::mask_allow(s.grammar_mask, static_cast<size_t>(id));
   }
 }
 
