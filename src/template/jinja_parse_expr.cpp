@@ -319,6 +319,10 @@ ExprPtr Parser::parse_subscript(ExprPtr obj) {
   if (subs.size() == 1) {
     index = std::move(subs[0]);
   } else {
+    // A tuple of slices (numpy's x[1:2, 3]) indexes nothing in Jinja, and a Slice node carries its
+    // object only at the top of a subscript.
+    for (const ExprPtr& s : subs)
+      if (s->kind == ExprKind::Slice) fail("a slice cannot be one of several subscripts");
     index = node(ExprKind::Tuple, at);
     index->args = std::move(subs);
     index = seal(std::move(index));

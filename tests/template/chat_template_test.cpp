@@ -243,6 +243,9 @@ TEST(ChatTemplate, SyntaxErrorsCarryPositions) {
   EXPECT_NE(syntax_error("{{ 'unterminated }}").find("line 1, column 4: unexpected end of string"), std::string::npos);
   EXPECT_NE(syntax_error("{# no end").find("missing end of comment tag"), std::string::npos);
   EXPECT_NE(syntax_error("{{ a ]").find("unexpected ']'"), std::string::npos);
+  // Found by the fuzzer: a slice among several subscripts was evaluated without its object.
+  EXPECT_NE(syntax_error("{{ s[:, 1] }}").find("a slice cannot be one of several subscripts"), std::string::npos);
+  EXPECT_NE(syntax_error("{{ s[0, ::2] }}").find("a slice cannot be one of several subscripts"), std::string::npos);
 }
 
 TEST(ChatTemplate, LimitsStopRunawayTemplates) {
