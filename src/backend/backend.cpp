@@ -43,6 +43,7 @@ const char* op_name(Op op) {
     case Op::GatedDeltaRule: return "gated_delta_rule";
     case Op::GatedRmsNorm: return "gated_rms_norm";
     case Op::ArgmaxRows: return "argmax_rows";
+    case Op::ApplyTokenMask: return "apply_token_mask";
     case Op::MoeRoute: return "moe_route";
     case Op::MoePermute: return "moe_permute";
     case Op::MoeGroupedLinear: return "moe_grouped_linear";

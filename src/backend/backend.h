@@ -83,6 +83,7 @@ enum class Op : int32_t {
   GatedDeltaRule,
   GatedRmsNorm,
   ArgmaxRows,
+  ApplyTokenMask,
   MoeRoute,
   MoePermute,
   MoeGroupedLinear,
@@ -264,6 +265,12 @@ class Backend {
   // out[i] = argmax_j logits[i, j]: logits F32 [R, V] (dim 0 may be strided), out I32 [R]; the
   // lowest j on ties (the Sampler's greedy rule). NaN entries never win.
   virtual void argmax_rows(const Tensor& logits, Tensor& out) = 0;
+  // Structured output's token masks, applied where the logits are (the masks are made on the host
+  // while the forward pass runs; only they travel, never the rows): logits[rows[m], j] = -inf for
+  // every j whose bit is clear in mask row m — bit j % 32 of 32-bit word j / 32 (the little-endian
+  // view of the host's 64-bit words). logits F32 [R, V] (dim 0 may be strided), mask I32 [M, W]
+  // with W >= ceil(V / 32) (bits past V ignored), rows I32 [M], each in [0, R) and distinct.
+  virtual void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) = 0;
 
   // ==== fused fast paths: the model calls these; the defaults (backend.cpp) compose the =========
   // primitives named after each, so a backend overrides one only to make it faster. An override

@@ -127,6 +127,9 @@ void FallbackBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Ten
 void FallbackBackend::argmax_rows(const Tensor& logits, Tensor& out) {
   on(Op::ArgmaxRows, logits.dtype).argmax_rows(logits, out);
 }
+void FallbackBackend::apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) {
+  on(Op::ApplyTokenMask, logits.dtype).apply_token_mask(logits, mask, rows);
+}
 void FallbackBackend::moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) {
   on(Op::MoeRoute, activation_dtype()).moe_route(logits, renormalize, expert_ids, weights);
 }

@@ -65,6 +65,7 @@ class FallbackBackend final : public Backend {
                         Tensor& out) override;
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& out) override;
+  void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) override;
   void moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) override;
   void moe_permute(const Tensor& x, const Tensor& expert_ids, Tensor& expert_offsets, Tensor& sorted_slots,
                    Tensor& slot_rows, Tensor& x_sorted) override;

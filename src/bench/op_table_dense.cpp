@@ -309,6 +309,34 @@ void add_gather_argmax(std::vector<OpCase>& out) {
     c.tol = tol_by_act({0, 0}, {0, 0});
     out.push_back(std::move(c));
   }
+  // Masks on some rows, out of order; a strided layout; a vocab that is not a multiple of 32 with
+  // set bits past it (ignored) and a spare word; a row that allows almost nothing; the real vocab.
+  for (auto [rows, vocab, pad, masked] : {std::tuple<int64_t, int64_t, int64_t, std::vector<int32_t>>{5, 1000, 3, {3, 0, 4}},
+                                          {2, 151936, 0, {1}}}) {
+    OpCase c;
+    c.op = "apply_token_mask";
+    c.label = dims({rows, vocab}) + " rows " + std::to_string(masked.size()) + (pad ? " strided" : "");
+    c.make = [=](DType) {
+      OpData d;
+      HostTensor x = random_tensor(static_cast<uint32_t>(vocab + 7), DType::F32, {rows, vocab}, -10.0f, 10.0f);
+      x.row_pad = pad;
+      d.t["x"] = x;
+      const auto M = static_cast<int64_t>(masked.size()), words = (vocab + 31) / 32 + 1;
+      HostTensor mask = zeros(DType::I32, {M, words});
+      std::mt19937 rng(static_cast<uint32_t>(vocab * 3));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t w = 0; w < words; ++w)
+          mask.i[static_cast<size_t>(m * words + w)] = m == 1 ? static_cast<int32_t>(w == 2 ? 0x10 : 0)
+                                                              : static_cast<int32_t>(rng());
+      d.t["mask"] = mask;
+      d.t["rows"] = ints(masked);
+      return d;
+    };
+    c.run = [](Backend& be, DeviceData& d, int) { be.apply_token_mask(d.t("x"), d.t("mask"), d.t("rows")); };
+    c.outputs = {"x"};
+    c.tol = tol_by_act({0, 0}, {0, 0});
+    out.push_back(std::move(c));
+  }
 }
 
 }  // namespace

@@ -308,8 +308,29 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     mask_workers_->start(rows, config_.max_model_len);
     pending.w = mask_workers_.get();
   }
+  // A greedy row under a grammar is masked on the device, after the forward pass is enqueued and
+  // its mask is ready; only its token id comes back. Other grammar rows are masked by the host
+  // sampler.
+  bool any_device_mask = false;
+  for (const SamplingRows& r : seqs)
+    any_device_mask |= r.seq->matcher.has_value() && !host[static_cast<size_t>(r.first_row)];
+  RowMasks masks;
+  const RowMaskSource mask_source = [&]() -> const RowMasks& {
+    if (pending.w) std::exchange(pending.w, nullptr)->wait();
+    masks.words_per_row = (static_cast<size_t>(model_config_.vocab_size) + 63) / 64;
+    for (const SamplingRows& r : seqs) {
+      if (!r.seq->matcher || host[static_cast<size_t>(r.first_row)]) continue;
+      masks.rows.push_back(r.first_row);
+      const std::vector<uint64_t>& m = r.seq->grammar_mask;
+      const size_t n = std::min(m.size(), masks.words_per_row);
+      masks.words.insert(masks.words.end(), m.begin(), m.begin() + static_cast<std::ptrdiff_t>(n));
+      masks.words.resize(masks.rows.size() * masks.words_per_row, 0);  // tokens past the grammar's vocab: off
+    }
+    return masks;
+  };
   const StepLogits& out = runner_->execute_greedy(
-      sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>());
+      sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>(),
+      any_device_mask ? mask_source : RowMaskSource{});
   for (const ScheduledSequence& s : sched.scheduled)
     if (s.take_snapshot >= 0) state_->copy_slot(s.seq->state_slot, snapshot_base_ + s.take_snapshot);
   if (pending.w) std::exchange(pending.w, nullptr)->wait();

@@ -29,8 +29,11 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int
   meta_buf_ = be_.alloc(std::max(eager_ints, graph_ints) * sizeof(int32_t));
   logits_buf_ = be_.alloc(static_cast<size_t>(max_rows_) * vocab * sizeof(float));
   argmax_buf_ = be_.alloc(static_cast<size_t>(max_rows_) * sizeof(int32_t));
+  // Masked rows sample no drafts: one per sequence at most.
+  mask_words_ = static_cast<size_t>((vocab + 63) / 64);
+  mask_buf_ = be_.alloc(static_cast<size_t>(max_seqs) * (mask_words_ * sizeof(uint64_t) + sizeof(int32_t)));
   workspace_bytes_ = model.reserve(max_tokens, max_rows_) + meta_buf_.bytes() +
-                     logits_buf_.bytes() + argmax_buf_.bytes();
+                     logits_buf_.bytes() + argmax_buf_.bytes() + mask_buf_.bytes();
 }
 
 ModelRunner::~ModelRunner() {
@@ -173,7 +176,8 @@ const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCa
 const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCache& kv,
                                               RecurrentState* recurrent,
                                               std::span<const uint8_t> host_rows,
-                                              std::span<const uint8_t> hidden_rows) {
+                                              std::span<const uint8_t> hidden_rows,
+                                              const RowMaskSource& masks) {
   const int32_t S = batch.num_seqs(), R = static_cast<int32_t>(batch.logits_rows.size());
   check_invariant(host_rows.empty() || host_rows.size() == static_cast<size_t>(R),
                   "host_rows must have one flag per logits row");
@@ -193,6 +197,10 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
     StepMeta meta = upload(batch);
     plan_attention(meta, &batch, kv);
     forward_and_argmax(meta, kv, recurrent);
+  }
+  if (masks) {
+    const RowMasks& m = masks();
+    if (!m.rows.empty()) apply_masks(m, R);
   }
   step_.argmax.resize(static_cast<size_t>(R));
   step_.host_row_of.assign(static_cast<size_t>(R), -1);
@@ -219,6 +227,26 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
   }
   copy_hidden_rows(hidden_rows);
   return step_;
+}
+
+void ModelRunner::apply_masks(const RowMasks& masks, int32_t R) {
+  const auto M = static_cast<int64_t>(masks.rows.size());
+  check_invariant(M <= max_seqs_ && masks.words_per_row == mask_words_ &&
+                      masks.words.size() == static_cast<size_t>(M) * mask_words_,
+                  "token masks must be one row of ceil(vocab / 64) words per masked row, at most max_seqs");
+  for (int32_t r : masks.rows) check_invariant(r >= 0 && r < R, "a token mask names a row the step does not have");
+  // Enqueued behind the forward pass (stream order): the host does not wait here.
+  const size_t bits_bytes = masks.words.size() * sizeof(uint64_t);
+  char* base = static_cast<char*>(mask_buf_.data());
+  be_.copy_to_device(base, masks.words.data(), bits_bytes);
+  be_.copy_to_device(base + bits_bytes, masks.rows.data(), masks.rows.size() * sizeof(int32_t));
+  Tensor bits = mask_buf_.tensor(DType::I32, {M, static_cast<int64_t>(2 * mask_words_)});
+  const Tensor rows(base + bits_bytes, DType::I32, bits.device, {M});
+  const int64_t vocab = model_.config().vocab_size;
+  Tensor logits = logits_buf_.tensor(DType::F32, {R, vocab});
+  be_.apply_token_mask(logits, bits, rows);
+  Tensor ids = argmax_buf_.tensor(DType::I32, {R});
+  be_.argmax_rows(logits, ids);
 }
 
 void ModelRunner::copy_hidden_rows(std::span<const uint8_t> hidden_rows) {

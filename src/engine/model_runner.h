@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <vector>
@@ -35,6 +36,17 @@ struct StepLogits {
   std::vector<float> hidden;          // [number of hidden rows, hidden_size]
   std::vector<int32_t> hidden_row_of; // [R]: row of hidden holding row i, or -1
 };
+
+// Structured output's token masks of one step, applied on the device before the argmax
+// (Backend::apply_token_mask): the logits rows to mask and their bits, words_per_row 64-bit words
+// each (bit j = token j allowed). Rows masked here need not come back to the host.
+struct RowMasks {
+  std::vector<int32_t> rows;
+  std::vector<uint64_t> words;  // [rows.size(), words_per_row]
+  size_t words_per_row = 0;
+};
+// Called once the step's forward pass is enqueued: the masks are computed while it runs.
+using RowMaskSource = std::function<const RowMasks&()>;
 
 // Where the wall time of the steps went, summed since construction (PERF.md: the host's share of
 // a decode step is what CUDA graphs and overlap are for).
@@ -64,10 +76,13 @@ class ModelRunner {
                                     RecurrentState* recurrent = nullptr);
   // Runs the step (as a graph replay when the step is a decode step of a captured bucket) and
   // returns the argmax token of every logits row; rows with host_rows[i] != 0 also come back in
-  // full. host_rows may be empty (no row needed on the host); so may hidden_rows.
+  // full. host_rows may be empty (no row needed on the host); so may hidden_rows. `masks`, when
+  // given, is asked for the step's token masks after the forward pass is enqueued; they are
+  // applied to the logits on the device before the argmax (a host row comes back unmasked).
   const StepLogits& execute_greedy(const StepBatch& batch, PagedKvCache& kv,
                                    RecurrentState* recurrent, std::span<const uint8_t> host_rows,
-                                   std::span<const uint8_t> hidden_rows = {});
+                                   std::span<const uint8_t> hidden_rows = {},
+                                   const RowMaskSource& masks = {});
 
   // Captures one decode graph per bucket up to min(max_seqs, max_tokens) when the backend can.
   // `dummy_state_slot`: a recurrent-state slot that no sequence uses (hybrid models), else -1.
@@ -89,6 +104,8 @@ class ModelRunner {
   // every attention layer. `batch` null: the graph-mode layout, planned from meta's maxima.
   void plan_attention(StepMeta& meta, const StepBatch* batch, const PagedKvCache& kv);
   void forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, RecurrentState* recurrent);
+  // Uploads the masks, applies them to the first R logits rows and takes those rows' argmax again.
+  void apply_masks(const RowMasks& masks, int32_t R);
   // Brings the flagged rows of the model's last hidden rows to the host as fp32.
   void copy_hidden_rows(std::span<const uint8_t> hidden_rows);
 
@@ -98,6 +115,8 @@ class ModelRunner {
   int32_t dummy_state_slot_ = -1;
   int32_t block_size_ = 16;
   Buffer meta_buf_, logits_buf_, argmax_buf_;
+  Buffer mask_buf_;  // [max_seqs, words] mask bits, then [max_seqs] row ids
+  size_t mask_words_ = 0;  // 64-bit words per mask row: ceil(vocab / 64)
   std::vector<int32_t> staging_;
   std::vector<float> host_logits_;
   std::vector<uint16_t> hidden_staging_;  // 16-bit hidden rows before widening

@@ -168,7 +168,8 @@ Sampler::Sampler(std::vector<int32_t> eos_token_ids) : eos_token_ids_(std::move(
 
 bool Sampler::needs_logits(const Sequence& seq) const {
   const SamplingParams& p = seq.params();
-  if (!p.greedy() || p.logprobs || p.grammar) return true;
+  // A grammar alone does not: its mask is applied on the device before the argmax.
+  if (!p.greedy() || p.logprobs) return true;
   if (p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) return true;
   if (p.logit_bias && !p.logit_bias->empty()) return true;
   // mask_stop_tokens_for_min_tokens would change the row.

@@ -62,7 +62,8 @@ DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
 std::vector<OpUse> DecoderBase::required_ops() const {
   const DType a = be_.activation_dtype(), w = weight_dtype();
   std::vector<OpUse> ops = {{Op::Embedding, w},  {Op::RmsNorm, a}, {Op::Add, a},
-                            {Op::GatherRows, a}, {Op::Linear, w},  {Op::ArgmaxRows, DType::F32}};
+                            {Op::GatherRows, a}, {Op::Linear, w},  {Op::ArgmaxRows, DType::F32},
+                            {Op::ApplyTokenMask, DType::F32}};
   if (embedding_scale_ != 1.0f) ops.push_back({Op::Scale, a});
   if (final_logit_softcap_ > 0.0f) ops.push_back({Op::Softcap, DType::F32});
   return ops;

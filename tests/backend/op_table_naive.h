@@ -170,4 +170,18 @@ inline Outputs argmax_rows(const OpData& in) {
   return {{"out", out}};
 }
 
+// Bit j of mask row m off: logits[rows[m], j] = -inf (bit j % 32 of 32-bit word j / 32).
+inline Outputs apply_token_mask(const OpData& in) {
+  const HostTensor &x = in.at("x"), &mask = in.at("mask");
+  const int64_t v = x.shape[1], words = mask.shape[1];
+  std::vector<double> out(x.f.begin(), x.f.end());
+  const std::vector<int32_t>& rows = in.at("rows").i;
+  for (size_t m = 0; m < rows.size(); ++m)
+    for (int64_t j = 0; j < v; ++j) {
+      const auto word = static_cast<uint32_t>(mask.i[m * static_cast<size_t>(words) + static_cast<size_t>(j / 32)]);
+      if (((word >> (j % 32)) & 1u) == 0) out[static_cast<size_t>(rows[m] * v + j)] = -INFINITY;
+    }
+  return {{"x", out}};
+}
+
 }  // namespace pagoda::naive

@@ -221,6 +221,7 @@ inline const std::map<std::string, std::function<Outputs(const OpData&)>>& formu
       {"add_bias", add_bias},
       {"gather_rows", gather_rows},
       {"argmax_rows", argmax_rows},
+      {"apply_token_mask", apply_token_mask},
       {"qk_norm_rope_and_cache", qk_norm_rope_and_cache},
       {"reshape_and_cache", reshape_and_cache},
       {"paged_attention", paged_attention},

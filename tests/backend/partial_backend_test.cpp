@@ -91,6 +91,9 @@ class PartialBackend final : public Backend {
     run(Op::GatedRmsNorm).gated_rms_norm(x, z, w, eps, out);
   }
   void argmax_rows(const Tensor& logits, Tensor& out) override { run(Op::ArgmaxRows).argmax_rows(logits, out); }
+  void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) override {
+    run(Op::ApplyTokenMask).apply_token_mask(logits, mask, rows);
+  }
   void moe_route(const Tensor& l, bool renorm, Tensor& ids, Tensor& w) override {
     run(Op::MoeRoute).moe_route(l, renorm, ids, w);
   }

@@ -169,6 +169,9 @@ void CpuBackend::sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) 
 void CpuBackend::argmax_rows(const Tensor& logits, Tensor& out) {
   cpu::argmax_rows(pool_, logits, out);
 }
+void CpuBackend::apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) {
+  cpu::apply_token_mask(pool_, logits, mask, rows);
+}
 
 void CpuBackend::moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) {
   cpu::moe_route(pool_, logits, renormalize, expert_ids, weights);

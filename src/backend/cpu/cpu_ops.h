@@ -32,6 +32,8 @@ void sigmoid_gate(ThreadPool& pool, const Tensor& a, const Tensor& gate, Tensor&
 void gather_rows(ThreadPool& pool, const Tensor& x, const Tensor& rows, Tensor& out);
 // out[i] = index of the largest logits[i, :] (F32), lowest index on ties; NaN never wins.
 void argmax_rows(ThreadPool& pool, const Tensor& logits, Tensor& out);
+// logits[rows[m], j] = -inf where bit j of mask row m is clear (Backend::apply_token_mask).
+void apply_token_mask(ThreadPool& pool, Tensor& logits, const Tensor& mask, const Tensor& rows);
 // Converts src into dst (same element count, any float dtypes, dim 0 of either may be strided).
 void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst);
 

@@ -1,6 +1,7 @@
 // Elementwise and copy ops: silu_mul, gelu_tanh_mul, scale, softcap, add, add_bias, sigmoid_gate,
 // gather_rows, dtype conversion.
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <cstring>
 #include <vector>
@@ -179,6 +180,29 @@ void argmax_rows(ThreadPool& pool, const Tensor& logits, Tensor& out) {
       o[i] = static_cast<int32_t>(best);
     }
   }, 1, static_cast<double>(2 * width));
+}
+
+void apply_token_mask(ThreadPool& pool, Tensor& logits, const Tensor& mask, const Tensor& rows) {
+  const char* op = "apply_token_mask";
+  require_dtype(logits, DType::F32, op, "logits");
+  require_dtype(mask, DType::I32, op, "mask");
+  require_dtype(rows, DType::I32, op, "rows");
+  const int64_t R = logits.ndim ? logits.size(0) : 0, V = logits.row_numel(), M = rows.numel();
+  require(logits.ndim == 2 && mask.ndim == 2 && mask.is_contiguous(), op, "logits must be [R, V], mask [M, W]");
+  require(mask.size(0) == M && mask.size(1) * 32 >= V, op, "mask must be [M, >= ceil(V / 32)] for rows [M]");
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t r = index_at(rows, m);
+    require(r >= 0 && r < R, op, "row index out of range");
+  }
+  const int64_t W = mask.size(1);
+  pool.parallel_for(M, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) {
+      auto* row = static_cast<float*>(logits.row(index_at(rows, m)));
+      const auto* bits = mask.ptr<uint32_t>() + m * W;
+      for (int64_t j = 0; j < V; ++j)
+        if (!((bits[j >> 5] >> (j & 31)) & 1u)) row[j] = -std::numeric_limits<float>::infinity();
+    }
+  }, 1, static_cast<double>(V));
 }
 
 void convert_tensor(ThreadPool& pool, const Tensor& src, Tensor& dst) {

@@ -306,6 +306,11 @@ void CudaBackend::argmax_rows(const Tensor& logits, Tensor& out) {
   cuda::launch_argmax_rows(logits, out, num_sms_, split_workspace_, kSplitWorkspaceBytes, stream_);
 }
 
+void CudaBackend::apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) {
+  activate();
+  cuda::launch_apply_token_mask(logits, mask, rows, stream_);
+}
+
 // ---- graphs -------------------------------------------------------------------------------------
 
 void CudaBackend::begin_capture() {

@@ -75,6 +75,7 @@ class CudaBackend final : public Backend {
                       Tensor& out) override;
 
   void argmax_rows(const Tensor& logits, Tensor& out) override;
+  void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) override;
 
   // Mixture of experts (moe_backend.cpp, moe_kernels.cu): graph-safe, not yet measured on a GPU.
   void moe_route(const Tensor& logits, bool renormalize, Tensor& expert_ids, Tensor& weights) override;

@@ -26,6 +26,8 @@ void launch_sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out, cudaS
 // `workspace` (8 bytes per block); without room there it runs one block per row.
 void launch_argmax_rows(const Tensor& logits, Tensor& out, int num_sms, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);
+// logits[rows[m], j] = -inf where bit j of mask row m is clear (Backend::apply_token_mask).
+void launch_apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows, cudaStream_t stream);
 
 // rope_add_kernels.cu. RoPE in place on x [T, heads, D] with inv_freq (rotary_dim / 2 values, at
 // most kMaxRopePairs) as rope_inv_freq computed them; NeoX or interleaved pairs.

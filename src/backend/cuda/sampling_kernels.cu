@@ -102,7 +102,38 @@ __global__ void argmax_finish_kernel(const float* part_v, const int* part_i, int
   if (threadIdx.x == 0) out[blockIdx.x] = idx == INT_MAX ? 0 : idx;
 }
 
+// Grid (column blocks, mask rows): each thread clears the logits of its columns whose bit is off.
+// A word of bits serves 32 neighbouring threads (one load, broadcast within the warp).
+__global__ void token_mask_kernel(float* logits, int64_t stride, int vocab, const uint32_t* mask, int words,
+                                  const int32_t* rows) {
+  float* row = logits + static_cast<int64_t>(rows[blockIdx.y]) * stride;
+  const uint32_t* bits = mask + static_cast<int64_t>(blockIdx.y) * words;
+  for (int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); j < vocab;
+       j += static_cast<int>(gridDim.x * blockDim.x))
+    if (!((bits[j >> 5] >> (j & 31)) & 1u)) row[j] = -INFINITY;
+}
+
 }  // namespace
+
+void launch_apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows, cudaStream_t stream) {
+  const char* op = "apply_token_mask";
+  require(logits.ndim == 2 && logits.dtype == DType::F32 && logits.device == Device::CUDA, op,
+          "logits must be F32 [R, V] on cuda, got " + shape_str(logits));
+  require(mask.ndim == 2 && mask.dtype == DType::I32 && mask.is_contiguous() && mask.device == Device::CUDA, op,
+          "mask must be contiguous I32 [M, W] on cuda, got " + shape_str(mask));
+  require(rows.dtype == DType::I32 && rows.numel() == mask.shape[0] && rows.device == Device::CUDA, op,
+          "rows must be I32 [M] on cuda, got " + shape_str(rows));
+  const int64_t vocab = logits.shape[1], M = rows.numel();
+  require(mask.shape[1] * 32 >= vocab && vocab < (int64_t{1} << 31) && M < 65536, op,
+          "mask rows must cover the vocab (W >= ceil(V / 32)), at most 65535 rows");
+  if (M == 0 || vocab == 0) return;
+  constexpr int kThreads = 256, kPerThread = 4;
+  const auto col_blocks = static_cast<unsigned>((vocab + kThreads * kPerThread - 1) / (kThreads * kPerThread));
+  token_mask_kernel<<<dim3(col_blocks, static_cast<unsigned>(M)), kThreads, 0, stream>>>(
+      logits.ptr<float>(), logits.stride0(), static_cast<int>(vocab), mask.ptr<uint32_t>(),
+      static_cast<int>(mask.shape[1]), rows.ptr<int32_t>());
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
 
 void launch_argmax_rows(const Tensor& logits, Tensor& out, int num_sms, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream) {

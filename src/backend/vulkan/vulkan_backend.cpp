@@ -364,4 +364,21 @@ void VulkanBackend::argmax_rows(const Tensor& logits, Tensor& out) {
   run("argmax", p, groups_for(R, 1));
 }
 
+void VulkanBackend::apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) {
+  const char* op = "apply_token_mask";
+  require_f32(logits, op, "logits");
+  require_i32(mask, op, "mask");
+  require_i32(rows, op, "rows");
+  const int64_t V = logits.row_numel(), M = rows.numel();
+  require(mask.ndim == 2 && mask.is_contiguous() && mask.size(0) == M && mask.size(1) * 32 >= V, op,
+          "mask must be contiguous [M, >= ceil(V / 32)] for rows [M]");
+  require(M * V < (int64_t{1} << 32), op, "too many masked logits for one dispatch");
+  if (M == 0 || V == 0) return;
+  struct {
+    uint64_t logits, mask, rows;
+    uint32_t M, V, stride, words;
+  } p{vk_address(logits), vk_address(mask), vk_address(rows), u32(M), u32(V), u32(logits.stride0()), u32(mask.size(1))};
+  run("token_mask", p, groups_for(M * V, 256));
+}
+
 }  // namespace pagoda

@@ -74,6 +74,7 @@ class VulkanBackend final : public Backend {
   void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                      const Tensor& shared_gate, Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& out) override;
+  void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) override;
 
  private:
   // Records one dispatch of `shader` with `push` (a struct laid out as the shader's push constants).
