@@ -193,6 +193,32 @@ void perf_argmax(std::vector<OpCase>& out, int64_t rows) {
   out.push_back(std::move(c));
 }
 
+// Structured output's masks on a decode step's rows: each logit read, the disallowed written.
+void perf_token_mask(std::vector<OpCase>& out, int64_t rows) {
+  const int64_t vocab = 151936, words = (vocab + 31) / 32;
+  OpCase c;
+  c.op = "apply_token_mask";
+  c.label = std::to_string(rows) + "x" + std::to_string(vocab) + " f32";
+  c.make = [=](DType) {
+    OpData d;
+    d.t["x"] = lazy(DType::F32, {rows, vocab});
+    d.t["mask"] = lazy(DType::I32, {rows, words}, 0x7fffffff);
+    std::vector<int32_t> ids(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) ids[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+    HostTensor h;
+    h.dtype = DType::I32;
+    h.shape = {rows};
+    h.i = std::move(ids);
+    d.t["rows"] = h;
+    return d;
+  };
+  c.run = [](Backend& be, DeviceData& d, int rep) { be.apply_token_mask(d.t("x", rep), d.t("mask"), d.t("rows")); };
+  c.bytes = [=](DType) { return rows * vocab * 8.0 + rows * words * 4.0; };
+  c.flops = [=](DType) { return static_cast<double>(rows * vocab); };
+  c.rotate = {"x"};
+  out.push_back(std::move(c));
+}
+
 }  // namespace
 
 std::vector<OpCase> perf_cases(bool quick) {
@@ -220,6 +246,8 @@ std::vector<OpCase> perf_cases(bool quick) {
     perf_gdn(out, b, q);
   perf_argmax(out, 1);
   perf_argmax(out, 128);
+  perf_token_mask(out, 1);
+  perf_token_mask(out, 64);
   add_moe_perf_cases(out, quick);
   return out;
 }

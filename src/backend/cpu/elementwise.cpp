@@ -1,5 +1,6 @@
 // Elementwise and copy ops: silu_mul, gelu_tanh_mul, scale, softcap, add, add_bias, sigmoid_gate,
 // gather_rows, dtype conversion.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -199,8 +200,18 @@ void apply_token_mask(ThreadPool& pool, Tensor& logits, const Tensor& mask, cons
     for (int64_t m = begin; m < end; ++m) {
       auto* row = static_cast<float*>(logits.row(index_at(rows, m)));
       const auto* bits = mask.ptr<uint32_t>() + m * W;
-      for (int64_t j = 0; j < V; ++j)
-        if (!((bits[j >> 5] >> (j & 31)) & 1u)) row[j] = -std::numeric_limits<float>::infinity();
+      constexpr float kOff = -std::numeric_limits<float>::infinity();
+      // A word at a time: a grammar's mask is mostly whole words off (or on).
+      for (int64_t w = 0; w * 32 < V; ++w) {
+        const int64_t base = w * 32, n = std::min<int64_t>(32, V - base);
+        const uint32_t off = ~bits[w] & (n == 32 ? ~0u : (1u << n) - 1u);
+        if (off == 0) continue;
+        if (n == 32 && off == ~0u) {
+          std::fill(row + base, row + base + 32, kOff);
+          continue;
+        }
+        for (uint32_t z = off; z != 0; z &= z - 1) row[base + __builtin_ctz(z)] = kOff;
+      }
     }
   }, 1, static_cast<double>(V));
 }
