@@ -10,11 +10,60 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemv.h"
+#include "backend/cpu/kernels.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
 namespace pagoda {
 namespace {
+
+// SwiGLU's activation against silu in double, over the range a gate takes and past where exp
+// overflows in fp32 (there silu is 0 or x).
+TEST(CpuKernels, SiluMulIsSiluTimesUp) {
+  const cpu::Kernels& k = cpu::kernels();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-120.0f, 120.0f), w(-2.0f, 2.0f);
+  for (int64_t n : {1, 9, 64, 133}) {
+    std::vector<float> g(static_cast<size_t>(n)), up(static_cast<size_t>(n)), o(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      g[static_cast<size_t>(i)] = i % 3 == 0 ? u(rng) : w(rng) * 4;
+      up[static_cast<size_t>(i)] = w(rng);
+    }
+    k.silu_mul(g.data(), up.data(), o.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[static_cast<size_t>(i)];
+      const double want = x / (1.0 + std::exp(-x)) * up[static_cast<size_t>(i)];
+      EXPECT_NEAR(o[static_cast<size_t>(i)], want, 1e-30 + 4 * 1.2e-7 * std::fabs(want)) << "n " << n << " x " << x;
+    }
+  }
+}
+
+// Softmax's numerators in the prefill attention: exp(s - m) against the C library's (double) exp,
+// over the range a softmax sees (0 down to past where fp32 underflows), lengths with a tail.
+TEST(CpuKernels, ExpSumIsExpWithinAFewUlp) {
+  const cpu::Kernels& k = cpu::kernels();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-100.0f, 0.0f);
+  for (int64_t n : {1, 7, 8, 64, 131}) {
+    std::vector<float> s(static_cast<size_t>(n));
+    for (float& x : s) x = u(rng) + 3.0f;
+    s[0] = 3.0f;  // the max itself: exp(0) = 1
+    const std::vector<float> in = s;
+    const float sum = k.exp_sum(s.data(), n, 3.0f);
+    double want_sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double want = std::exp(static_cast<double>(in[static_cast<size_t>(j)]) - 3.0);
+      want_sum += want;
+      const double got = s[static_cast<size_t>(j)];
+      if (in[static_cast<size_t>(j)] - 3.0f < -87.0f) {  // past fp32's normal range: 0
+        EXPECT_LE(got, want) << "n " << n << " j " << j;
+        continue;
+      }
+      EXPECT_NEAR(got, want, 4 * 1.2e-7 * want) << "n " << n << " j " << j << " x " << in[static_cast<size_t>(j)] - 3.0f;
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << "n " << n;
+  }
+}
 
 using cpu::CpuIsa;
 

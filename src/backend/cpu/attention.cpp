@@ -4,7 +4,9 @@
 // (and converted from BF16/F16) once for all the query heads of its GQA group.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "backend/cpu/check.h"
@@ -25,6 +27,8 @@ struct AttnShape {
 struct Scratch {
   std::vector<float> q, acc, scores, m, l, k, v;
   std::vector<float> tile_k, tile_v;  // a tile's context of one kv head as fp32 (16-bit caches)
+  std::vector<float> tq, tacc, tscores, tm, tl;  // attend_tile's rows × heads
+  std::vector<float> tile_kt;  // tile_k transposed, [D, end]: the scores as a row-broadcast GEMM
   void size_for(const AttnShape& a, int64_t nG) {
     q.resize(static_cast<size_t>(nG * a.D));
     acc.resize(static_cast<size_t>(nG * a.Dv));
@@ -113,6 +117,73 @@ void attend(const AttnShape& a, const Tensor& q, const Tensor& k_cache, const Te
   }
 }
 
+// Attention of a prefill tile's rows [r0, r1) (positions first_pos, first_pos + 1, ...) for query
+// heads [h0, h0 + nG) of kv head kvh, over the tile's context in fp32 (K transposed, kt_conv [D, end];
+// v_conv [end, Dv]; end = first_pos + rows). All rows × heads of the tile go through each chunk of
+// keys together, so the scores are one small GEMM and the value update one accumulation over the
+// chunk instead of one per row and block (the per-row version's GEMMs had 2 query rows against 16
+// keys); both are row-broadcast products (pv_accumulate), no horizontal sums. A key a row may not
+// see (after its position, before its window) gets probability 0.
+void attend_tile(const AttnShape& a, const Tensor& q, int64_t r0, int64_t r1, int64_t first_pos, int64_t kvh,
+                 int64_t g0, int64_t nG, const AttentionParams& params, Tensor& out, Scratch& sc,
+                 const float* kt_conv, const float* v_conv) {
+  constexpr int64_t kKeys = 64;
+  const Kernels& kern = kernels();
+  const int64_t rows = r1 - r0, R = rows * nG, h0 = kvh * a.G + g0;
+  sc.tq.resize(static_cast<size_t>(R * a.D));
+  sc.tacc.assign(static_cast<size_t>(R * a.Dv), 0.0f);
+  sc.tscores.resize(static_cast<size_t>(R * kKeys));
+  sc.tm.assign(static_cast<size_t>(R), -std::numeric_limits<float>::infinity());
+  sc.tl.assign(static_cast<size_t>(R), 0.0f);
+  for (int64_t t = r0; t < r1; ++t) {
+    const auto* qrow = static_cast<const float*>(q.row(t)) + h0 * a.D;
+    float* dst = sc.tq.data() + (t - r0) * nG * a.D;
+    for (int64_t i = 0; i < nG * a.D; ++i) dst[i] = qrow[i] * params.scale;
+  }
+  const int64_t last = first_pos + rows - 1;  // the last row's position: no key after it is seen
+  const int64_t lo = params.sliding_window > 0 ? std::max<int64_t>(0, first_pos - params.sliding_window + 1) : 0;
+  for (int64_t j0 = lo; j0 <= last; j0 += kKeys) {
+    const int64_t n = std::min(kKeys, last + 1 - j0);
+    // scores[R, n] = q[R, D] · K^T[D, j0 : j0 + n] (K^T's rows are last + 1 long)
+    std::fill(sc.tscores.begin(), sc.tscores.end(), 0.0f);
+    kern.pv_accumulate(sc.tq.data(), R, a.D, kt_conv + j0, a.D, last + 1, n, sc.tscores.data(), kKeys);
+    for (int64_t i = 0; i < R; ++i) {
+      const int64_t p = first_pos + i / nG;
+      const int64_t wlo = params.sliding_window > 0 ? std::max<int64_t>(0, p - params.sliding_window + 1) : 0;
+      const int64_t a0 = std::max<int64_t>(wlo - j0, 0), a1 = std::min<int64_t>(p - j0 + 1, n);  // seen: [a0, a1)
+      float* s = sc.tscores.data() + i * kKeys;
+      if (a0 >= a1) {
+        std::fill(s, s + n, 0.0f);
+        continue;
+      }
+      std::fill(s, s + a0, 0.0f);
+      std::fill(s + a1, s + n, 0.0f);
+      if (params.softcap > 0.0f) {
+        const float inv_cap = 1.0f / params.softcap;
+        for (int64_t j = a0; j < a1; ++j) s[j] = params.softcap * std::tanh(s[j] * inv_cap);
+      }
+      float mx = s[a0];
+      for (int64_t j = a0 + 1; j < a1; ++j) mx = std::max(mx, s[j]);
+      const float m_old = sc.tm[static_cast<size_t>(i)], m_new = std::max(m_old, mx);
+      const float corr = std::exp(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
+      const float sum = kern.exp_sum(s + a0, a1 - a0, m_new);
+      sc.tl[static_cast<size_t>(i)] = sc.tl[static_cast<size_t>(i)] * corr + sum;
+      sc.tm[static_cast<size_t>(i)] = m_new;
+      if (corr != 1.0f) {
+        float* acc = sc.tacc.data() + i * a.Dv;
+        for (int64_t d = 0; d < a.Dv; ++d) acc[d] *= corr;
+      }
+    }
+    kern.pv_accumulate(sc.tscores.data(), R, kKeys, v_conv + j0 * a.Dv, n, a.Dv, a.Dv, sc.tacc.data(), a.Dv);
+  }
+  for (int64_t i = 0; i < R; ++i) {
+    const int64_t t = r0 + i / nG, g = i % nG;
+    float* orow = static_cast<float*>(out.row(t)) + (h0 + g) * a.Dv;
+    const float inv_l = 1.0f / sc.tl[static_cast<size_t>(i)];
+    for (int64_t d = 0; d < a.Dv; ++d) orow[d] = sc.tacc[static_cast<size_t>(i * a.Dv + d)] * inv_l;
+  }
+}
+
 // Positions [0, end) of one kv head of a sequence's 16-bit caches as fp32 rows, once for all rows of
 // a prefill tile instead of once per row (the per-row conversion was 9% of a 512-token prefill).
 // False when the context is too long to hold (the rows then convert their blocks one by one).
@@ -128,6 +199,15 @@ bool convert_context(const AttnShape& a, const Tensor& k_cache, const Tensor& v_
     int64_t ld = 0;
     cache_rows(k_cache, first_slot, n, a.Hkv, kvh, a.D, sc.tile_k.data() + b * bs * a.D, &ld);
     cache_rows(v_cache, first_slot, n, a.Hkv, kvh, a.Dv, sc.tile_v.data() + b * bs * a.Dv, &ld);
+  }
+  // K^T in 16-key strips: each write of a strip fills one cache line of a K^T row.
+  sc.tile_kt.resize(static_cast<size_t>(end * a.D));
+  const float* k = sc.tile_k.data();
+  float* kt = sc.tile_kt.data();
+  for (int64_t j0 = 0; j0 < end; j0 += 16) {
+    const int64_t j1 = std::min(end, j0 + 16);
+    for (int64_t d = 0; d < a.D; ++d)
+      for (int64_t j = j0; j < j1; ++j) kt[d * end + j] = k[j * a.D + d];
   }
   return true;
 }
@@ -261,6 +341,10 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
   const int64_t items = static_cast<int64_t>(plan->tiles.size()) * a.Hkv * splits;
   if (items == 0) return;
   const double work = plan->query_key_pairs * static_cast<double>(a.Hq * (a.D + a.Dv + 16));
+  // PAGODA_CPU_ATTENTION=rows: each row of a prefill tile on its own (the path before attend_tile),
+  // for side-by-side runs and the test that holds the two paths to each other.
+  const char* mode = std::getenv("PAGODA_CPU_ATTENTION");
+  const bool tiles_on = !(mode && std::string_view(mode) == "rows");
   pool.parallel_for(items, [&](int64_t begin, int64_t end) {
     thread_local Scratch scratch;
     for (int64_t it = begin; it < end; ++it) {
@@ -273,6 +357,11 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       const bool conv = k_cache.dtype != DType::F32 && v_cache.dtype != DType::F32 &&
                         tile.row_end - tile.row_begin > 1 &&
                         convert_context(a, k_cache, v_cache, table, ctx_end, kvh, scratch);
+      if (conv && tiles_on) {
+        attend_tile(a, q, tile.row_begin, tile.row_end, tile.first_pos, kvh, g0, nG, params, out, scratch,
+                    scratch.tile_kt.data(), scratch.tile_v.data());
+        continue;
+      }
       for (int64_t t = tile.row_begin; t < tile.row_end; ++t)
         attend(a, q, k_cache, v_cache, table, t, tile.first_pos + (t - tile.row_begin), kvh, g0, nG, params, out,
                scratch, conv ? scratch.tile_k.data() : nullptr, conv ? scratch.tile_v.data() : nullptr);

@@ -10,6 +10,7 @@
 #include "backend/cpu/check.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
 
 namespace pagoda::cpu {
 
@@ -44,7 +45,7 @@ void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out) {
       const auto* g = static_cast<const float*>(gate_up.row(t));
       const float* u = g + I;
       auto* o = static_cast<float*>(out.row(t));
-      for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+      kernels().silu_mul(g, u, o, I);
     }
   }, 1, static_cast<double>(12 * I));
 }

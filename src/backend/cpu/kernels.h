@@ -16,6 +16,10 @@ struct Kernels {
   // acc[g, :] += sum_j p[g, j] * v[j, :] for g < G, j < n, over D elements.
   void (*pv_accumulate)(const float* p, int64_t G, int64_t ldp, const float* v, int64_t n,
                         int64_t ldv, int64_t D, float* acc, int64_t ldacc);
+  // s[j] = exp(s[j] - m) for j < n (s[j] <= m), returning the sum: softmax's numerators (~1 ulp).
+  float (*exp_sum)(float* s, int64_t n, float m);
+  // o[i] = silu(g[i]) · u[i] for i < n (the SwiGLU activation), exp as exp_sum's.
+  void (*silu_mul)(const float* g, const float* u, float* o, int64_t n);
   const char* isa;  // "avx2" or "generic"
 };
 
