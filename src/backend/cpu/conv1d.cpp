@@ -7,6 +7,7 @@
 #include "backend/cpu/check.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/state_sequences.h"
 
 namespace pagoda::cpu {
@@ -38,6 +39,12 @@ void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, Tens
   // Weights as fp32 [C, K], once per call (C*K is small).
   std::vector<float> wf(static_cast<size_t>(C * K));
   load_row(w.data, w.dtype, wf.data(), C * K);
+  // And tap-major [K, C]: a token past the first H of its sequence sums its taps over contiguous
+  // channels (vectorised), in the same order per channel as the general loop.
+  std::vector<float> wt(static_cast<size_t>(K * C));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) wt[static_cast<size_t>(j * C + c)] = wf[static_cast<size_t>(c * K + j)];
+  const Kernels& kern = kernels();
 
   const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
   auto* state_base = conv_state.ptr<float>();
@@ -60,12 +67,23 @@ void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, Tens
       for (int64_t t = 0; t < sq.len; ++t) {
         const auto* xt = static_cast<const float*>(x.row(sq.start + t));
         auto* ot = static_cast<float*>(out.row(sq.start + t));
-        for (int64_t c = c0; c < c1; ++c) {
-          const float* wc = &wf[static_cast<size_t>(c * K)];
-          float acc = wc[H] * xt[c];
-          for (int64_t j = 0; j < H; ++j) acc += wc[j] * input(t - H + j, c);
-          ot[c] = acc / (1.0f + std::exp(-acc));
+        if (t >= H) {
+          const float* wh = &wt[static_cast<size_t>(H * C)];
+          for (int64_t c = c0; c < c1; ++c) ot[c] = wh[c] * xt[c];
+          for (int64_t j = 0; j < H; ++j) {
+            const float* wj = &wt[static_cast<size_t>(j * C)];
+            const auto* xj = static_cast<const float*>(x.row(sq.start + t - H + j));
+            for (int64_t c = c0; c < c1; ++c) ot[c] += wj[c] * xj[c];
+          }
+        } else {
+          for (int64_t c = c0; c < c1; ++c) {
+            const float* wc = &wf[static_cast<size_t>(c * K)];
+            float acc = wc[H] * xt[c];
+            for (int64_t j = 0; j < H; ++j) acc += wc[j] * input(t - H + j, c);
+            ot[c] = acc;
+          }
         }
+        kern.silu(ot + c0, c1 - c0);
       }
       // Keep the last H inputs. In place, ascending j: entry j reads old entry len + j > j, which
       // no earlier iteration has written.

@@ -203,6 +203,15 @@ PAGODA_INLINE void silu_mul_impl(const float* g, const float* u, float* o, int64
   for (; i < n; ++i) o[i] = g[i] / (1.0f + __builtin_expf(-g[i])) * u[i];
 }
 
+PAGODA_INLINE void silu_impl(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const v8 v = load8(x + i);
+    store8(x + i, v / (1.0f + exp8(-v)));
+  }
+  for (; i < n; ++i) x[i] = x[i] / (1.0f + __builtin_expf(-x[i]));
+}
+
 void gemm_generic(const float* x, int64_t ldx, const float* w, int64_t ldw, float* out, int64_t ldo,
                   int64_t T, int64_t N, int64_t K) {
   gemm_impl(x, ldx, w, ldw, out, ldo, T, N, K);
@@ -217,6 +226,7 @@ void pv_generic(const float* p, int64_t G, int64_t ldp, const float* v, int64_t 
 }
 float exp_sum_generic(float* s, int64_t n, float m) { return exp_sum_impl(s, n, m); }
 void silu_mul_generic(const float* g, const float* u, float* o, int64_t n) { silu_mul_impl(g, u, o, n); }
+void silu_generic(float* x, int64_t n) { silu_impl(x, n); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PAGODA_HAVE_AVX2_PATH 1
@@ -241,15 +251,16 @@ __attribute__((target("avx2,fma"))) float exp_sum_avx2(float* s, int64_t n, floa
 __attribute__((target("avx2,fma"))) void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n) {
   silu_mul_impl(g, u, o, n);
 }
+__attribute__((target("avx2,fma"))) void silu_avx2(float* x, int64_t n) { silu_impl(x, n); }
 #endif
 
 Kernels select_kernels() {
 #ifdef PAGODA_HAVE_AVX2_PATH
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return Kernels{gemm_avx2, qk_avx2, pv_avx2, exp_sum_avx2, silu_mul_avx2, "avx2"};
+    return Kernels{gemm_avx2, qk_avx2, pv_avx2, exp_sum_avx2, silu_mul_avx2, silu_avx2, "avx2"};
 #endif
-  return Kernels{gemm_generic, qk_generic, pv_generic, exp_sum_generic, silu_mul_generic, "generic"};
+  return Kernels{gemm_generic, qk_generic, pv_generic, exp_sum_generic, silu_mul_generic, silu_generic, "generic"};
 }
 
 }  // namespace

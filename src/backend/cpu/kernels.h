@@ -20,6 +20,8 @@ struct Kernels {
   float (*exp_sum)(float* s, int64_t n, float m);
   // o[i] = silu(g[i]) · u[i] for i < n (the SwiGLU activation), exp as exp_sum's.
   void (*silu_mul)(const float* g, const float* u, float* o, int64_t n);
+  // x[i] = silu(x[i]) in place for i < n.
+  void (*silu)(float* x, int64_t n);
   const char* isa;  // "avx2" or "generic"
 };
 
