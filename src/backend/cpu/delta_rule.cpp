@@ -8,6 +8,7 @@
 #include "backend/cpu/check.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/state_sequences.h"
 
 namespace pagoda::cpu {
@@ -36,8 +37,11 @@ float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 // Per-task buffers for one chunk (reused across chunks and tasks of a thread).
 struct Scratch {
   std::vector<float> q, k, u, w, beta, gamma, tmp;
+  std::vector<float> qg, kt;  // Q̃ ⊙ e^γ [L, dk] and the decayed K̂ transposed [dk, L]
   void size_for(const Dims& d) {
     tmp.resize(static_cast<size_t>(d.dv));
+    qg.resize(static_cast<size_t>(kChunk * d.dk));
+    kt.resize(static_cast<size_t>(kChunk * d.dk));
     q.resize(static_cast<size_t>(kChunk * d.dk));
     k.resize(static_cast<size_t>(kChunk * d.dk));
     w.resize(static_cast<size_t>(kChunk * d.dk));
@@ -142,19 +146,24 @@ void chunk_step(int64_t L, float* S, float* const* o_rows, const Dims& d, Scratc
       axpy(-arc, W(c), wr, dk);
     }
   }
+  // The three products with S₀ or into S below are row-broadcast GEMMs (kernels.h pv_accumulate:
+  // four rows per load of S), summed over i in the same order as one axpy per i.
+  const Kernels& kern = kernels();
   // Vnew = U − W·S₀ (in U).
+  for (int64_t e = 0; e < L * dk; ++e) s.w[static_cast<size_t>(e)] = -s.w[static_cast<size_t>(e)];
+  kern.pv_accumulate(s.w.data(), L, dk, S, dk, dv, dv, s.u.data(), dv);
+  // O = (Q̃ ⊙ e^γ)·S₀ + ((Q̃K̂ᵀ) ⊙ D)·Vnew, D[r, c] = e^{γ_r−γ_c} for c <= r. The output rows are
+  // consecutive rows of out: one stride apart.
+  const int64_t ldo = L > 1 ? o_rows[1] - o_rows[0] : dv;
   for (int64_t r = 0; r < L; ++r) {
-    float* ur = U(r);
-    const float* wr = W(r);
-    for (int64_t i = 0; i < dk; ++i) axpy(-wr[i], S + i * dv, ur, dv);
+    std::fill(o_rows[r], o_rows[r] + dv, 0.0f);
+    const float eg = std::exp(gam[r]);
+    for (int64_t i = 0; i < dk; ++i) s.qg[static_cast<size_t>(r * dk + i)] = Q(r)[i] * eg;
   }
-  // O = (Q̃ ⊙ e^γ)·S₀ + ((Q̃K̂ᵀ) ⊙ D)·Vnew, D[r, c] = e^{γ_r−γ_c} for c <= r.
+  kern.pv_accumulate(s.qg.data(), L, dk, S, dk, dv, dv, o_rows[0], ldo);
   for (int64_t r = 0; r < L; ++r) {
     float* o = o_rows[r];
-    std::fill(o, o + dv, 0.0f);
     const float* qr = Q(r);
-    const float eg = std::exp(gam[r]);
-    for (int64_t i = 0; i < dk; ++i) axpy(qr[i] * eg, S + i * dv, o, dv);
     for (int64_t c = 0; c <= r; ++c) axpy(dot(qr, K(c), dk) * std::exp(gam[r] - gam[c]), U(c), o, dv);
   }
   // S_end = e^{γ_last}·S₀ + (K̂ ⊙ e^{γ_last−γ})ᵀ·Vnew.
@@ -162,14 +171,11 @@ void chunk_step(int64_t L, float* S, float* const* o_rows, const Dims& d, Scratc
   const float decay = std::exp(last);
   for (int64_t r = 0; r < L; ++r) {
     const float f = std::exp(last - gam[r]);
-    float* kr = K(r);
-    for (int64_t i = 0; i < dk; ++i) kr[i] *= f;  // K̂ is not needed after this
+    const float* kr = K(r);
+    for (int64_t i = 0; i < dk; ++i) s.kt[static_cast<size_t>(i * L + r)] = kr[i] * f;
   }
-  for (int64_t i = 0; i < dk; ++i) {
-    float* Si = S + i * dv;
-    for (int64_t j = 0; j < dv; ++j) Si[j] *= decay;
-    for (int64_t r = 0; r < L; ++r) axpy(K(r)[i], U(r), Si, dv);
-  }
+  for (int64_t e = 0; e < dk * dv; ++e) S[e] *= decay;
+  kern.pv_accumulate(s.kt.data(), dk, L, s.u.data(), L, dv, dv, S, dv);
 }
 
 // All new tokens of one sequence for value head h.
