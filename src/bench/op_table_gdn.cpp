@@ -1,6 +1,8 @@
 // Op table test cases of Gated DeltaNet: causal_conv1d_silu, gated_delta_rule (recurrent decode
 // steps and chunked prefills of several chunks, GQA between value and key heads, first chunks with
-// no initial state among sequences that continue theirs), gated_rms_norm.
+// no initial state among sequences that continue theirs, lengths on both sides of the GPU backends'
+// recurrent/chunked threshold of 8 and on chunk boundaries, dv not a multiple of a 32-column tile,
+// dk at the chunked shaders' 128 and past it), gated_rms_norm.
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -86,11 +88,19 @@ struct GdnSpec {
   DType a_log;
 };
 
+// One long prefill alone (the GPU backends then skip the recurrent launch), dk = 128, dv = 80: two
+// full 32-column tiles and a half one.
+const Varlen kLong{{200}, {1}};
+// Lengths 8 (recurrent) and 9 (chunked) on the GPU backends, one and two whole chunks, a decode.
+const Varlen kEdges{{8, 9, 128, 1, 64}, {1, 0, 1, 1, 0}};
+
 void add_delta_rule(std::vector<OpCase>& out) {
   uint32_t seed = 5000;
   for (const GdnSpec& s : {GdnSpec{2, 2, 32, 32, kMixed, DType::F32}, GdnSpec{2, 4, 16, 24, kMixed, DType::BF16},
                            GdnSpec{1, 3, 24, 8, kDecode, DType::F32}, GdnSpec{2, 2, 128, 128, kDecode, DType::BF16},
-                           GdnSpec{1, 2, 64, 64, Varlen{{3, 66}, {1, 0}}, DType::F32}}) {
+                           GdnSpec{1, 2, 64, 64, Varlen{{3, 66}, {1, 0}}, DType::F32},
+                           GdnSpec{1, 2, 128, 80, kLong, DType::F32}, GdnSpec{2, 2, 32, 40, kEdges, DType::BF16},
+                           GdnSpec{1, 1, 160, 32, Varlen{{70, 1}, {1, 1}}, DType::F32}}) {
     OpCase c;
     c.op = "gated_delta_rule";
     c.label = "Hk" + std::to_string(s.hk) + " Hv" + std::to_string(s.hv) + " dk" + std::to_string(s.dk) + " dv" +
@@ -123,6 +133,7 @@ void add_delta_rule(std::vector<OpCase>& out) {
       be.gated_delta_rule(q, k, v, b, a, d.t("A_log"), d.t("dt_bias"), d.t("state"), d.meta(), d.t("out"));
     };
     c.outputs = {"out", "state"};
+    if (s.dk > 128) c.unsupported = not_on_cuda("dk over 128 (the CUDA kernels' limit)");
     c.tol = [](DType act, const std::string& name) {
       if (act == DType::F32) return name == "state" ? Tol{5e-5, 2e-4} : Tol{2e-5, 2e-4};
       return Tol{3e-3, 2e-2};  // bf16 inputs of the chunked form: a few 1e-3 relative

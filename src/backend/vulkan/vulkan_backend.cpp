@@ -39,6 +39,13 @@ VulkanBackend::VulkanBackend(int index, DType activation)
     : ctx_(index), memory_(ctx_), pipelines_(ctx_), stream_(ctx_, memory_) {
   const char* prof = std::getenv("PAGODA_VULKAN_PROFILE");
   profiling_ = prof && std::strcmp(prof, "1") == 0;
+  if (const char* gdn = std::getenv("PAGODA_VULKAN_GDN"); gdn && *gdn && std::strcmp(gdn, "auto") != 0) {
+    if (std::strcmp(gdn, "recurrent") == 0) gdn_path_ = GdnPath::Recurrent;
+    else if (std::strcmp(gdn, "chunked") == 0) gdn_path_ = GdnPath::Chunked;
+    else
+      throw Error(std::string("PAGODA_VULKAN_GDN=") + gdn +
+                  " is not a gated delta rule path: use auto, recurrent or chunked (or unset it)");
+  }
   require(activation == DType::F32, "init",
           std::string("activations in ") + dtype_name(activation) +
               " are not supported yet; the Vulkan backend computes in float32 (--dtype float32 or auto)");
@@ -168,6 +175,13 @@ void VulkanBackend::end_profile(const char* shader) {
 uint32_t VulkanBackend::groups_for(int64_t n, int64_t per_group) {
   // Grid-stride loops: enough workgroups to fill a device, within every device's 65,535 limit.
   return static_cast<uint32_t>(std::clamp<int64_t>((n + per_group - 1) / per_group, 1, 4096));
+}
+
+int64_t VulkanBackend::dispatches(const std::string& shader) const {
+  int64_t n = 0;
+  for (const auto& [name, count] : dispatch_counts_)
+    if (shader == name) n += count;
+  return n;
 }
 
 uint64_t VulkanBackend::scratch(size_t bytes) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -76,6 +77,15 @@ class VulkanBackend final : public Backend {
   void argmax_rows(const Tensor& logits, Tensor& out) override;
   void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) override;
 
+  // Dispatches of `shader` recorded since construction: tests check which path an op took.
+  int64_t dispatches(const std::string& shader) const;
+  // gated_delta_rule's paths (PAGODA_VULKAN_GDN=auto|recurrent|chunked, read at construction):
+  // auto gives sequences of at most kGdnRecurrentMaxLen new tokens the recurrent shader and longer
+  // ones the chunked pair, as the CUDA backend does; the other two force one path for every sequence
+  // (tests run the op table under each).
+  enum class GdnPath { Auto, Recurrent, Chunked };
+  static constexpr int32_t kGdnRecurrentMaxLen = 8;
+
  private:
   // Records one dispatch of `shader` with `push` (a struct laid out as the shader's push constants).
   template <class Push>
@@ -84,6 +94,7 @@ class VulkanBackend final : public Backend {
     VkPipeline pipeline = pipelines_.get(shader);
     if (profiling_) begin_profile();
     stream_.dispatch(pipeline, pipelines_.layout(), &push, sizeof(Push), gx, gy, gz);
+    ++dispatch_counts_[shader];
     if (profiling_) end_profile(shader);
   }
   // PAGODA_VULKAN_PROFILE=1: every dispatch waited for and timed; a table per shader at exit.
@@ -111,6 +122,8 @@ class VulkanBackend final : public Backend {
   };
   std::vector<RopeTable> rope_tables_;
   bool profiling_ = false;
+  GdnPath gdn_path_ = GdnPath::Auto;
+  std::unordered_map<const char*, int64_t> dispatch_counts_;  // keyed by the literal's address
   double profile_start_ = 0;
   std::map<std::string, std::pair<int64_t, double>> profile_;  // shader → (dispatches, seconds)
 };

@@ -2,6 +2,7 @@
 // DeltaNet state ops, and the mixture-of-experts routing. Launch shapes come from tensor shapes
 // and StepMeta's host scalars only; nothing here reads the device.
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/vulkan/vulkan_backend.h"
 #include "backend/vulkan/vulkan_util.h"
@@ -102,21 +103,53 @@ void VulkanBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Ten
           "state must be [slots, Hv, dk, dv]");
   require(A_log.numel() == Hv && dt_bias.numel() == Hv, op, "A_log and dt_bias must be [Hv]");
   require(meta.num_tokens == T, op, "q must have meta.num_tokens rows");
+  require(meta.num_seqs <= 65535 && Hv <= 65535, op, "more than 65,535 sequences or value heads");
   if (meta.num_seqs == 0 || T == 0) return;
-  const uint64_t gb = scratch(static_cast<size_t>(T * Hv * 2) * sizeof(float));
+  // Both shaders look at every sequence and take those of their kind (rec_max new tokens or fewer:
+  // recurrent), so a mixed step needs no host knowledge of the lengths. The chunked pair keeps its
+  // state tile in shared memory: dk <= 128; a larger dk stays recurrent.
+  uint32_t rec_max = kGdnRecurrentMaxLen;
+  if (gdn_path_ == GdnPath::Recurrent || dk > 128) rec_max = UINT32_MAX;
+  else if (gdn_path_ == GdnPath::Chunked) rec_max = 0;
+  const bool any_long = rec_max != UINT32_MAX && meta.max_query_len > static_cast<int64_t>(rec_max);
+  const bool any_short = rec_max > 0 && !(any_long && meta.num_seqs == 1);
+  // Scratch: gates (g, β) [T, Hv, 2]; for the chunked pair also row scalars [T, Hv, 8] and the T and
+  // QK rows of each chunk [T, Hv, 2 x 64].
+  const size_t gate_floats = static_cast<size_t>(T * Hv) * 2, row_floats = static_cast<size_t>(T * Hv) * 8;
+  const size_t mat_floats = static_cast<size_t>(T * Hv) * 128;
+  require(!any_long || static_cast<uint64_t>(T * Hv) * 128 < (uint64_t{1} << 32), op,
+          "a step over 2^32 chunk-matrix elements (lower the prefill chunk size)");
+  const uint64_t gb = scratch((gate_floats + (any_long ? row_floats + mat_floats : 0)) * sizeof(float));
+  const uint64_t rows = gb + gate_floats * sizeof(float), mats = rows + row_floats * sizeof(float);
   struct {
     uint64_t b, a, A_log, dt_bias, gb;
     uint32_t T, Hv, b_stride, a_stride, A_dt, dt_dt;
   } pg{vk_address(b), vk_address(a), vk_address(A_log), vk_address(dt_bias), gb, u32(T), u32(Hv),
        u32(b.stride0()), u32(a.stride0()), dtype_code(A_log.dtype, op, "A_log"), dtype_code(dt_bias.dtype, op, "dt_bias")};
   run("delta_gates", pg, groups_for(T * Hv, 256));
+  if (any_short) {
+    struct {
+      uint64_t q, k, v, gb, state, out, cu_seqlens, state_slots, has_initial;
+      uint32_t Hk, Hv, dk, dv, q_stride, k_stride, v_stride, out_stride, rec_max;
+    } p{vk_address(q), vk_address(k), vk_address(v), gb, vk_address(state), vk_address(out),
+        vk_address(meta.cu_seqlens_q), vk_address(meta.state_slots), vk_address(meta.has_initial_state), u32(Hk),
+        u32(Hv), u32(dk), u32(dv), u32(q.stride0()), u32(k.stride0()), u32(v.stride0()), u32(out.stride0()), rec_max};
+    run("delta_rule", p, u32(meta.num_seqs), u32(Hv), u32((dv + 63) / 64));
+  }
+  if (!any_long) return;
   struct {
-    uint64_t q, k, v, gb, state, out, cu_seqlens, state_slots, has_initial;
-    uint32_t Hk, Hv, dk, dv, q_stride, k_stride, v_stride, out_stride;
-  } p{vk_address(q), vk_address(k), vk_address(v), gb, vk_address(state), vk_address(out),
-      vk_address(meta.cu_seqlens_q), vk_address(meta.state_slots), vk_address(meta.has_initial_state), u32(Hk),
-      u32(Hv), u32(dk), u32(dv), u32(q.stride0()), u32(k.stride0()), u32(v.stride0()), u32(out.stride0())};
-  run("delta_rule", p, u32(meta.num_seqs), u32(Hv), u32((dv + 63) / 64));
+    uint64_t q, k, gb, cu_seqlens, mats, rows;
+    uint32_t Hk, Hv, dk, q_stride, k_stride, rec_max;
+  } pp{vk_address(q), vk_address(k), gb, vk_address(meta.cu_seqlens_q), mats, rows, u32(Hk), u32(Hv), u32(dk),
+       u32(q.stride0()), u32(k.stride0()), rec_max};
+  run("delta_chunk_prep", pp, u32((meta.max_query_len + 63) / 64), u32(Hv), u32(meta.num_seqs));
+  struct {
+    uint64_t q, k, v, rows, mats, state, out, cu_seqlens, state_slots, has_initial;
+    uint32_t Hk, Hv, dk, dv, q_stride, k_stride, v_stride, out_stride, rec_max;
+  } pc{vk_address(q), vk_address(k), vk_address(v), rows, mats, vk_address(state), vk_address(out),
+       vk_address(meta.cu_seqlens_q), vk_address(meta.state_slots), vk_address(meta.has_initial_state), u32(Hk),
+       u32(Hv), u32(dk), u32(dv), u32(q.stride0()), u32(k.stride0()), u32(v.stride0()), u32(out.stride0()), rec_max};
+  run("delta_rule_chunk", pc, u32((dv + 31) / 32), u32(Hv), u32(meta.num_seqs));
 }
 
 // ---- mixture of experts ---------------------------------------------------------------------------

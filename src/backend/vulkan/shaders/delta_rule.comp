@@ -2,13 +2,14 @@
 // workgroup (sequence s, value head h, 64 columns of the state); invocation j owns column j of the
 // state S [dk, dv] (fp32, in registers for the whole sequence) and per token computes
 //   S *= exp(g);  delta = (v_j - S[:, j]·k) * beta;  S[:, j] += k * delta;  out_j = S[:, j]·q
-// with q, k l2-normalised (q also scaled by 1/sqrt(dk)) in shared memory.
+// with q, k l2-normalised (q also scaled by 1/sqrt(dk)) in shared memory. Only the sequences of
+// at most rec_max new tokens (decodes); the longer ones take the chunked form (delta_rule_chunk.comp).
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
   uint64_t q, k, v, gb, state, out_, cu_seqlens, state_slots, has_initial;
-  uint Hk, Hv, dk, dv, q_stride, k_stride, v_stride, out_stride;
+  uint Hk, Hv, dk, dv, q_stride, k_stride, v_stride, out_stride, rec_max;
 } p;
 const uint WG = 64u;
 const uint MAX_DK = 256u;
@@ -20,6 +21,8 @@ shared float red_k[WG];
 void main() {
   const uint lid = gl_LocalInvocationID.x;
   const uint s = gl_WorkGroupID.x, h = gl_WorkGroupID.y;
+  const uint start = uint(ldi(p.cu_seqlens, s)), end = uint(ldi(p.cu_seqlens, s + 1u));
+  if (end - start > p.rec_max) return;  // workgroup-uniform: before any barrier
   const uint j = gl_WorkGroupID.z * WG + lid;
   const bool mine = j < p.dv;
   const uint kh = h / (p.Hv / p.Hk);
@@ -28,7 +31,6 @@ void main() {
   const uint so = (slot * p.Hv + h) * p.dk * p.dv;
   float S[MAX_DK];
   for (uint i = 0u; i < p.dk; ++i) S[i] = (init && mine) ? ldf(p.state, so + i * p.dv + j) : 0.0;
-  const uint start = uint(ldi(p.cu_seqlens, s)), end = uint(ldi(p.cu_seqlens, s + 1u));
   const float q_scale = inversesqrt(float(p.dk));
   for (uint t = start; t < end; ++t) {
     float sq = 0.0, sk = 0.0;
