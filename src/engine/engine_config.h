@@ -10,6 +10,9 @@
 //    to fp32 inside the kernels), the activation dtype on cuda.
 //  - KV-cache dtype: --kv-cache-dtype when given; auto = the model dtype. So `--dtype float32`
 //    gives an fp32 cache on every device (it is asked for to match an fp32 reference).
+//  - cpu, a bf16 model: the prefill GEMMs round x to bf16 (AVX-512 BF16, where the CPU has it),
+//    as llama.cpp's bf16 matmuls and a bf16 transformers forward do; every other op stays fp32.
+//    `--dtype float32` is exact throughout.
 #pragma once
 
 #include <cstdint>

@@ -42,6 +42,9 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   config_ = resolve_engine_config(flags, model_config_);
   LOG_INFO("engine: " << config_.describe());
   backend_ = make_backend(config_.device, config_.num_threads, config_.dtype_flag);
+  // A bf16 model on the CPU: prefill GEMMs take x rounded to bf16 (as CUDA's bf16 activations);
+  // --dtype float32 keeps every product exact.
+  if (auto* cpu = dynamic_cast<CpuBackend*>(backend_.get())) cpu->set_bf16_prefill(config_.model_dtype == DType::BF16);
   check_invariant(backend_->activation_dtype() == config_.activation_dtype,
                   "the backend computes in " + std::string(dtype_name(backend_->activation_dtype())) +
                       ", not the resolved activation dtype " + dtype_name(config_.activation_dtype));

@@ -34,6 +34,7 @@ TEST_P(Qwen3_5EngineTest, PreemptedAndChunkedSequencesMatchReference) {
   const EngineCase ec = GetParam();
   EngineConfig config;
   config.device = "cpu";
+  config.dtype = "float32";  // the reference is transformers in fp32 (a bf16 model's prefill rounds x)
   config.max_num_seqs = ec.max_num_seqs;
   config.max_num_batched_tokens = ec.max_num_batched_tokens;
   config.max_model_len = 400;  // 25 blocks of 16: the pool holds one long sequence, not all

@@ -34,13 +34,13 @@ CpuBackend::~CpuBackend() = default;
 
 CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {
   cpu::gemv_kernels();  // a PAGODA_CPU_ISA this CPU cannot run fails here, not at the first step
-  cpu::gemm_kernels();  // and so does a PAGODA_CPU_PREFILL it cannot
+  cpu::gemm_kernels(false);  // and so does a PAGODA_CPU_PREFILL it cannot
 }
 
 std::string CpuBackend::name() const {
   return "cpu (" + std::to_string(pool_.num_threads()) + " threads, " + cpu::kernels().isa + ", 16-bit weights " +
          cpu::isa_name(cpu::gemv_kernels().isa) +
-         (cpu::gemm_kernels().bf16 != nullptr ? ", prefill GEMM with bf16 activations" : "") + ")";
+         (cpu::gemm_kernels(bf16_prefill_).bf16 != nullptr ? ", prefill GEMM with bf16 activations" : "") + ")";
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {
@@ -120,7 +120,7 @@ void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w
   cpu::add_rms_norm(pool_, residual, x, w, out, eps, zero_centered);
 }
 void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
-  cpu::linear(pool_, x, w, out);
+  cpu::linear(pool_, x, w, out, bf16_prefill_);
 }
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) { cpu::add(pool_, a, b, out); }
 void CpuBackend::add_bias(Tensor& x, const Tensor& bias) { cpu::add_bias(pool_, x, bias); }

@@ -19,7 +19,8 @@ void add_rms_norm(ThreadPool& pool, Tensor& residual, const Tensor& x, const Ten
 void rms_norm_vector(float* x, const float* w, int64_t n, float eps);
 
 // linear.cpp
-void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out);
+// bf16_prefill: many rows of x (prefill) may go through the bf16-activation GEMM (gemm.h).
+void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out, bool bf16_prefill = false);
 
 // elementwise.cpp
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor& out);

@@ -3,7 +3,7 @@
 // one thread: 96 GFLOP/s; an exact blocked fp32 GEMM of ours reached 87); vdpbf16ps does twice the
 // multiply-adds per instruction once x is rounded to bf16 (2^-9 relative per element, what llama.cpp's
 // and oneDNN's bf16 matmuls and a bf16 transformers forward do) — outside the parity tests'
-// tolerance, so opt-in (PAGODA_CPU_PREFILL=bf16). Same signature as GemvFn: single-threaded over a
+// tolerance, so only for bf16 models (a --dtype float32 run keeps x exact). Same signature as GemvFn: single-threaded over a
 // slice of output rows. Only where an ISA has one (AVX-512 BF16); elsewhere, and for F16 weights,
 // the GEMV kernels serve every T. Internal to src/backend/cpu.
 #pragma once
@@ -25,9 +25,11 @@ constexpr int64_t kGemmMinRows = 16;
 constexpr int64_t kGemmPanelRows = 32;
 
 GemmKernels gemm_kernels_for(CpuIsa isa);
-// The kernels in use: none (the exact GEMV kernels for every T) unless PAGODA_CPU_PREFILL=bf16 asks
-// for AVX-512 BF16's (throws naming the variable when this CPU lacks it or the value is unknown).
-const GemmKernels& gemm_kernels();
+// The kernels for a backend that wants the bf16 prefill GEMM (`bf16_wanted`: a bf16 model, the
+// engine's rule) or not: AVX-512 BF16's where wanted and the CPU has it, else none (the exact GEMV
+// kernels for every T). PAGODA_CPU_PREFILL=exact|bf16 overrides the wish either way (side-by-side
+// runs); it throws naming the variable when the value is unknown or the CPU lacks AVX-512 BF16.
+const GemmKernels& gemm_kernels(bool bf16_wanted);
 
 #if defined(__x86_64__)
 void gemm_bf16_avx512bf16(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t, int64_t,

@@ -2,7 +2,7 @@
 // BF16/F16 weights (the checkpoint's dtype, used in place from the mapping) go through the GEMV
 // kernels of gemv.h, which widen them in registers: decode streams each weight byte once. For many
 // rows of x (prefill) the same kernels over blocks of x rows that stay in cache (the FMAs are the
-// limit), or the bf16-activation blocked GEMM of gemm.h where PAGODA_CPU_PREFILL=bf16 opts in. F32
+// limit), or the bf16-activation blocked GEMM of gemm.h for a bf16 model (bf16_prefill). F32
 // weights: our tiled fp32 kernel (kernels.h).
 #include <algorithm>
 
@@ -22,11 +22,11 @@ namespace {
 constexpr int64_t kRowsPerPass = 128;
 
 void linear_half(ThreadPool& pool, const float* x, int64_t ldx, const Tensor& w, float* out, int64_t ldo,
-                 int64_t T, int64_t N, int64_t K) {
+                 int64_t T, int64_t N, int64_t K, bool bf16_prefill) {
   const GemvKernels& kern = gemv_kernels();
   const GemvFn fn = w.dtype == DType::BF16 ? kern.bf16 : kern.f16;
   const auto* wp = static_cast<const uint16_t*>(w.data);
-  const GemmKernels& gemm = gemm_kernels();
+  const GemmKernels& gemm = gemm_kernels(bf16_prefill);
   const GemvFn gemm_fn = w.dtype == DType::BF16 ? gemm.bf16 : gemm.f16;
   if (gemm_fn != nullptr && T >= kGemmMinRows) {
     // Compute-bound: whole weight panels per thread, the GEMM blocks x itself.
@@ -50,7 +50,7 @@ void linear_half(ThreadPool& pool, const float* x, int64_t ldx, const Tensor& w,
 
 }  // namespace
 
-void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out) {
+void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out, bool bf16_prefill) {
   const char* op = "linear";
   require_dtype(x, DType::F32, op, "x");
   require_dtype(out, DType::F32, op, "out");
@@ -65,7 +65,7 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out) {
   const int64_t ldx = x.stride0(), ldo = out.stride0();
 
   if (w.dtype != DType::F32) {
-    linear_half(pool, xp, ldx, w, op_out, ldo, T, N, K);
+    linear_half(pool, xp, ldx, w, op_out, ldo, T, N, K, bf16_prefill);
     return;
   }
   const float* wp = w.ptr<const float>();
