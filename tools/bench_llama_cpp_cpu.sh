@@ -15,7 +15,7 @@
 # the check that both engines compute the same model). Env: PAGODA (build/pagoda), THREADS (2),
 # PP (512), TG (128), WORK (/tmp/pagoda-llama-bench:
 # the GGUFs, converted once per checkpoint, and every run's output), PAGODA_FLAGS (extra flags for
-# pagoda bench offline), PAGODA_ALT_ENV (e.g. "PAGODA_CPU_PREFILL=bf16": each round also runs pagoda
+# pagoda bench offline), PAGODA_ALT_ENV (e.g. "PAGODA_CPU_PREFILL=exact": each round also runs pagoda
 # under these environment variables for its pp point, reported beside the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
