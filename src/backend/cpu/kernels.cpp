@@ -1,6 +1,8 @@
 #include "backend/cpu/kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 // The vector helpers below are always inlined inside one translation unit: no ABI crosses them.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -257,7 +259,10 @@ __attribute__((target("avx2,fma"))) void silu_avx2(float* x, int64_t n) { silu_i
 Kernels select_kernels() {
 #ifdef PAGODA_HAVE_AVX2_PATH
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  // PAGODA_CPU_ISA=scalar forces the portable build of these loops too (tests run both paths).
+  const char* forced = std::getenv("PAGODA_CPU_ISA");
+  const bool portable = forced != nullptr && std::string_view(forced) == "scalar";
+  if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     return Kernels{gemm_avx2, qk_avx2, pv_avx2, exp_sum_avx2, silu_mul_avx2, silu_avx2, "avx2"};
 #endif
   return Kernels{gemm_generic, qk_generic, pv_generic, exp_sum_generic, silu_mul_generic, silu_generic, "generic"};

@@ -1,5 +1,6 @@
 // Vectorised fp32 inner loops of the CPU backend, compiled twice (AVX2+FMA and portable) and chosen
-// once at run time by what the CPU supports. Single-threaded; the callers split the work.
+// once at run time by what the CPU supports (PAGODA_CPU_ISA=scalar forces the portable build).
+// Single-threaded; the callers split the work.
 #pragma once
 
 #include <cstdint>
