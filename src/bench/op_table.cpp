@@ -42,6 +42,14 @@ float round_to(float v, DType t) {
   }
 }
 
+HostTensor ints(std::vector<int32_t> v, std::vector<int64_t> shape) {
+  HostTensor h;
+  h.dtype = DType::I32;
+  h.shape = shape.empty() ? std::vector<int64_t>{static_cast<int64_t>(v.size())} : std::move(shape);
+  h.i = std::move(v);
+  return h;
+}
+
 HostTensor random_tensor(uint32_t seed, DType dtype, std::vector<int64_t> shape, float lo, float hi) {
   HostTensor h;
   h.dtype = dtype;

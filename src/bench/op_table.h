@@ -135,5 +135,7 @@ HostMeta make_meta(const std::vector<int32_t>& ctx, const std::vector<int32_t>& 
 float round_to(float v, DType t);
 HostTensor random_tensor(uint32_t seed, DType dtype, std::vector<int64_t> shape, float lo = -1.0f,
                          float hi = 1.0f);
+// I32 values with their shape (empty: one dimension of v.size()).
+HostTensor ints(std::vector<int32_t> v, std::vector<int64_t> shape = {});
 
 }  // namespace pagoda::optable

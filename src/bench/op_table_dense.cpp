@@ -33,14 +33,6 @@ std::string dims(std::initializer_list<int64_t> d) {
   return s;
 }
 
-HostTensor ints(std::vector<int32_t> v) {
-  HostTensor h;
-  h.dtype = DType::I32;
-  h.shape = {static_cast<int64_t>(v.size())};
-  h.i = std::move(v);
-  return h;
-}
-
 HostTensor zeros(DType dtype, std::vector<int64_t> shape) {
   HostTensor h;
   h.dtype = dtype;

@@ -25,14 +25,6 @@ HostTensor zeros(DType dt, std::vector<int64_t> shape) {
   return h;
 }
 
-HostTensor ints(std::vector<int32_t> v, std::vector<int64_t> shape) {
-  HostTensor h;
-  h.dtype = DType::I32;
-  h.shape = std::move(shape);
-  h.i = std::move(v);
-  return h;
-}
-
 // Router choices of T tokens: k distinct experts each, drawn with a skew (low ids far more often)
 // so that counts are ragged and some experts get nothing.
 std::vector<int32_t> routed_ids(int64_t t, int64_t e, int64_t k, uint32_t seed) {

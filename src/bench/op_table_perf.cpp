@@ -205,11 +205,7 @@ void perf_token_mask(std::vector<OpCase>& out, int64_t rows) {
     d.t["mask"] = lazy(DType::I32, {rows, words}, 0x7fffffff);
     std::vector<int32_t> ids(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) ids[static_cast<size_t>(r)] = static_cast<int32_t>(r);
-    HostTensor h;
-    h.dtype = DType::I32;
-    h.shape = {rows};
-    h.i = std::move(ids);
-    d.t["rows"] = h;
+    d.t["rows"] = ints(std::move(ids));
     return d;
   };
   c.run = [](Backend& be, DeviceData& d, int rep) { be.apply_token_mask(d.t("x", rep), d.t("mask"), d.t("rows")); };
