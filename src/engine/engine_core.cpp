@@ -320,14 +320,14 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   RowMasks masks;
   const RowMaskSource mask_source = [&]() -> const RowMasks& {
     if (pending.w) std::exchange(pending.w, nullptr)->wait();
-    masks.words_per_row = (static_cast<size_t>(model_config_.vocab_size) + 63) / 64;
+    const size_t width = (static_cast<size_t>(model_config_.vocab_size) + 63) / 64;
     for (const SamplingRows& r : seqs) {
       if (!r.seq->matcher || host[static_cast<size_t>(r.first_row)]) continue;
       masks.rows.push_back(r.first_row);
       const std::vector<uint64_t>& m = r.seq->grammar_mask;
-      const size_t n = std::min(m.size(), masks.words_per_row);
+      const size_t n = std::min(m.size(), width);
       masks.words.insert(masks.words.end(), m.begin(), m.begin() + static_cast<std::ptrdiff_t>(n));
-      masks.words.resize(masks.rows.size() * masks.words_per_row, 0);  // tokens past the grammar's vocab: off
+      masks.words.resize(masks.rows.size() * width, 0);  // tokens past the grammar's vocab: off
     }
     return masks;
   };

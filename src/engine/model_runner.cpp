@@ -231,8 +231,7 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
 
 void ModelRunner::apply_masks(const RowMasks& masks, int32_t R) {
   const auto M = static_cast<int64_t>(masks.rows.size());
-  check_invariant(M <= max_seqs_ && masks.words_per_row == mask_words_ &&
-                      masks.words.size() == static_cast<size_t>(M) * mask_words_,
+  check_invariant(M <= max_seqs_ && masks.words.size() == static_cast<size_t>(M) * mask_words_,
                   "token masks must be one row of ceil(vocab / 64) words per masked row, at most max_seqs");
   for (int32_t r : masks.rows) check_invariant(r >= 0 && r < R, "a token mask names a row the step does not have");
   // Enqueued behind the forward pass (stream order): the host does not wait here.

@@ -38,12 +38,11 @@ struct StepLogits {
 };
 
 // Structured output's token masks of one step, applied on the device before the argmax
-// (Backend::apply_token_mask): the logits rows to mask and their bits, words_per_row 64-bit words
-// each (bit j = token j allowed). Rows masked here need not come back to the host.
+// (Backend::apply_token_mask): the logits rows to mask and their bits, ceil(vocab / 64) 64-bit
+// words each (bit j = token j allowed). Rows masked here need not come back to the host.
 struct RowMasks {
   std::vector<int32_t> rows;
-  std::vector<uint64_t> words;  // [rows.size(), words_per_row]
-  size_t words_per_row = 0;
+  std::vector<uint64_t> words;  // [rows.size(), ceil(vocab / 64)]
 };
 // Called once the step's forward pass is enqueued: the masks are computed while it runs.
 using RowMaskSource = std::function<const RowMasks&()>;

@@ -343,8 +343,10 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
   const double work = plan->query_key_pairs * static_cast<double>(a.Hq * (a.D + a.Dv + 16));
   // PAGODA_CPU_ATTENTION=rows: each row of a prefill tile on its own (the path before attend_tile),
   // for side-by-side runs and the test that holds the two paths to each other.
-  const char* mode = std::getenv("PAGODA_CPU_ATTENTION");
-  const bool tiles_on = !(mode && std::string_view(mode) == "rows");
+  static const bool tiles_on = [] {
+    const char* mode = std::getenv("PAGODA_CPU_ATTENTION");
+    return !(mode && std::string_view(mode) == "rows");
+  }();
   pool.parallel_for(items, [&](int64_t begin, int64_t end) {
     thread_local Scratch scratch;
     for (int64_t it = begin; it < end; ++it) {
