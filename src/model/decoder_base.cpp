@@ -4,8 +4,8 @@
 
 namespace pagoda {
 
-DecoderBase::DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend)
-    : cfg_(cfg), be_(backend), ws_(backend, ckpt), native_dtype_(WeightStore::native_dtype(ckpt)) {}
+DecoderBase::DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend, const ShardSpec& shard)
+    : cfg_(cfg), shard_(shard), local_(rank_view(cfg, shard)), be_(backend), ws_(backend, ckpt), native_dtype_(WeightStore::native_dtype(ckpt)) {}
 
 // The CPU keeps the checkpoint's dtype (used in place from the mapping; its kernels accumulate in
 // fp32 whatever the weight dtype), and so does Vulkan (its shaders read f32, bf16 or f16 weights);
@@ -21,8 +21,9 @@ void DecoderBase::load_embedding_and_head() {
   check(cfg_.tie_word_embeddings || ws_.has("lm_head.weight"),
         "config says tie_word_embeddings=false but the checkpoint has no lm_head.weight");
   lm_head_ = (!cfg_.tie_word_embeddings && ws_.has("lm_head.weight"))
-                 ? ws_.load("lm_head.weight", weight_dtype(), {V, H})
-                 : embed_;
+                 ? Linear::load(ws_, {.parts = {{.weight = "lm_head.weight", .rows = V}}, .in_features = H,
+                                      .dtype = weight_dtype()})
+                 : Linear::over(embed_);
 }
 
 Tensor DecoderBase::scratch(int64_t rows, int64_t cols) { return scratch(rows, cols, be_.activation_dtype()); }
@@ -84,7 +85,7 @@ void DecoderBase::finish_forward(const StepMeta& meta, Stream& s, bool zero_cent
   be_.add_rms_norm(s.h, s.y, final_norm_, s.x, static_cast<float>(cfg_.rms_norm_eps), zero_centered);
   Tensor rows = last_rows_.rows(0, meta.num_logits_rows);
   be_.gather_rows(s.x, meta.logits_rows, rows);
-  be_.linear(rows, lm_head_, logits);
+  lm_head_.forward(be_, rows, logits);
   if (final_logit_softcap_ > 0.0f) be_.softcap(logits, final_logit_softcap_);
 }
 

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "model/linear.h"
 #include "model/model.h"
 #include "model/weight_store.h"
 
@@ -13,6 +14,7 @@ namespace pagoda {
 class DecoderBase : public Model {
  public:
   const ModelConfig& config() const override { return cfg_; }
+  const ModelConfig& rank_config() const override { return local_; }
   size_t weight_bytes() const override { return ws_.bytes() + ws_.mapped_bytes(); }
   Tensor last_hidden_rows(int32_t num_rows) const override;
   Tensor final_hidden(int32_t num_tokens) const override;
@@ -21,7 +23,7 @@ class DecoderBase : public Model {
   std::vector<OpUse> required_ops() const override;
 
  protected:
-  DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend);
+  DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend, const ShardSpec& shard = {});
 
   // The CPU computes in fp32, so its weights are fp32; the GPU keeps the checkpoint's 16-bit type.
   DType weight_dtype() const;
@@ -47,11 +49,14 @@ class DecoderBase : public Model {
   // does (embed_scale.to(dtype)); 0 or 1: no scaling.
   void set_embedding_scale(double scale);
 
-  ModelConfig cfg_;
+  ModelConfig cfg_;    // the whole model's (the checkpoint's shapes: what loading reads)
+  ShardSpec shard_;    // this rank's place in its tensor-parallel group
+  ModelConfig local_;  // this rank's view (rank_view): what reserve() and forward() read
   Backend& be_;
   WeightStore ws_;
   DType native_dtype_;  // the checkpoint's dominant float dtype (WeightStore::native_dtype)
-  Tensor embed_, final_norm_, lm_head_;
+  Tensor embed_, final_norm_;
+  Linear lm_head_;  // over embed_ when tied
   float final_logit_softcap_ = 0.0f;  // logits = cap·tanh(logits/cap); 0: none
 
  private:

@@ -19,9 +19,9 @@ struct DenseLayer {
 
 class DenseDecoder final : public DecoderBase {
  public:
-  DenseDecoder(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend,
+  DenseDecoder(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend, const ShardSpec& shard,
                const DenseDecoderOptions& opt)
-      : DecoderBase(cfg, ckpt, backend), opt_(opt) {
+      : DecoderBase(cfg, ckpt, backend, shard), opt_(opt) {
     const int64_t H = cfg.hidden_size;
     check_invariant(opt_.layer_attention.empty() ||
                         static_cast<int64_t>(opt_.layer_attention.size()) == cfg.num_layers,
@@ -41,13 +41,14 @@ class DenseDecoder final : public DecoderBase {
       } else {
         l.mlp_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
       }
-      l.attn = load_attention(ws_, cfg, i, weight_dtype(), attention_options(i));
+      l.attn = load_attention(ws_, cfg, i, weight_dtype(), attention_options(i), shard_);
       l.sparse = is_sparse_layer(cfg, i);
       if (l.sparse) {
+        check(shard_.world == 1, "tensor parallelism of mixture-of-experts layers is not implemented yet");
         l.moe = load_moe(ws_, cfg, i, weight_dtype());
         ++num_sparse_;
       } else {
-        l.mlp = load_mlp(ws_, cfg, i, weight_dtype());
+        l.mlp = load_mlp(ws_, cfg, i, weight_dtype(), shard_);
       }
       layers_.push_back(l);
       attention_index_.push_back(i);
@@ -64,14 +65,15 @@ class DenseDecoder final : public DecoderBase {
   }
 
   size_t reserve(int32_t max_tokens, int32_t max_logits_rows) override {
-    const int64_t T = max_tokens, D = cfg_.head_dim;
-    const int64_t q_heads = cfg_.num_heads * (opt_.attention.gated ? 2 : 1);
+    const ModelConfig& c = local_;  // this rank's heads and columns
+    const int64_t T = max_tokens, D = c.head_dim;
+    const int64_t q_heads = c.num_heads * (opt_.attention.gated ? 2 : 1);
     begin_reserve(max_tokens, max_logits_rows);
-    s_.qkv = scratch(T, (q_heads + 2 * cfg_.num_kv_heads) * D);
-    s_.attn = scratch(T, cfg_.num_heads * D);
-    if (num_sparse_ < cfg_.num_layers) {
-      s_.gate_up = scratch(T, 2 * cfg_.intermediate_size);
-      s_.mlp_act = scratch(T, cfg_.intermediate_size);
+    s_.qkv = scratch(T, (q_heads + 2 * c.num_kv_heads) * D);
+    s_.attn = scratch(T, c.num_heads * D);
+    if (num_sparse_ < c.num_layers) {
+      s_.gate_up = scratch(T, 2 * c.intermediate_size);
+      s_.mlp_act = scratch(T, c.intermediate_size);
     }
     if (num_sparse_ > 0)
       moe_ = reserve_moe(cfg_, T, be_.activation_dtype(),
@@ -93,7 +95,7 @@ class DenseDecoder final : public DecoderBase {
       if (i == 0) be_.rms_norm(s.h, l.input_norm, s.x, eps, zc);
       else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
       const int a = attention_index_[i];
-      attention_forward(be_, cfg_, l.attn, attention_options(static_cast<int>(i)), meta,
+      attention_forward(be_, local_, l.attn, attention_options(static_cast<int>(i)), meta,
                         state.kv.k(a), state.kv.v(a), s.x, s_, raw);
       if (opt_.sandwich_norms) be_.rms_norm(raw, l.attn_out_norm, s.y, eps, zc);
       be_.add_rms_norm(s.h, s.y, l.mlp_norm, s.x, eps, zc);
@@ -120,9 +122,9 @@ class DenseDecoder final : public DecoderBase {
 
 }  // namespace
 
-std::unique_ptr<Model> make_dense_decoder(const ModelConfig& config, const Checkpoint& ckpt,
-                                          Backend& backend, const DenseDecoderOptions& options) {
-  return std::make_unique<DenseDecoder>(config, ckpt, backend, options);
+std::unique_ptr<Model> make_dense_decoder(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend,
+                                          const ShardSpec& shard, const DenseDecoderOptions& options) {
+  return std::make_unique<DenseDecoder>(config, ckpt, backend, shard, options);
 }
 
 }  // namespace pagoda

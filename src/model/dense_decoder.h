@@ -29,7 +29,7 @@ struct DenseDecoderOptions {
   float final_logit_softcap = 0.0f;  // logits = cap·tanh(logits/cap); 0: none
 };
 
-std::unique_ptr<Model> make_dense_decoder(const ModelConfig& config, const Checkpoint& ckpt,
-                                          Backend& backend, const DenseDecoderOptions& options);
+std::unique_ptr<Model> make_dense_decoder(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend,
+                                          const ShardSpec& shard, const DenseDecoderOptions& options);
 
 }  // namespace pagoda

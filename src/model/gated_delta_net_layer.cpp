@@ -14,14 +14,22 @@ GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cf
   const int64_t dv = cfg.linear_value_head_dim, K = cfg.linear_conv_kernel_dim;
   GatedDeltaNetWeights w;
   // One GEMM for the four projections that read the layer input; the layer takes column views.
-  w.in_proj = ws.load_rows({p + "in_proj_qkv.weight", p + "in_proj_z.weight",
-                            p + "in_proj_b.weight", p + "in_proj_a.weight"},
-                           wdtype, {{C, H}, {Hv * dv, H}, {Hv, H}, {Hv, H}});
+  // in_proj_qkv is three parts (q | k | v by head), so a column shard takes each one's heads.
+  const int64_t qk = cfg.linear_num_key_heads * cfg.linear_key_head_dim;
+  const std::string qkv = p + "in_proj_qkv.weight";
+  w.in_proj = Linear::load(ws, {.parts = {{.weight = qkv, .rows = C, .begin = 0, .end = qk},
+                                          {.weight = qkv, .rows = C, .begin = qk, .end = 2 * qk},
+                                          {.weight = qkv, .rows = C, .begin = 2 * qk, .end = C},
+                                          {.weight = p + "in_proj_z.weight", .rows = Hv * dv},
+                                          {.weight = p + "in_proj_b.weight", .rows = Hv},
+                                          {.weight = p + "in_proj_a.weight", .rows = Hv}},
+                                .in_features = H, .dtype = wdtype, .shard = ShardKind::Column});
   w.conv = ws.load(p + "conv1d.weight", wdtype, {C, 1, K});  // loads flattened to [C, K]
   w.A_log = ws.load(p + "A_log", DType::F32, {Hv});
   w.dt_bias = ws.load(p + "dt_bias", DType::F32, {Hv});
   w.norm = ws.load(p + "norm.weight", DType::F32, {dv});
-  w.out = ws.load(p + "out_proj.weight", wdtype, {H, Hv * dv});
+  w.out = Linear::load(ws, {.parts = {{.weight = p + "out_proj.weight", .rows = H}}, .in_features = Hv * dv,
+                            .dtype = wdtype, .shard = ShardKind::Row});
   return w;
 }
 
@@ -39,7 +47,7 @@ void gated_delta_net_forward(Backend& be, const ModelConfig& cfg, const GatedDel
   const int64_t Z = Hv * dv;
 
   Tensor proj = s.proj.rows(0, T);
-  be.linear(x, w.in_proj, proj);
+  w.in_proj.forward(be, x, proj);
   const Tensor mixed = proj.cols(0, C);
   const Tensor z = proj.cols(C, C + Z).reshape({T, Hv, dv});
   const Tensor b = proj.cols(C + Z, C + Z + Hv);
@@ -54,7 +62,7 @@ void gated_delta_net_forward(Backend& be, const ModelConfig& cfg, const GatedDel
   Tensor core = s.core.rows(0, T).reshape({T, Hv, dv});
   be.gated_delta_rule(q, k, v, b, a, w.A_log, w.dt_bias, recurrent_state, meta, core);
   be.gated_rms_norm(core, z, w.norm, static_cast<float>(cfg.rms_norm_eps), core);
-  be.linear(core.reshape({T, Z}), w.out, out);
+  w.out.forward(be, core.reshape({T, Z}), out);
 }
 
 }  // namespace pagoda

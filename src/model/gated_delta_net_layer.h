@@ -5,17 +5,18 @@
 
 #include "backend/backend.h"
 #include "io/model_config.h"
+#include "model/linear.h"
 #include "model/weight_store.h"
 
 namespace pagoda {
 
 struct GatedDeltaNetWeights {
-  Tensor in_proj;  // [C + Hv·dv + 2·Hv, H]: in_proj_qkv | in_proj_z | in_proj_b | in_proj_a
+  Linear in_proj;  // [C + Hv·dv + 2·Hv, H]: in_proj_qkv | in_proj_z | in_proj_b | in_proj_a
   Tensor conv;     // [C, K] (checkpoint [C, 1, K])
   Tensor A_log;    // [Hv] fp32
   Tensor dt_bias;  // [Hv] fp32
   Tensor norm;     // [dv] fp32, plain w
-  Tensor out;      // [H, Hv·dv]
+  Linear out;      // [H, Hv·dv]
 };
 
 // Scratch for one step, sized at reserve() for the largest step.

@@ -83,7 +83,7 @@ void read_gemma3_config(const ConfigReader& r, ModelConfig* c) {
 }
 
 std::unique_ptr<Model> make_gemma3(const ModelConfig& config, const Checkpoint& ckpt,
-                                   Backend& backend) {
+                                   Backend& backend, const ShardSpec& shard) {
   const Gemma3Fields* f = config.family_fields_as<Gemma3Fields>();
   check(f != nullptr, "internal: a Gemma 3 config without its Gemma 3 fields");
   DenseDecoderOptions opt;
@@ -103,7 +103,7 @@ std::unique_ptr<Model> make_gemma3(const ModelConfig& config, const Checkpoint& 
     if (config.sliding_layers[static_cast<size_t>(i)]) layer.rope = f->sliding_rope;
     opt.layer_attention.push_back(layer);
   }
-  return make_dense_decoder(config, ckpt, backend, opt);
+  return make_dense_decoder(config, ckpt, backend, shard, opt);
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ RopeParams config_rope(const ModelConfig& cfg) {
 }
 
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
-                                const AttentionOptions& opt) {
-  AttentionWeights w = load_attention_at(ws, cfg, layer_prefix(layer), wdtype, opt);
+                                const AttentionOptions& opt, const ShardSpec& shard) {
+  AttentionWeights w = load_attention_at(ws, cfg, layer_prefix(layer), wdtype, opt, shard);
   const auto l = static_cast<size_t>(layer);
   if (l < cfg.sliding_layers.size() && cfg.sliding_layers[l])
     w.sliding_window = static_cast<int32_t>(cfg.sliding_window);
@@ -28,47 +28,65 @@ AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int lay
 }
 
 AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype,
-                                   const AttentionOptions& opt) {
+                                   const AttentionOptions& opt, const ShardSpec& shard) {
   const bool gated = opt.gated;
   check_invariant(!(gated && opt.qkv_bias), "gated attention with biases is not implemented");
   const std::string p = prefix + "self_attn.";
   const int64_t H = cfg.hidden_size, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
-  const int64_t q_rows = Hq * D * (gated ? 2 : 1);
-  AttentionWeights w;
-  // Gated q_proj interleaves per head [query D rows | gate D rows]; regroup at load to all queries
-  // then all gates, so q and gate are plain column ranges of the fused output.
-  std::vector<int64_t> q_order;
-  if (gated) {
-    for (int64_t part = 0; part < 2; ++part)
+  const auto bias = [&](const char* proj) { return opt.qkv_bias ? p + proj + ".bias" : std::string(); };
+  LinearSpec qkv{.in_features = H, .dtype = wdtype, .shard = ShardKind::Column};
+  if (const std::string fused = p + "qkv_proj.weight"; ws.has(fused)) {
+    // A checkpoint that stores q | k | v as one tensor (Phi-3): the same three parts, as its rows.
+    check(!gated && !opt.qkv_bias, "a fused qkv_proj with an output gate or biases is not supported (" + fused + ")");
+    const int64_t rows = (Hq + 2 * Hkv) * D;
+    qkv.parts = {{.weight = fused, .rows = rows, .begin = 0, .end = Hq * D},
+                 {.weight = fused, .rows = rows, .begin = Hq * D, .end = (Hq + Hkv) * D},
+                 {.weight = fused, .rows = rows, .begin = (Hq + Hkv) * D, .end = rows}};
+  } else if (gated) {
+    // q_proj interleaves per head [query D rows | gate D rows]; as two parts (all queries, then
+    // all gates) q and gate are plain column ranges of the fused output, and shard by head alike.
+    for (int64_t part = 0; part < 2; ++part) {
+      LinearPart rows{.weight = p + "q_proj.weight", .rows = 2 * Hq * D};
       for (int64_t h = 0; h < Hq; ++h)
-        for (int64_t d = 0; d < D; ++d) q_order.push_back(h * 2 * D + part * D + d);
+        for (int64_t d = 0; d < D; ++d) rows.order.push_back(h * 2 * D + part * D + d);
+      qkv.parts.push_back(std::move(rows));
+    }
+  } else {
+    qkv.parts.push_back({.weight = p + "q_proj.weight", .rows = Hq * D, .bias = bias("q_proj")});
   }
-  w.qkv = ws.load_rows({p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"}, wdtype,
-                       {{q_rows, H}, {Hkv * D, H}, {Hkv * D, H}}, {q_order, {}, {}});
-  w.o = ws.load(p + "o_proj.weight", wdtype, {H, Hq * D});
+  if (qkv.parts.size() < 3) {
+    qkv.parts.push_back({.weight = p + "k_proj.weight", .rows = Hkv * D, .bias = bias("k_proj")});
+    qkv.parts.push_back({.weight = p + "v_proj.weight", .rows = Hkv * D, .bias = bias("v_proj")});
+  }
+  AttentionWeights w;
+  w.qkv = Linear::load(ws, qkv, shard);
+  w.o = Linear::load(ws,
+                     {.parts = {{.weight = p + "o_proj.weight", .rows = H, .bias = opt.o_bias ? p + "o_proj.bias" : ""}},
+                      .in_features = Hq * D, .dtype = wdtype, .shard = ShardKind::Row},
+                     shard);
   if (opt.qk_norm) {
     w.q_norm = ws.load(p + "q_norm.weight", DType::F32, {D});
     w.k_norm = ws.load(p + "k_norm.weight", DType::F32, {D});
   }
-  if (opt.qkv_bias) {
-    w.q_bias = ws.load(p + "q_proj.bias", DType::F32, {Hq * D});
-    w.k_bias = ws.load(p + "k_proj.bias", DType::F32, {Hkv * D});
-    w.v_bias = ws.load(p + "v_proj.bias", DType::F32, {Hkv * D});
-  }
-  if (opt.o_bias) w.o_bias = ws.load(p + "o_proj.bias", DType::F32, {H});
   return w;
 }
 
-MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype) {
-  return load_mlp_at(ws, cfg, layer_prefix(layer), wdtype);
+MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype, const ShardSpec& shard) {
+  return load_mlp_at(ws, cfg, layer_prefix(layer) + "mlp.", cfg.intermediate_size, wdtype, shard);
 }
 
-MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype) {
-  const std::string p = prefix + "mlp.";
-  const int64_t H = cfg.hidden_size, I = cfg.intermediate_size;
+MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& p, int64_t I, DType wdtype,
+                       const ShardSpec& shard) {
+  const int64_t H = cfg.hidden_size;
   MlpWeights w;
-  w.gate_up = ws.load_rows({p + "gate_proj.weight", p + "up_proj.weight"}, wdtype, {{I, H}, {I, H}});
-  w.down = ws.load(p + "down_proj.weight", wdtype, {H, I});
+  LinearSpec gate_up{.parts = {{.weight = p + "gate_proj.weight", .rows = I}, {.weight = p + "up_proj.weight", .rows = I}},
+                     .in_features = H, .dtype = wdtype, .shard = ShardKind::Column};
+  if (const std::string fused = p + "gate_up_proj.weight"; ws.has(fused))  // Phi-3, GLM-4: gate rows then up rows
+    gate_up.parts = {{.weight = fused, .rows = 2 * I, .begin = 0, .end = I}, {.weight = fused, .rows = 2 * I, .begin = I, .end = 2 * I}};
+  w.gate_up = Linear::load(ws, gate_up, shard);
+  w.down = Linear::load(ws, {.parts = {{.weight = p + "down_proj.weight", .rows = H}}, .in_features = I, .dtype = wdtype,
+                             .shard = ShardKind::Row},
+                        shard);
   return w;
 }
 
@@ -79,14 +97,7 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   const int64_t T = meta.num_tokens, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
   const int64_t q_cols = Hq * D * (gated ? 2 : 1);
   Tensor qkv = s.qkv.rows(0, T);
-  be.linear(x, w.qkv, qkv);
-  if (opt.qkv_bias) {
-    Tensor q_part = qkv.cols(0, Hq * D), k_part = qkv.cols(q_cols, q_cols + Hkv * D);
-    Tensor v_part = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D);
-    be.add_bias(q_part, w.q_bias);
-    be.add_bias(k_part, w.k_bias);
-    be.add_bias(v_part, w.v_bias);
-  }
+  w.qkv.forward(be, x, qkv);  // with the q/k/v biases
 
   Tensor qv = qkv.cols(0, Hq * D).reshape({T, Hq, D});
   Tensor k = qkv.cols(q_cols, q_cols + Hkv * D).reshape({T, Hkv, D});
@@ -105,8 +116,7 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   be.paged_attention(qv, k_cache, v_cache, meta, ap, attn);
   Tensor attn2d = attn.reshape({T, Hq * D});
   if (gated) be.sigmoid_gate(attn2d, qkv.cols(Hq * D, 2 * Hq * D), attn2d);
-  be.linear(attn2d, w.o, out);
-  if (opt.o_bias) be.add_bias(out, w.o_bias);
+  w.o.forward(be, attn2d, out);
 }
 
 void add_attention_ops(const AttentionOptions& opt, DType act, DType wdtype, std::vector<OpUse>& ops) {
@@ -125,16 +135,20 @@ void add_mlp_ops(GluActivation activation, DType act, DType wdtype, std::vector<
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out,
                  GluActivation activation) {
   const int64_t T = x.size(0);
-  Tensor gu = s.gate_up.rows(0, T);
-  be.linear(x, w.gate_up, gu);
-  Tensor act = s.mlp_act.rows(0, T);
+  Tensor gu = s.gate_up.rows(0, T), act = s.mlp_act.rows(0, T);
+  glu_forward(be, w, x, gu, act, out, activation);
+}
+
+void glu_forward(Backend& be, const MlpWeights& w, const Tensor& x, Tensor& gate_up, Tensor& act, Tensor& out,
+                 GluActivation activation) {
+  w.gate_up.forward(be, x, gate_up);
   switch (activation) {
     case GluActivation::Silu:
-      be.linear_silu_mul(gu, w.down, act, out);  // a backend may fuse the activation
+      w.down.forward_silu_mul(be, gate_up, act, out);  // a backend may fuse the activation
       break;
     case GluActivation::GeluTanh:
-      be.gelu_tanh_mul(gu, act);
-      be.linear(act, w.down, out);
+      be.gelu_tanh_mul(gate_up, act);
+      w.down.forward(be, act, out);
       break;
   }
 }

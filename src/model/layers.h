@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "io/model_config.h"
 #include "kv/paged_kv_cache.h"
+#include "model/linear.h"
 #include "model/weight_store.h"
 
 namespace pagoda {
@@ -29,11 +30,10 @@ struct AttentionOptions {
 RopeParams config_rope(const ModelConfig& cfg);
 
 struct AttentionWeights {
-  Tensor qkv;     // [(Hq*(gated ? 2 : 1) + 2*Hkv) * D, H]: q | gate (if gated) | k | v
-  Tensor o;       // [H, Hq*D]
+  Linear qkv;     // [(Hq*(gated ? 2 : 1) + 2*Hkv) * D, H]: q | gate (if gated) | k | v, their biases
+  Linear o;       // [H, Hq*D] (and its bias)
   Tensor q_norm;  // [D]; empty without q/k norm
   Tensor k_norm;  // [D]; empty without q/k norm
-  Tensor q_bias, k_bias, v_bias, o_bias;  // [Hq*D], [Hkv*D], [Hkv*D], [H] fp32; empty without bias
   int32_t sliding_window = 0;  // the config's window when this is a sliding layer, else 0
 };
 
@@ -41,8 +41,8 @@ struct AttentionWeights {
 enum class GluActivation { Silu, GeluTanh };
 
 struct MlpWeights {
-  Tensor gate_up;  // [2I, H]: gate rows then up rows
-  Tensor down;     // [H, I]
+  Linear gate_up;  // [2I, H]: gate rows then up rows
+  Linear down;     // [H, I]
 };
 
 // Scratch for one step, sized at reserve() for the largest step.
@@ -53,23 +53,31 @@ struct LayerScratch {
   Tensor mlp_act;   // [T, I]
 };
 
-// Loads layer `i`'s attention (its sliding window from cfg.sliding_layers). Gated: q_proj holds per
-// head D query rows then D gate rows.
+// Loads layer `i`'s attention (its sliding window from cfg.sliding_layers), this rank's shard of
+// it (q/k/v column-parallel, o row-parallel). Gated: q_proj holds per head D query rows then D
+// gate rows. `cfg` is the whole model's config (the checkpoint's shapes).
 AttentionWeights load_attention(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
-                                const AttentionOptions& opt);
-MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype);
+                                const AttentionOptions& opt, const ShardSpec& shard = {});
+MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype, const ShardSpec& shard = {});
 // The same, of a layer whose tensors are named `prefix` + "self_attn." / "mlp." (e.g. the MTP
 // head's "mtp.layers.0."); no sliding window.
 AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype,
-                                   const AttentionOptions& opt);
-MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, DType wdtype);
+                                   const AttentionOptions& opt, const ShardSpec& shard = {});
+// A GLU MLP of `intermediate` columns whose projections are `prefix` + gate_proj / up_proj /
+// down_proj (the dense MLP's "model.layers.N.mlp.", a shared expert's ".mlp.shared_expert.").
+MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, int64_t intermediate,
+                       DType wdtype, const ShardSpec& shard = {});
 
-// x [T, H] (normed input) -> out [T, H]. Appends this step's K/V to the layer's pools.
+// x [T, H] (normed input) -> out [T, H]. Appends this step's K/V to the layer's pools. `cfg` is
+// this rank's view (rank_view(): its local head counts).
 void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
                        const AttentionOptions& opt,
                        const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, const Tensor& x,
                        LayerScratch& s, Tensor& out);
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out,
+                 GluActivation activation = GluActivation::Silu);
+// The MLP's projections alone, with caller-given scratch: gate_up [T, 2I] and act [T, I].
+void glu_forward(Backend& be, const MlpWeights& w, const Tensor& x, Tensor& gate_up, Tensor& act, Tensor& out,
                  GluActivation activation = GluActivation::Silu);
 
 // Appends the primitives attention_forward / mlp_forward use with these options to `ops`

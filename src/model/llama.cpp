@@ -27,7 +27,7 @@ void read_llama_config(const ConfigReader& r, ModelConfig* c) {
 }
 
 std::unique_ptr<Model> make_llama(const ModelConfig& config, const Checkpoint& ckpt,
-                                  Backend& backend) {
+                                  Backend& backend, const ShardSpec& shard) {
   const LlamaFields* f = config.family_fields_as<LlamaFields>();
   check_invariant(f != nullptr, "a Llama config without its Llama fields");
   DenseDecoderOptions opt;
@@ -35,7 +35,7 @@ std::unique_ptr<Model> make_llama(const ModelConfig& config, const Checkpoint& c
   opt.attention.qkv_bias = f->attention_bias;
   opt.attention.o_bias = f->attention_bias;
   opt.zero_centered_norm = false;
-  return make_dense_decoder(config, ckpt, backend, opt);
+  return make_dense_decoder(config, ckpt, backend, shard, opt);
 }
 
 // `pagoda info`: the rope scaling and biases, which the common core does not carry.

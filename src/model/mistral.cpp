@@ -19,10 +19,10 @@ void read_mistral_config(const ConfigReader& r, ModelConfig* c) {
 }
 
 std::unique_ptr<Model> make_mistral(const ModelConfig& config, const Checkpoint& ckpt,
-                                    Backend& backend) {
+                                    Backend& backend, const ShardSpec& shard) {
   DenseDecoderOptions opt;
   opt.attention.qk_norm = false;
-  return make_dense_decoder(config, ckpt, backend, opt);
+  return make_dense_decoder(config, ckpt, backend, shard, opt);
 }
 
 }  // namespace

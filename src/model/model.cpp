@@ -33,13 +33,13 @@ void check_weights_fit(const ModelConfig& config, const Checkpoint& ckpt, DType 
               "quantised checkpoint, or --device cpu");
 }
 
-std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
-                                  Backend& backend) {
+std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend,
+                                  const ShardSpec& shard) {
   const DType wdtype =
       backend.device() == Device::CUDA ? backend.activation_dtype() : WeightStore::native_dtype(ckpt);
   check_weights_fit(config, ckpt, wdtype, backend.total_memory(), backend.name());
   const ModelFamily& family = model_family_of(config);
-  std::unique_ptr<Model> model = family.make(config, ckpt, backend);
+  std::unique_ptr<Model> model = family.make(config, ckpt, backend, shard);
   require_ops(backend, model->required_ops(), family.name);
   return model;
 }

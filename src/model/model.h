@@ -27,6 +27,9 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
+  // The config as this rank sees it (tensor parallelism: local head counts, what its KV cache and
+  // recurrent state are sized by); config() itself with one rank.
+  virtual const ModelConfig& rank_config() const { return config(); }
   // Allocates the activation workspace for steps of up to `max_tokens` new tokens and
   // `max_logits_rows` sampled rows; returns its bytes. Must be called before forward().
   virtual size_t reserve(int32_t max_tokens, int32_t max_logits_rows) = 0;
@@ -71,7 +74,7 @@ void check_weights_fit(const ModelConfig& config, const Checkpoint& ckpt, DType 
 // Loads the checkpoint in `dir` (config.json + safetensors) onto `backend`, choosing the model
 // family from the config's architecture (model/registry.h).
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend);
-std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt,
-                                  Backend& backend);
+std::unique_ptr<Model> load_model(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend,
+                                  const ShardSpec& shard = {});
 
 }  // namespace pagoda

@@ -83,33 +83,28 @@ MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wd
   const int64_t H = cfg.hidden_size, E = f.num_experts, I = f.expert_intermediate_size;
   const int64_t Is = f.shared_expert_intermediate_size;
   MoeWeights w;
+  LinearSpec router{.parts = {{.weight = p + "gate.weight", .rows = E}}, .in_features = H, .dtype = wdtype};
   if (Is > 0) {
-    w.router = ws.load_rows({p + "gate.weight", p + "shared_expert_gate.weight"}, wdtype, {{E, H}, {1, H}});
-    w.shared.gate_up = ws.load_rows({p + "shared_expert.gate_proj.weight", p + "shared_expert.up_proj.weight"},
-                                    wdtype, {{Is, H}, {Is, H}});
-    w.shared.down = ws.load(p + "shared_expert.down_proj.weight", wdtype, {H, Is});
-  } else {
-    w.router = ws.load(p + "gate.weight", wdtype, {E, H});
+    router.parts.push_back({.weight = p + "shared_expert_gate.weight", .rows = 1});
+    w.shared = load_mlp_at(ws, cfg, p + "shared_expert.", Is, wdtype);
   }
+  w.router = Linear::load(ws, router);
   if (ws.has(p + "experts.gate_up_proj")) {  // packed, [E, 2I, H]: each expert's gate rows then up rows
-    w.gate_up = ws.load(p + "experts.gate_up_proj", wdtype, {E, 2 * I, H}).reshape({E, 2 * I, H});
-    w.down = ws.load(p + "experts.down_proj", wdtype, {E, H, I}).reshape({E, H, I});
+    w.gate_up = ExpertLinear::load_packed(ws, p + "experts.gate_up_proj", E, 2 * I, H, wdtype);
+    w.down = ExpertLinear::load_packed(ws, p + "experts.down_proj", E, H, I, wdtype);
     return w;
   }
-  std::vector<std::string> gate_up, down;
-  std::vector<std::vector<int64_t>> gate_up_shapes, down_shapes;
+  std::vector<std::vector<LinearPart>> gate_up, down;
   for (int64_t e = 0; e < E; ++e) {
     const std::string pe = p + "experts." + std::to_string(e) + ".";
     check(ws.has(pe + "gate_proj.weight"),
           "checkpoint has neither " + p + "experts.gate_up_proj (packed experts) nor " + pe +
               "gate_proj.weight (one tensor per expert)");
-    gate_up.insert(gate_up.end(), {pe + "gate_proj.weight", pe + "up_proj.weight"});
-    gate_up_shapes.insert(gate_up_shapes.end(), {{I, H}, {I, H}});
-    down.push_back(pe + "down_proj.weight");
-    down_shapes.push_back({H, I});
+    gate_up.push_back({{.weight = pe + "gate_proj.weight", .rows = I}, {.weight = pe + "up_proj.weight", .rows = I}});
+    down.push_back({{.weight = pe + "down_proj.weight", .rows = H}});
   }
-  w.gate_up = ws.load_rows(gate_up, wdtype, gate_up_shapes).reshape({E, 2 * I, H});
-  w.down = ws.load_rows(down, wdtype, down_shapes).reshape({E, H, I});
+  w.gate_up = ExpertLinear::load_per_expert(ws, gate_up, H, wdtype);
+  w.down = ExpertLinear::load_per_expert(ws, down, I, wdtype);
   return w;
 }
 
@@ -148,21 +143,20 @@ void moe_forward(Backend& be, const ModelConfig& cfg, const MoeWeights& w, const
   const int64_t T = x.size(0), R = T * f.experts_per_token, E = f.num_experts;
   const bool shared = f.shared_expert_intermediate_size > 0;
   Tensor router = s.router.rows(0, T);
-  be.linear(x, w.router, router);
+  w.router.forward(be, x, router);
   Tensor ids = s.expert_ids.rows(0, T), weights = s.weights.rows(0, T);
   be.moe_route(shared ? router.cols(0, E) : router, f.norm_topk_prob, ids, weights);
   Tensor sorted = s.sorted_slots.rows(0, R), rows = s.slot_rows.rows(0, R), x_sorted = s.x_sorted.rows(0, R);
   be.moe_permute(x, ids, s.offsets, sorted, rows, x_sorted);
   Tensor gate_up = s.gate_up.rows(0, R), act = s.act.rows(0, R), y = s.y.rows(0, R);
-  be.moe_grouped_linear(x_sorted, w.gate_up, s.offsets, gate_up);
+  w.gate_up.forward(be, x_sorted, s.offsets, gate_up);
   be.silu_mul(gate_up, act);
-  be.moe_grouped_linear(act, w.down, s.offsets, y);
+  w.down.forward(be, act, s.offsets, y);
   Tensor shared_out, shared_gate;
   if (shared) {
     Tensor sgu = s.shared_gate_up.rows(0, T), sact = s.shared_act.rows(0, T);
     shared_out = s.shared_out.rows(0, T);
-    be.linear(x, w.shared.gate_up, sgu);
-    be.linear_silu_mul(sgu, w.shared.down, sact, shared_out);
+    glu_forward(be, w.shared, x, sgu, sact, shared_out);
     shared_gate = router.cols(E, E + 1);
   }
   be.moe_unpermute(y, weights, rows, shared_out, shared_gate, out);

@@ -55,9 +55,9 @@ bool is_sparse_layer(const ModelConfig& cfg, int64_t layer);
 struct MoeWeights {
   // [E, H] router rows, then (with a shared expert) the shared expert's gate row: one GEMM gives
   // the router logits and the gate logit.
-  Tensor router;
-  Tensor gate_up;  // [E, 2I, H]: per expert I gate rows then I up rows
-  Tensor down;     // [E, H, I]
+  Linear router;
+  ExpertLinear gate_up;  // [E, 2I, H]: per expert I gate rows then I up rows
+  ExpertLinear down;     // [E, H, I]
   MlpWeights shared;  // [2Is, H] and [H, Is]; empty without a shared expert
 };
 

@@ -18,26 +18,19 @@ class MtpHead final : public DecoderBase {
           "--speculative-config: method \"mtp\" on a mixture-of-experts model is not supported yet");
     const DType wdt = weight_dtype();
     embed_ = embed;
-    lm_head_ = lm_head;
+    lm_head_ = Linear::over(lm_head);
     final_norm_ = ws_.load("mtp.norm.weight", DType::F32, {H});
     norm_embedding_ = ws_.load("mtp.pre_fc_norm_embedding.weight", DType::F32, {H});
     norm_hidden_ = ws_.load("mtp.pre_fc_norm_hidden.weight", DType::F32, {H});
-    // fc works on [embedding; hidden]: split once into its two H × H halves, so that
+    // fc works on [embedding; hidden]: two projections over its two column halves, so that
     // fc(cat) = fc_e · e + fc_h · h needs no concatenated input.
-    const Tensor fc = ws_.load("mtp.fc.weight", wdt, {H, 2 * H});
-    const size_t half = static_cast<size_t>(H) * dtype_size(wdt);
-    fc_e_buf_ = backend.alloc(static_cast<size_t>(H) * half);
-    fc_h_buf_ = backend.alloc(static_cast<size_t>(H) * half);
-    fc_e_ = fc_e_buf_.tensor(wdt, {H, H});
-    fc_h_ = fc_h_buf_.tensor(wdt, {H, H});
-    for (int64_t r = 0; r < H; ++r) {
-      backend.copy_on_device(fc_e_.row(r), fc.row(r), half);
-      backend.copy_on_device(fc_h_.row(r), static_cast<const char*>(fc.row(r)) + half, half);
-    }
+    const LinearPart fc{.weight = "mtp.fc.weight", .rows = H};
+    fc_e_ = Linear::load(ws_, {.parts = {fc}, .in_features = 2 * H, .dtype = wdt, .col_begin = 0, .col_end = H});
+    fc_h_ = Linear::load(ws_, {.parts = {fc}, .in_features = 2 * H, .dtype = wdt, .col_begin = H, .col_end = 2 * H});
     input_norm_ = ws_.load("mtp.layers.0.input_layernorm.weight", DType::F32, {H});
     post_norm_ = ws_.load("mtp.layers.0.post_attention_layernorm.weight", DType::F32, {H});
     attn_ = load_attention_at(ws_, cfg, "mtp.layers.0.", wdt, opt_);
-    mlp_ = load_mlp_at(ws_, cfg, "mtp.layers.0.", wdt);
+    mlp_ = load_mlp_at(ws_, cfg, "mtp.layers.0.mlp.", cfg.intermediate_size, wdt);
     attention_index_ = {0};
   }
 
@@ -60,7 +53,7 @@ class MtpHead final : public DecoderBase {
   }
 
   void set_hidden_input(const Tensor& hidden) override { hidden_in_ = hidden; }
-  size_t weight_bytes() const override { return ws_.bytes() + fc_e_buf_.bytes() + fc_h_buf_.bytes(); }
+  size_t weight_bytes() const override { return ws_.bytes(); }
 
   void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) override {
     check_invariant(meta.hidden_rows.numel() == meta.num_tokens && hidden_in_.data != nullptr,
@@ -68,10 +61,10 @@ class MtpHead final : public DecoderBase {
     const float eps = static_cast<float>(cfg_.rms_norm_eps);
     Stream s = begin_forward(meta);  // s.h = embed(token t + 1)
     be_.rms_norm(s.h, norm_embedding_, s.x, eps, zc_);
-    be_.linear(s.x, fc_e_, s.h);
+    fc_e_.forward(be_, s.x, s.h);
     be_.gather_rows(hidden_in_, meta.hidden_rows, s.y);
     be_.rms_norm(s.y, norm_hidden_, s.x, eps, zc_);
-    be_.linear(s.x, fc_h_, s.y);
+    fc_h_.forward(be_, s.x, s.y);
     be_.add(s.h, s.y, s.h);  // the residual stream starts at fc([e; h])
     be_.rms_norm(s.h, input_norm_, s.x, eps, zc_);
     attention_forward(be_, cfg_, attn_, opt_, meta, state.kv.k(0), state.kv.v(0), s.x, s_, s.y);
@@ -83,8 +76,8 @@ class MtpHead final : public DecoderBase {
  private:
   AttentionOptions opt_;
   bool zc_;
-  Tensor norm_embedding_, norm_hidden_, fc_e_, fc_h_, input_norm_, post_norm_;
-  Buffer fc_e_buf_, fc_h_buf_;
+  Tensor norm_embedding_, norm_hidden_, input_norm_, post_norm_;
+  Linear fc_e_, fc_h_;
   AttentionWeights attn_;
   MlpWeights mlp_;
   LayerScratch s_;

@@ -27,11 +27,11 @@ void read_qwen2_config(const ConfigReader& r, ModelConfig* c) {
 }
 
 std::unique_ptr<Model> make_qwen2(const ModelConfig& config, const Checkpoint& ckpt,
-                                  Backend& backend) {
+                                  Backend& backend, const ShardSpec& shard) {
   DenseDecoderOptions opt;
   opt.attention.qk_norm = false;
   opt.attention.qkv_bias = true;
-  return make_dense_decoder(config, ckpt, backend, opt);
+  return make_dense_decoder(config, ckpt, backend, shard, opt);
 }
 
 }  // namespace

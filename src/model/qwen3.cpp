@@ -16,11 +16,11 @@ void read_qwen3_config(const ConfigReader& r, ModelConfig* c) {
 }
 
 std::unique_ptr<Model> make_qwen3(const ModelConfig& config, const Checkpoint& ckpt,
-                                  Backend& backend) {
+                                  Backend& backend, const ShardSpec& shard) {
   DenseDecoderOptions opt;
   opt.attention.qk_norm = true;  // plain-w q/k norms, no biases, no output gate
   opt.zero_centered_norm = false;
-  return make_dense_decoder(config, ckpt, backend, opt);
+  return make_dense_decoder(config, ckpt, backend, shard, opt);
 }
 
 }  // namespace

@@ -32,10 +32,12 @@ struct Qwen3_5Layer {
 
 class Qwen3_5Model final : public DecoderBase {
  public:
-  Qwen3_5Model(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend)
-      : DecoderBase(cfg, ckpt, backend) {
+  Qwen3_5Model(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend, const ShardSpec& shard)
+      : DecoderBase(cfg, ckpt, backend, shard) {
     const int64_t H = cfg.hidden_size;
     const DType wdt = weight_dtype();
+    check(shard.world == 1 || (cfg.num_layers_of(LayerKind::LinearAttention) == 0 && moe_fields(cfg) == nullptr),
+          "tensor parallelism of Gated DeltaNet and mixture-of-experts layers is not implemented yet");
     load_embedding_and_head();
     int num_attention = 0;
     for (int i = 0; i < cfg.num_layers; ++i) {
@@ -45,7 +47,7 @@ class Qwen3_5Model final : public DecoderBase {
       l.input_norm = ws_.load(p + "input_layernorm.weight", DType::F32, {H});
       l.post_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
       if (l.kind == LayerKind::FullAttention) {
-        l.attn = load_attention(ws_, cfg, i, wdt, kAttention);
+        l.attn = load_attention(ws_, cfg, i, wdt, kAttention, shard_);
         attention_index_.push_back(num_attention++);
         gdn_index_.push_back(-1);
       } else {
@@ -58,7 +60,7 @@ class Qwen3_5Model final : public DecoderBase {
         l.moe = load_moe(ws_, cfg, i, wdt);
         ++num_sparse_;
       } else {
-        l.mlp = load_mlp(ws_, cfg, i, wdt);
+        l.mlp = load_mlp(ws_, cfg, i, wdt, shard_);
       }
       layers_.push_back(l);
     }
@@ -75,20 +77,21 @@ class Qwen3_5Model final : public DecoderBase {
   }
 
   size_t reserve(int32_t max_tokens, int32_t max_logits_rows) override {
-    const int64_t T = max_tokens, D = cfg_.head_dim;
+    const ModelConfig& c = local_;  // this rank's heads and columns
+    const int64_t T = max_tokens, D = c.head_dim;
     begin_reserve(max_tokens, max_logits_rows);
-    if (cfg_.num_layers_of(LayerKind::FullAttention) > 0) {
-      s_.qkv = scratch(T, (2 * cfg_.num_heads + 2 * cfg_.num_kv_heads) * D);  // q | gate | k | v
-      s_.attn = scratch(T, cfg_.num_heads * D);
+    if (c.num_layers_of(LayerKind::FullAttention) > 0) {
+      s_.qkv = scratch(T, (2 * c.num_heads + 2 * c.num_kv_heads) * D);  // q | gate | k | v
+      s_.attn = scratch(T, c.num_heads * D);
     }
     if (num_gdn_ > 0) {
-      g_.proj = scratch(T, gated_delta_net_proj_cols(cfg_));
-      g_.conv_out = scratch(T, cfg_.conv_dim());
-      g_.core = scratch(T, cfg_.linear_num_value_heads * cfg_.linear_value_head_dim);
+      g_.proj = scratch(T, gated_delta_net_proj_cols(c));
+      g_.conv_out = scratch(T, c.conv_dim());
+      g_.core = scratch(T, c.linear_num_value_heads * c.linear_value_head_dim);
     }
-    if (num_sparse_ < cfg_.num_layers) {
-      s_.gate_up = scratch(T, 2 * cfg_.intermediate_size);
-      s_.mlp_act = scratch(T, cfg_.intermediate_size);
+    if (num_sparse_ < c.num_layers) {
+      s_.gate_up = scratch(T, 2 * c.intermediate_size);
+      s_.mlp_act = scratch(T, c.intermediate_size);
     }
     if (num_sparse_ > 0)
       moe_ = reserve_moe(cfg_, T, be_.activation_dtype(),
@@ -97,7 +100,7 @@ class Qwen3_5Model final : public DecoderBase {
   }
 
   std::unique_ptr<Model> load_mtp_head(const Checkpoint& ckpt) override {
-    return pagoda::load_mtp_head(cfg_, ckpt, be_, embed_, lm_head_, kAttention, kZeroCenteredNorm);
+    return pagoda::load_mtp_head(cfg_, ckpt, be_, embed_, lm_head_.weight(), kAttention, kZeroCenteredNorm);
   }
 
   void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) override {
@@ -115,11 +118,11 @@ class Qwen3_5Model final : public DecoderBase {
       else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
       if (l.kind == LayerKind::FullAttention) {
         const int a = attention_index_[i];
-        attention_forward(be_, cfg_, l.attn, kAttention, meta, state.kv.k(a), state.kv.v(a),
+        attention_forward(be_, local_, l.attn, kAttention, meta, state.kv.k(a), state.kv.v(a),
                           s.x, s_, s.y);
       } else {
         const int g = gdn_index_[i];
-        gated_delta_net_forward(be_, cfg_, l.gdn, meta, rs->conv(g), rs->recurrent(g), s.x, g_, s.y);
+        gated_delta_net_forward(be_, local_, l.gdn, meta, rs->conv(g), rs->recurrent(g), s.x, g_, s.y);
       }
       be_.add_rms_norm(s.h, s.y, l.post_norm, s.x, eps, zc);
       if (l.sparse) moe_forward(be_, cfg_, l.moe, s.x, moe_, s.y);
@@ -168,8 +171,8 @@ void read_qwen3_5_config(const ConfigReader& r, ModelConfig* c) {
 }
 
 std::unique_ptr<Model> make_qwen3_5(const ModelConfig& config, const Checkpoint& ckpt,
-                                    Backend& backend) {
-  return std::make_unique<Qwen3_5Model>(config, ckpt, backend);
+                                    Backend& backend, const ShardSpec& shard) {
+  return std::make_unique<Qwen3_5Model>(config, ckpt, backend, shard);
 }
 
 std::vector<ModelFamily> qwen3_5_families() {

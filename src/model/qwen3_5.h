@@ -7,6 +7,7 @@
 #include "io/config_reader.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "model/shard.h"
 
 namespace pagoda {
 
@@ -16,6 +17,7 @@ class Model;
 // Qwen3_5TextConfig's fields beyond the common core: rotary dim, layer types, Gated DeltaNet sizes.
 void read_qwen3_5_config(const ConfigReader& r, ModelConfig* c);
 // The hybrid decoder; sparse layers (moe_block.h) where the config carries MoeFields.
-std::unique_ptr<Model> make_qwen3_5(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend);
+std::unique_ptr<Model> make_qwen3_5(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend,
+                                    const ShardSpec& shard);
 
 }  // namespace pagoda

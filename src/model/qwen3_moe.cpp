@@ -25,10 +25,11 @@ void read_qwen3_moe_config(const ConfigReader& r, ModelConfig* c) {
   refuse_unimplemented_features(r);
 }
 
-std::unique_ptr<Model> make_qwen3_moe(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend) {
+std::unique_ptr<Model> make_qwen3_moe(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend,
+                                      const ShardSpec& shard) {
   DenseDecoderOptions opt;  // Qwen3's: plain-w q/k norms, no biases, no output gate
   opt.attention.qk_norm = true;
-  return make_dense_decoder(config, ckpt, backend, opt);
+  return make_dense_decoder(config, ckpt, backend, shard, opt);
 }
 
 std::vector<std::pair<std::string, std::string>> describe_qwen3_moe(const ModelConfig& config) {

@@ -17,6 +17,7 @@ std::vector<ModelFamily> mistral_families();
 std::vector<ModelFamily> gemma3_families();
 std::vector<ModelFamily> qwen3_moe_families();
 std::vector<ModelFamily> qwen3_5_moe_families();
+std::vector<ModelFamily> phi3_families();
 
 namespace {
 
@@ -31,6 +32,7 @@ constexpr FamiliesOf kRegistered[] = {
     gemma3_families,
     qwen3_moe_families,
     qwen3_5_moe_families,
+    phi3_families,
 };
 
 constexpr size_t kMaxConfigBytes = 16u * 1000 * 1000;

@@ -12,6 +12,7 @@
 #include "io/config_reader.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "model/shard.h"
 
 namespace pagoda {
 
@@ -26,8 +27,9 @@ struct ModelFamily {
   int64_t default_head_dim = 0;  // transformers' dataclass default when head_dim is absent
   // Reads the family's own fields after the common core (read_common_config) is in `c`.
   void (*read_config)(const ConfigReader& r, ModelConfig* c) = nullptr;
-  std::unique_ptr<Model> (*make)(const ModelConfig& config, const Checkpoint& ckpt,
-                                 Backend& backend) = nullptr;
+  // Builds rank `shard.rank`'s part of the model (the whole model when shard.world is 1).
+  std::unique_ptr<Model> (*make)(const ModelConfig& config, const Checkpoint& ckpt, Backend& backend,
+                                 const ShardSpec& shard) = nullptr;
   // Optional: the family's own settings for `pagoda info` (rope scaling, sliding window, ...), as
   // {label, value} lines printed after the common ones; null when the common core says it all.
   std::vector<std::pair<std::string, std::string>> (*describe)(const ModelConfig& config) = nullptr;

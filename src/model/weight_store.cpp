@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -117,56 +119,99 @@ Tensor WeightStore::load(const std::string& name, DType dtype, const std::vector
   return dst;
 }
 
-bool WeightStore::adjacent_in_place(const std::vector<std::string>& names, DType dtype,
-                                    const std::vector<std::vector<int64_t>>& shapes,
-                                    const std::vector<std::vector<int64_t>>& row_orders, int64_t rows,
-                                    Tensor& view) {
-  for (const auto& order : row_orders)
-    if (!order.empty()) return false;
+bool WeightStore::adjacent_in_place(const std::vector<WeightRows>& parts, DType dtype, int64_t rows, Tensor& view) {
   const uint8_t* next = nullptr;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const TensorView& src = find(names[i], shapes[i]);
-    if (!in_place(src, dtype) || (next != nullptr && src.data != next)) return false;
-    next = src.data + src.nbytes;
+  const uint8_t* first = nullptr;
+  for (const WeightRows& part : parts) {
+    const TensorView& src = find(part.name, part.shape);
+    if (!part.order.empty() || !in_place(src, dtype)) return false;
+    const size_t row_bytes = static_cast<size_t>(product(part.shape, 1)) * dtype_size(dtype);
+    const uint8_t* begin = src.data + static_cast<size_t>(part.begin) * row_bytes;
+    if (next != nullptr && begin != next) return false;
+    if (first == nullptr) first = begin;
+    next = begin + static_cast<size_t>(part.num_rows()) * row_bytes;
   }
-  const TensorView& first = find(names[0], shapes[0]);
-  view = Tensor(const_cast<uint8_t*>(first.data), dtype, Device::CPU, {rows, shapes[0][1]});
-  for (size_t i = 0; i < names.size(); ++i) {
-    mapped_bytes_ += find(names[i], shapes[i]).nbytes;
-    loaded(host_view(find(names[i], shapes[i])));
+  view = Tensor(const_cast<uint8_t*>(first), dtype, Device::CPU, {rows, product(parts[0].shape, 1)});
+  for (const WeightRows& part : parts) {
+    const Tensor used = host_view(find(part.name, part.shape)).rows(part.begin, part.end);
+    mapped_bytes_ += used.nbytes();
+    loaded(used);
   }
   return true;
+}
+
+Tensor WeightStore::load_parts(std::vector<WeightRows> parts, DType dtype, int64_t col_begin, int64_t col_end) {
+  check_invariant(!parts.empty(), "WeightStore::load_parts: no parts");
+  const int64_t cols = product(parts[0].shape, 1);
+  if (col_end < 0) col_end = cols;
+  check_invariant(0 <= col_begin && col_begin < col_end && col_end <= cols,
+                  "WeightStore::load_parts: columns [" + std::to_string(col_begin) + ", " + std::to_string(col_end) +
+                      ") outside the " + std::to_string(cols) + " of '" + parts[0].name + "'");
+  int64_t rows = 0;
+  for (WeightRows& part : parts) {
+    const TensorView& src = find(part.name, part.shape);
+    check_invariant(product(part.shape, 1) == cols, "WeightStore::load_parts: '" + part.name + "' has " +
+                                                        std::to_string(product(part.shape, 1)) + " columns, the first part " +
+                                                        std::to_string(cols));
+    const int64_t n = src.shape.empty() ? 1 : src.shape[0];
+    if (part.end < 0) part.end = n;
+    check_invariant(0 <= part.begin && part.begin <= part.end && part.end <= n,
+                    "WeightStore::load_parts: rows outside '" + part.name + "'");
+    for (int64_t r : part.order)
+      check_invariant(r >= 0 && r < n, "WeightStore::load_parts: row " + std::to_string(r) + " outside '" + part.name + "'");
+    rows += part.num_rows();
+  }
+  const bool all_cols = col_begin == 0 && col_end == cols;
+  if (Tensor view; all_cols && adjacent_in_place(parts, dtype, rows, view)) return view;
+  Tensor dst = allocate(dtype, rows, col_end - col_begin);
+  int64_t at = 0;
+  std::vector<uint8_t> staging;
+  for (const WeightRows& part : parts) {
+    const TensorView& view = find(part.name, part.shape);
+    const Tensor src = host_view(view);
+    // Runs of consecutive source rows, each one upload (an explicit order is usually runs of a
+    // head's rows).
+    std::vector<std::pair<int64_t, int64_t>> runs;  // first source row, count
+    if (part.order.empty()) {
+      if (part.end > part.begin) runs.emplace_back(part.begin, part.end - part.begin);
+    } else {
+      for (int64_t r : part.order) {
+        if (!runs.empty() && runs.back().first + runs.back().second == r) ++runs.back().second;
+        else runs.emplace_back(r, 1);
+      }
+    }
+    for (const auto& [first, count] : runs) {
+      Tensor out = dst.rows(at, at + count);
+      const Tensor in = src.rows(first, first + count);
+      loaded(in);
+      if (all_cols) {
+        backend_.upload_convert(in, out);
+      } else {  // a column block: gathered on the host first, the upload wants contiguous rows
+        const size_t es = dtype_size(in.dtype), width = static_cast<size_t>(col_end - col_begin) * es;
+        staging.resize(static_cast<size_t>(count) * width);
+        for (int64_t r = 0; r < count; ++r)
+          std::memcpy(staging.data() + static_cast<size_t>(r) * width,
+                      static_cast<const uint8_t*>(in.row(r)) + static_cast<size_t>(col_begin) * es, width);
+        const Tensor block(staging.data(), in.dtype, Device::CPU, {count, col_end - col_begin});
+        backend_.upload_convert(block, out);
+      }
+      at += count;
+    }
+    release(view);
+  }
+  return dst;
 }
 
 Tensor WeightStore::load_rows(const std::vector<std::string>& names, DType dtype,
                               const std::vector<std::vector<int64_t>>& shapes,
                               const std::vector<std::vector<int64_t>>& row_orders) {
-  int64_t rows = 0;
-  const int64_t cols = shapes.at(0).at(1);
+  std::vector<WeightRows> parts;
   for (size_t i = 0; i < names.size(); ++i) {
-    find(names[i], shapes[i]);
-    rows += shapes[i][0];
+    WeightRows part{names[i], shapes.at(i)};
+    if (i < row_orders.size()) part.order = row_orders[i];
+    parts.push_back(std::move(part));
   }
-  if (Tensor view; adjacent_in_place(names, dtype, shapes, row_orders, rows, view)) return view;
-  Tensor dst = allocate(dtype, rows, cols);
-  int64_t at = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const Tensor src = host_view(find(names[i], shapes[i]));
-    const bool reorder = i < row_orders.size() && !row_orders[i].empty();
-    loaded(src);
-    if (!reorder) {
-      Tensor part = dst.rows(at, at + shapes[i][0]);
-      backend_.upload_convert(src, part);
-    } else {
-      for (size_t r = 0; r < row_orders[i].size(); ++r) {  // weights load once: per-row is fine
-        Tensor row = dst.rows(at + static_cast<int64_t>(r), at + static_cast<int64_t>(r) + 1);
-        backend_.upload_convert(src.rows(row_orders[i][r], row_orders[i][r] + 1), row);
-      }
-    }
-    release(find(names[i], shapes[i]));
-    at += shapes[i][0];
-  }
-  return dst;
+  return load_parts(std::move(parts), dtype);
 }
 
 }  // namespace pagoda

@@ -1,5 +1,6 @@
 // Moves a checkpoint's tensors onto a backend, by canonical name (io/weight_names.h), converting
-// dtypes and fusing projections that share an input (q|k|v, gate|up) into one matrix.
+// dtypes and stacking row blocks of one or more matrices into one (fused projections such as
+// q|k|v and gate|up, a rank's shard of each, or the parts of a checkpoint's own fused tensor).
 // On the CPU backend a matrix asked for in its checkpoint dtype is not copied: the tensor points into
 // the read-only mapping of the safetensors file (start-up in milliseconds, page cache shared between
 // processes). Fused matrices are views too when their parts lie back to back in the file; otherwise
@@ -17,6 +18,18 @@
 
 namespace pagoda {
 
+// A block of rows of one checkpoint matrix: rows [begin, end) of tensor `name` (shape `shape`,
+// checked; dims past the first are flattened into columns), or, when `order` is non-empty, those
+// source rows in that order.
+struct WeightRows {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t begin = 0, end = -1;  // end -1: shape[0]
+  std::vector<int64_t> order;
+
+  int64_t num_rows() const { return order.empty() ? end - begin : static_cast<int64_t>(order.size()); }
+};
+
 class WeightStore {
  public:
   WeightStore(Backend& backend, const Checkpoint& ckpt);
@@ -33,6 +46,11 @@ class WeightStore {
   Tensor load_rows(const std::vector<std::string>& names, DType dtype,
                    const std::vector<std::vector<int64_t>>& shapes,
                    const std::vector<std::vector<int64_t>>& row_orders = {});
+  // The row blocks of `parts` stacked in order, columns [col_begin, col_end) of each (col_end -1:
+  // all; every part must have as many columns). A view of the mapping on the CPU when the blocks
+  // are whole rows lying back to back in the file; otherwise one allocation, filled a run of
+  // consecutive source rows at a time.
+  Tensor load_parts(std::vector<WeightRows> parts, DType dtype, int64_t col_begin = 0, int64_t col_end = -1);
   size_t bytes() const { return bytes_; }  // device bytes held (allocated copies)
   size_t mapped_bytes() const { return mapped_bytes_; }  // bytes used in place from the mapping
 
@@ -41,10 +59,8 @@ class WeightStore {
   Tensor allocate(DType dtype, int64_t rows, int64_t cols);
   // True when the CPU backend may use `src` (as `dtype`) straight from the mapping.
   bool in_place(const TensorView& src, DType dtype) const;
-  // load_rows() as one view of the mapping when the parts lie back to back in the file.
-  bool adjacent_in_place(const std::vector<std::string>& names, DType dtype,
-                         const std::vector<std::vector<int64_t>>& shapes,
-                         const std::vector<std::vector<int64_t>>& row_orders, int64_t rows, Tensor& view);
+  // load_parts() as one view of the mapping when the blocks lie back to back in the file.
+  bool adjacent_in_place(const std::vector<WeightRows>& parts, DType dtype, int64_t rows, Tensor& view);
   // After a copy on the CPU: drop this process's mapped pages lying wholly inside `src`.
   void release(const TensorView& src) const;
   // Progress on loads that take more than a second: a line a second, bytes read of the total.

@@ -1,0 +1,137 @@
+#include "model/linear.h"
+
+#include "core/error.h"
+
+#include <tuple>
+#include <utility>
+
+namespace pagoda {
+namespace {
+
+// Rows [lo, hi) of the part's own rows (after its range or order), as a WeightRows block.
+WeightRows part_rows(const LinearPart& p, int64_t in, int64_t lo, int64_t hi) {
+  WeightRows w{p.weight, {p.rows, in}};
+  if (!p.order.empty()) {
+    w.order.assign(p.order.begin() + lo, p.order.begin() + hi);
+  } else {
+    w.begin = p.begin + lo;
+    w.end = p.begin + hi;
+  }
+  return w;
+}
+
+// [lo, hi) of n items for `rank`; throws unless the ranks divide n evenly.
+std::pair<int64_t, int64_t> shard_range(int64_t n, const ShardSpec& r, const std::string& what) {
+  check(r.world >= 1 && r.rank >= 0 && r.rank < r.world,
+        "shard rank " + std::to_string(r.rank) + " outside a group of " + std::to_string(r.world));
+  check(n % r.world == 0, what + " (" + std::to_string(n) + ") does not split evenly over " +
+                              std::to_string(r.world) + " tensor-parallel ranks");
+  const int64_t per = n / r.world;
+  return {r.rank * per, (r.rank + 1) * per};
+}
+
+}  // namespace
+
+const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Dense:
+      return "dense";
+  }
+  return "?";
+}
+
+Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& rank) {
+  check_invariant(!spec.parts.empty() && spec.in_features > 0, "Linear::load: an empty projection");
+  Linear l;
+  l.shard_ = rank.world > 1 ? spec.shard : ShardKind::Replicated;
+  l.rank_ = rank;
+  int64_t col_begin = spec.col_begin, col_end = spec.col_end < 0 ? spec.in_features : spec.col_end;
+  if (l.shard_ == ShardKind::Row) {
+    check(rank.comm != nullptr, "a row-parallel projection over " + std::to_string(rank.world) +
+                                    " ranks needs the group's communicator");
+    const auto [lo, hi] = shard_range(col_end - col_begin, rank, "the input width of " + spec.parts[0].weight);
+    col_end = col_begin + hi;
+    col_begin += lo;
+  }
+  std::vector<WeightRows> blocks;
+  int64_t col = 0;
+  for (const LinearPart& p : spec.parts) {
+    int64_t lo = 0, hi = p.num_rows();
+    if (l.shard_ == ShardKind::Column) std::tie(lo, hi) = shard_range(hi, rank, "the rows of " + p.weight);
+    blocks.push_back(part_rows(p, spec.in_features, lo, hi));
+    // A row-parallel bias is added once, by rank 0, before the sum.
+    if (!p.bias.empty() && (l.shard_ != ShardKind::Row || rank.rank == 0)) {
+      check(p.order.empty(), "a bias on a reordered part is not supported (" + p.bias + ")");
+      const Tensor full = ws.load(p.bias, DType::F32, {p.rows});
+      const int64_t first = p.begin + lo, n = hi - lo;
+      Tensor slice = full.reshape({p.rows, 1}).rows(first, first + n).reshape({n});
+      l.biases_.push_back({col, slice});
+    }
+    col += hi - lo;
+  }
+  l.weight_ = ws.load_parts(std::move(blocks), spec.dtype, col_begin, col_end);
+  return l;
+}
+
+Linear Linear::over(const Tensor& weight) {
+  Linear l;
+  l.weight_ = weight;
+  return l;
+}
+
+void Linear::add_biases(Backend& be, Tensor& out) const {
+  for (const Bias& b : biases_) {
+    Tensor part = out.cols(b.col, b.col + b.values.size(0));
+    be.add_bias(part, b.values);
+  }
+}
+
+void Linear::forward(Backend& be, const Tensor& x, Tensor& out) const {
+  be.linear(x, weight_, out);
+  add_biases(be, out);
+  if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
+}
+
+void Linear::forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, Tensor& out) const {
+  be.linear_silu_mul(gate_up, weight_, act, out);
+  add_biases(be, out);
+  if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
+}
+
+void Linear::add_ops(DType activation, std::vector<OpUse>& ops) const {
+  ops.push_back({Op::Linear, weight_.dtype});
+  if (!biases_.empty()) ops.push_back({Op::AddBias, activation});
+}
+
+ExpertLinear ExpertLinear::load_packed(WeightStore& ws, const std::string& name, int64_t experts, int64_t out,
+                                       int64_t in, DType dtype) {
+  ExpertLinear e;
+  e.weight_ = ws.load_parts({WeightRows{name, {experts, out, in}}}, dtype).reshape({experts, out, in});
+  return e;
+}
+
+ExpertLinear ExpertLinear::load_per_expert(WeightStore& ws, const std::vector<std::vector<LinearPart>>& experts,
+                                           int64_t in, DType dtype) {
+  check_invariant(!experts.empty(), "ExpertLinear::load_per_expert: no experts");
+  std::vector<WeightRows> blocks;
+  int64_t out = 0;
+  for (size_t x = 0; x < experts.size(); ++x) {
+    int64_t rows = 0;
+    for (const LinearPart& p : experts[x]) {
+      blocks.push_back(part_rows(p, in, 0, p.num_rows()));
+      rows += p.num_rows();
+    }
+    check_invariant(x == 0 || rows == out, "ExpertLinear::load_per_expert: experts of different sizes");
+    out = rows;
+  }
+  ExpertLinear e;
+  const auto E = static_cast<int64_t>(experts.size());
+  e.weight_ = ws.load_parts(std::move(blocks), dtype).reshape({E, out, in});
+  return e;
+}
+
+void ExpertLinear::forward(Backend& be, const Tensor& x, const Tensor& expert_offsets, Tensor& out) const {
+  be.moe_grouped_linear(x, weight_, expert_offsets, out);
+}
+
+}  // namespace pagoda

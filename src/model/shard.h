@@ -1,0 +1,32 @@
+// Tensor parallelism's vocabulary (Megatron's layout): how a projection is split over the ranks of
+// a group, a rank's place in it, and the rank's view of the model config — its local head and
+// column counts, which is all that layer code reads when it sizes and splits its activations.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/communicator.h"
+#include "io/model_config.h"
+
+namespace pagoda {
+
+enum class ShardKind : uint8_t {
+  Replicated,  // every rank holds the whole matrix
+  Column,      // each rank holds a slice of every part's output rows; outputs stay local
+  Row,         // each rank holds a slice of the input columns; partial outputs are summed
+};
+
+// This rank's place in its tensor-parallel group; `comm` sums row-parallel outputs (needed when
+// world > 1).
+struct ShardSpec {
+  int32_t rank = 0;
+  int32_t world = 1;
+  Communicator* comm = nullptr;
+};
+
+// The config as rank `shard.rank` of `shard.world` sees it: query heads, KV heads, the MLP's
+// columns and the Gated DeltaNet heads divided by world (a rank holds whole heads). Sizes that do
+// not divide are refused by name. world 1: the config itself.
+ModelConfig rank_view(const ModelConfig& cfg, const ShardSpec& shard);
+
+}  // namespace pagoda
