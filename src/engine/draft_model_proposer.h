@@ -20,13 +20,14 @@
 
 #include "backend/backend.h"
 #include "engine/model_runner.h"
+#include "engine/proposer.h"
 #include "engine/scheduler.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
 
 namespace pagoda {
 
-class DraftModelProposer {
+class DraftModelProposer final : public Proposer {
  public:
   // Loads the draft model in `dir` onto `backend`. Throws pagoda::Error when its vocabulary differs
   // from `target`'s or it has layers a draft cannot roll back (Gated DeltaNet).
@@ -47,7 +48,7 @@ class DraftModelProposer {
 
   // Sets draft_tokens (at most `k` each, fewer near a sequence's limits) of the sequences of `step`
   // that are still running, after the scheduler's update.
-  void propose(Scheduler& scheduler, const SchedulerOutput& step, int32_t k);
+  void propose(Scheduler& scheduler, const SchedulerOutput& step, int32_t k) override;
 
  private:
   std::unique_ptr<Model> model_;

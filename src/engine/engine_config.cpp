@@ -93,6 +93,7 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   }
   r.prefix_cache_hash_bits = c.prefix_cache_hash_bits;
   r.speculative = c.speculative;
+  r.replicated_workers = c.replicated_workers;
   return r;
 }
 

@@ -45,6 +45,8 @@ struct EngineConfig {
   int32_t state_checkpoint_interval = -1;       // tokens between snapshots of long prefills; -1 = default, 0 = off
   int prefix_cache_hash_bits = 64;              // test hook: < 64 truncates the block hashes
   SpeculativeConfig speculative;                // --speculative-config (parsed)
+  // Test double of the executor seam (engine/executor.h): N cpu workers, each with the whole model.
+  int32_t replicated_workers = 1;
 };
 
 // The default --state-checkpoint-interval (tokens): see docs/benchmarks.md for the measurement.
@@ -73,6 +75,7 @@ struct ResolvedEngineConfig {
   int32_t state_checkpoint_interval = 0;
   int prefix_cache_hash_bits = 64;
   SpeculativeConfig speculative;
+  int32_t replicated_workers = 1;
 
   // "device cuda, dtype bfloat16 (activations bfloat16), kv cache bfloat16, max_model_len 4096,
   // max_num_seqs 256, max_num_batched_tokens 8192, block_size 16"

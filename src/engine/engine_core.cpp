@@ -2,18 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
-#include "engine/draft_model_proposer.h"
 #include "engine/grammar_masks.h"
-#include "engine/ngram_proposer.h"
 
 namespace pagoda {
 namespace {
@@ -24,50 +20,13 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Bytes of memory the OS could give us now (MemAvailable), or 0 when unknown.
-int64_t available_host_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
-
 }  // namespace
 
 EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) {
   model_config_ = load_model_config(model_dir);
   config_ = resolve_engine_config(flags, model_config_);
   LOG_INFO("engine: " << config_.describe());
-  backend_ = make_backend(config_.device, config_.num_threads, config_.dtype_flag);
-  // A bf16 model on the CPU: prefill GEMMs take x rounded to bf16 (as CUDA's bf16 activations);
-  // --dtype float32 keeps every product exact.
-  if (auto* cpu = dynamic_cast<CpuBackend*>(backend_.get())) cpu->set_bf16_prefill(config_.model_dtype == DType::BF16);
-  check_invariant(backend_->activation_dtype() == config_.activation_dtype,
-                  "the backend computes in " + std::string(dtype_name(backend_->activation_dtype())) +
-                      ", not the resolved activation dtype " + dtype_name(config_.activation_dtype));
-  const auto start = Clock::now();
-  const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
-  model_ = load_model(model_config_, ckpt, *backend_);
-  if (config_.speculative.enabled() && config_.speculative.method == SpeculativeMethod::Mtp)
-    draft_ = std::make_unique<DraftModelProposer>(model_->load_mtp_head(ckpt), *model_, *backend_);
-  if (config_.speculative.enabled() && config_.speculative.method == SpeculativeMethod::DraftModel) {
-    draft_ = std::make_unique<DraftModelProposer>(config_.speculative.model, model_config_, *backend_);
-    check(draft_->config().max_position_embeddings >= config_.max_model_len,
-          "--speculative-config: the draft model's max_position_embeddings (" +
-              std::to_string(draft_->config().max_position_embeddings) + ") is below --max-model-len " +
-              std::to_string(config_.max_model_len));
-  }
-  const double secs = seconds_since(start);
-  if (secs > 1.0) LOG_INFO("weights loaded in " << secs << " s");  // the progress lines said how far
-  plan_and_allocate();
-}
-
-EngineCore::~EngineCore() = default;
-
-void EngineCore::plan_and_allocate() {
+  executor_ = std::make_unique<Executor>(model_dir, model_config_, config_);
   const ModelConfig& mc = model_config_;
   SchedulerConfig sc;
   sc.max_num_seqs = config_.max_num_seqs;
@@ -82,101 +41,22 @@ void EngineCore::plan_and_allocate() {
   sc.prefix_hash_bits = config_.prefix_cache_hash_bits;
   const SpeculativeConfig& spec = config_.speculative;
   sc.num_speculative_tokens = spec.enabled() ? spec.num_speculative_tokens : 0;
-  const int32_t max_blocks_per_seq = (sc.max_model_len + sc.block_size - 1) / sc.block_size;
-
-  // The runner's workspace is measured before the plan: it is one of its inputs.
-  // Each draft adds a logits row to its sequence's one.
-  const int32_t max_rows = static_cast<int32_t>(std::min<int64_t>(
-      sc.max_num_batched_tokens, static_cast<int64_t>(sc.max_num_seqs) * (1 + sc.num_speculative_tokens)));
-  runner_ = std::make_unique<ModelRunner>(*backend_, *model_, sc.max_num_batched_tokens, sc.max_num_seqs,
-                                          max_blocks_per_seq, max_rows);
-
-  MemoryPlanInputs in;
-  in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());
-  in.activation_bytes = static_cast<int64_t>(runner_->workspace_bytes());
-  if (draft_) {
-    // Its own runner and KV pools (as many blocks as the target's: they share the block tables,
-    // plus lookahead room for the drafts past a sequence's last block).
-    const int32_t lookahead_blocks = (sc.num_speculative_tokens + sc.block_size - 1) / sc.block_size + 1;
-    in.weight_bytes += static_cast<int64_t>(draft_->weight_bytes());
-    in.activation_bytes += static_cast<int64_t>(
-        draft_->reserve(sc.max_num_batched_tokens, sc.max_num_seqs, max_blocks_per_seq + lookahead_blocks));
-  }
-  // The conv state is kept in the activation dtype of the backend (DESIGN.md §5).
-  in.state_bytes_per_seq = mc.state_bytes_per_sequence(config_.activation_dtype);
-  // Decode graphs pad a step with sequences that need a state slot of their own: one more slot,
-  // never handed to a sequence (the scheduler's pool has max_num_seqs).
-  const bool graphs = !config_.enforce_eager && backend_->supports_graphs();
-  const int32_t state_slots = sc.max_num_seqs + (graphs && sc.use_state_slots ? 1 : 0);
-  // Speculative decoding on a hybrid model: a copy of each sequence's state from before its
-  // verification step, restored when a draft is rejected (the state went past it).
-  const int32_t spec_slots = sc.use_state_slots && sc.num_speculative_tokens > 0 ? sc.max_num_seqs : 0;
-  in.max_num_seqs = state_slots + spec_slots;
-  in.kv_bytes_per_token = mc.kv_bytes_per_token(config_.kv_cache_dtype) +
-                          (draft_ ? draft_->kv_bytes_per_token(config_.kv_cache_dtype) : 0);
-  in.block_size = sc.block_size;
-  in.max_model_len = sc.max_model_len;
-  in.num_blocks_override = config_.num_gpu_blocks_override;
-  in.kv_cache_memory_bytes = config_.kv_cache_memory_bytes;
-  in.snapshot_fraction = sc.use_state_slots ? config_.state_snapshot_memory_fraction : 0.0;
-  // The CPU, and a device whose memory is the host's (Vulkan on lavapipe, integrated GPUs, Apple:
-  // total_memory() 0), have no device memory to fill.
-  const bool host_memory = backend_->device() == Device::CPU || backend_->total_memory() == 0;
-  if (host_memory) {
-    // By default the KV cache gets what max_num_seqs sequences of max_model_len could use, but
-    // never more than a quarter of free memory.
-    in.total_bytes = available_host_memory();
-    in.utilization = 1.0;
-    if (in.kv_cache_memory_bytes == 0 && in.num_blocks_override == 0) {
-      // Whole blocks: a sequence of max_model_len tokens takes ceil(len / block_size) of them.
-      const int64_t want = in.kv_bytes_per_token * max_blocks_per_seq * sc.block_size * sc.max_num_seqs;
-      in.kv_cache_memory_bytes = std::min(want, in.total_bytes / 4);
-    }
-  } else {
-    in.total_bytes = backend_->total_memory();
-    in.utilization = config_.gpu_memory_utilization;
-  }
-  plan_ = plan_memory(in);
-  std::istringstream plan_lines(plan_.describe());
-  for (std::string line; std::getline(plan_lines, line);)
-    if (!line.empty()) LOG_INFO(line);
-  if (backend_->device() == Device::CPU)
-    LOG_INFO("kv cache on the cpu: reserved, not resident; its pages are committed as blocks are first written, so "
-             "resident memory grows with the tokens held (weights in place from the mapped checkpoint)");
-
-  KvCacheShape shape;
-  shape.num_layers = static_cast<int32_t>(mc.num_layers_of(LayerKind::FullAttention));
-  shape.num_blocks = static_cast<int32_t>(plan_.num_blocks);
-  shape.block_size = sc.block_size;
-  shape.num_kv_heads = static_cast<int32_t>(mc.num_kv_heads);
-  shape.head_dim = static_cast<int32_t>(mc.head_dim);
-  shape.dtype = config_.kv_cache_dtype;
-  kv_ = std::make_unique<PagedKvCache>(*backend_, shape);
-  if (draft_) draft_->allocate(shape.num_blocks, shape.block_size, shape.dtype);
-  if (sc.use_state_slots) {
-    // One slot per schedulable sequence, then the prefix cache's snapshots: exactly
-    // plan_.state_bytes + plan_.snapshot_bytes.
-    spec_base_ = state_slots;
-    snapshot_base_ = state_slots + spec_slots;
-    const auto slots = static_cast<int32_t>(snapshot_base_ + plan_.num_snapshots);
-    state_ = std::make_unique<RecurrentState>(
-        *backend_, RecurrentStateShape::for_model(mc, slots, config_.activation_dtype));
-    check_invariant(static_cast<int64_t>(state_->bytes()) == plan_.state_bytes + plan_.snapshot_bytes,
-                    "the recurrent state allocation differs from the memory plan");
-  }
+  plan_ = executor_->plan_and_allocate(sc);
   sc.num_state_snapshots = static_cast<int32_t>(plan_.num_snapshots);
-  sc.num_kv_blocks = shape.num_blocks;
+  sc.num_kv_blocks = static_cast<int32_t>(plan_.num_blocks);
   scheduler_ = std::make_unique<Scheduler>(sc);
   sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
-  if (sc.num_speculative_tokens > 0) spec_totals_.spec_accepted_per_pos.assign(static_cast<size_t>(sc.num_speculative_tokens), 0);
-  if (graphs) {
-    const auto t0 = Clock::now();
-    const int n = runner_->capture_decode_graphs(*kv_, state_.get(), sc.use_state_slots ? sc.max_num_seqs : -1);
-    LOG_INFO("captured " + std::to_string(n) + " decode graphs (batch buckets up to " +
-             std::to_string(std::min(sc.max_num_seqs, sc.max_num_batched_tokens)) + ") in " +
-             std::to_string(static_cast<int>(seconds_since(t0) * 1000)) + " ms");
+  if (sc.num_speculative_tokens > 0) {
+    spec_totals_.spec_accepted_per_pos.assign(static_cast<size_t>(sc.num_speculative_tokens), 0);
+    proposer_ = executor_->driver().draft_proposer();
+    if (!proposer_) {
+      own_proposer_ = make_ngram_proposer(spec.prompt_lookup_min, spec.prompt_lookup_max);
+      proposer_ = own_proposer_.get();
+    }
   }
 }
+
+EngineCore::~EngineCore() = default;
 
 void EngineCore::check_prompt(const std::vector<int32_t>& prompt) const {
   for (int32_t id : prompt)
@@ -204,7 +84,7 @@ int64_t EngineCore::add_embedding_request(std::vector<int32_t> prompt) {
 ThreadPool& EngineCore::host_pool() {
   // The CPU backend's pool is idle while the host samples: share it rather than start more
   // threads that would compete with it for the same cores.
-  if (auto* cpu = dynamic_cast<CpuBackend*>(backend_.get())) return cpu->pool();
+  if (ThreadPool* pool = backend().host_pool()) return *pool;
   if (!own_pool_) own_pool_ = std::make_unique<ThreadPool>(static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency()))));
   return *own_pool_;
 }
@@ -276,13 +156,6 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     }
     any_hidden |= embed;
   }
-  // Prefix-cache state snapshots: restored into a sequence's slot before the forward pass, taken
-  // from it after; both are device copies in stream order, no host wait. A hybrid sequence that
-  // verifies drafts keeps a copy of its state from before the step, for a rejection to restore.
-  for (const ScheduledSequence& s : sched.scheduled) {
-    if (s.restore_snapshot >= 0) state_->copy_slot(snapshot_base_ + s.restore_snapshot, s.seq->state_slot);
-    if (s.num_drafts > 0 && state_) state_->copy_slot(s.seq->state_slot, spec_base_ + s.seq->state_slot);
-  }
   // Structured output: the masks of this step depend only on the tokens so far, so they are
   // computed on a worker thread while the forward pass runs.
   // Every matcher is made before the worker starts: it reads them all.
@@ -307,7 +180,7 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   } pending;
   if (any_matcher) {
     if (!mask_workers_)
-      mask_workers_ = std::make_unique<GrammarMaskWorkers>(dynamic_cast<CpuBackend*>(backend_.get()) ? 0 : -1);
+      mask_workers_ = std::make_unique<GrammarMaskWorkers>(backend().device() == Device::CPU ? 0 : -1);
     mask_workers_->start(rows, config_.max_model_len);
     pending.w = mask_workers_.get();
   }
@@ -318,7 +191,9 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   for (const SamplingRows& r : seqs)
     any_device_mask |= r.seq->matcher.has_value() && !host[static_cast<size_t>(r.first_row)];
   RowMasks masks;
+  bool masks_made = false;  // every worker asks; the masks are made once
   const RowMaskSource mask_source = [&]() -> const RowMasks& {
+    if (std::exchange(masks_made, true)) return masks;
     if (pending.w) std::exchange(pending.w, nullptr)->wait();
     const size_t width = (static_cast<size_t>(model_config_.vocab_size) + 63) / 64;
     for (const SamplingRows& r : seqs) {
@@ -331,11 +206,11 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     }
     return masks;
   };
-  const StepLogits& out = runner_->execute_greedy(
-      sched.batch, *kv_, state_.get(), host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>(),
+  // Prefix-cache state snapshots are restored and taken, and pre-step state copies for drafts
+  // kept, by each worker around its forward pass.
+  const StepLogits& out = executor_->execute(
+      sched, host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>(),
       any_device_mask ? mask_source : RowMaskSource{});
-  for (const ScheduledSequence& s : sched.scheduled)
-    if (s.take_snapshot >= 0) state_->copy_slot(s.seq->state_slot, snapshot_base_ + s.take_snapshot);
   if (pending.w) std::exchange(pending.w, nullptr)->wait();
   std::vector<std::vector<SampleResult>> samples(seqs.size());
   sample_on_host(out, seqs, samples);
@@ -365,7 +240,7 @@ void EngineCore::settle_drafts(const SchedulerOutput& sched, std::span<const std
     if (s.num_drafts == 0) continue;
     // A rejected draft on a hybrid model: the state goes back to before the step.
     if (scheduler_->rollback_state(s, accepted) && s.seq->state_slot >= 0)
-      state_->copy_slot(spec_base_ + s.seq->state_slot, s.seq->state_slot);
+      executor_->restore_pre_step_state(s.seq->state_slot);
     ++spec_totals_.spec_num_drafts;
     spec_totals_.spec_num_draft_tokens += s.num_drafts;
     spec_totals_.spec_num_accepted_tokens += accepted;
@@ -373,19 +248,9 @@ void EngineCore::settle_drafts(const SchedulerOutput& sched, std::span<const std
   }
 }
 
-size_t EngineCore::kv_cache_bytes() const { return kv_->bytes() + (draft_ ? draft_->kv_bytes() : 0); }
-
-void EngineCore::propose_drafts() {
-  const SpeculativeConfig& spec = config_.speculative;
-  if (!spec.enabled()) return;
-  for (Sequence* seq : scheduler_->running()) {
-    seq->draft_tokens.clear();
-    const int32_t k = draft_budget(*seq, spec.num_speculative_tokens, config_.max_model_len);
-    if (k <= 0) continue;
-    seq->draft_tokens = test_proposer_ ? test_proposer_(*seq, k)
-                                       : propose_ngram(seq->tokens(), k, spec.prompt_lookup_min, spec.prompt_lookup_max);
-    if (seq->draft_tokens.size() > static_cast<size_t>(k)) seq->draft_tokens.resize(static_cast<size_t>(k));
-  }
+void EngineCore::set_draft_proposer_for_testing(DraftProposer proposer) {
+  own_proposer_ = make_function_proposer(std::move(proposer));
+  proposer_ = own_proposer_.get();
 }
 
 namespace {
@@ -434,8 +299,8 @@ EngineCoreOutputs EngineCore::step() {
         o.samples.push_back(std::move(samples[i][j]));
       }
     }
-    if (draft_ && !test_proposer_) draft_->propose(*scheduler_, sched, config_.speculative.num_speculative_tokens);
-    else propose_drafts();
+    if (proposer_ && config_.speculative.enabled())
+      proposer_->propose(*scheduler_, sched, config_.speculative.num_speculative_tokens);
   }
   // Finished sequences leave the scheduler here: their outputs get the finish fields; those that
   // finished without a new token in this step (abort, can never fit) get an output of their own.
@@ -485,7 +350,7 @@ void EngineCore::refresh_state(EngineStats& s) const {
 }
 
 StepTimes EngineCore::step_times() const {
-  StepTimes t = runner_->times();
+  StepTimes t = executor_->times();
   t.steps = steps_;
   t.total_s = step_s_;
   return t;

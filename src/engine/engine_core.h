@@ -1,8 +1,9 @@
-// EngineCore: token ids in, token ids out (vLLM v1's EngineCore, DESIGN.md §1, §7). It owns the
-// model on its backend, the KV cache sized by the memory plan, the scheduler, the runner and the
-// sampler. One step() = schedule, run the model, sample, update; it returns each request's new
-// token ids, the finishes the core decides (stop token, length, abort; stop *strings* are the
-// OutputProcessor's) and the step's stats. No text is made here.
+// EngineCore: token ids in, token ids out (vLLM v1's EngineCore, DESIGN.md §1, §7): a scheduler,
+// an executor (engine/executor.h: one worker per device, each holding its backend, model, KV pool,
+// recurrent state and runner) and the sampler. One step() = schedule, run the model on every
+// worker, sample, update; it returns each request's new token ids, the finishes the core decides
+// (stop token, length, abort; stop *strings* are the OutputProcessor's) and the step's stats. No
+// text is made here.
 //
 // Not thread-safe: one thread drives it (the server's engine thread, or the offline loop).
 #pragma once
@@ -16,19 +17,16 @@
 
 #include "backend/backend.h"
 #include "engine/engine_config.h"
-#include "engine/model_runner.h"
+#include "engine/executor.h"
+#include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "io/model_config.h"
 #include "kv/memory_plan.h"
-#include "kv/paged_kv_cache.h"
-#include "kv/recurrent_state.h"
-#include "model/model.h"
 
 namespace pagoda {
 
 class ThreadPool;
-class DraftModelProposer;
 class GrammarMaskWorkers;
 
 // What one step did for one request.
@@ -86,12 +84,13 @@ class EngineCore {
   const ModelConfig& model_config() const { return model_config_; }
   const ResolvedEngineConfig& config() const { return config_; }
   const MemoryPlan& memory_plan() const { return plan_; }
-  Backend& backend() { return *backend_; }
+  Backend& backend() { return executor_->driver().backend(); }
+  const Executor& executor() const { return *executor_; }
   // For tests and invariant checks; the server reads EngineStats.
   const Scheduler& scheduler() const { return *scheduler_; }
-  size_t kv_cache_bytes() const;  // the target's KV cache and a draft model's
-  size_t state_bytes() const { return state_ ? state_->bytes() : 0; }  // hybrid models; else 0
-  size_t workspace_bytes() const { return runner_->workspace_bytes(); }
+  size_t kv_cache_bytes() const { return executor_->kv_cache_bytes(); }  // the target's KV cache and a draft model's
+  size_t state_bytes() const { return executor_->state_bytes(); }  // hybrid models; else 0
+  size_t workspace_bytes() const { return executor_->workspace_bytes(); }
   // Where the steps' wall time went so far (bench offline prints it per decode step).
   StepTimes step_times() const;
   // The state now (the stats of a step with nothing in it).
@@ -115,8 +114,8 @@ class EngineCore {
 
   // Test hook: with speculative decoding on, drafts come from `proposer` (the sequence's tokens
   // so far and the most drafts wanted) instead of the configured method.
-  using DraftProposer = std::function<std::vector<int32_t>(const Sequence& seq, int32_t max_drafts)>;
-  void set_draft_proposer_for_testing(DraftProposer proposer) { test_proposer_ = std::move(proposer); }
+  using DraftProposer = DraftFunction;
+  void set_draft_proposer_for_testing(DraftProposer proposer);
 
  private:
   void plan_and_allocate();
@@ -134,8 +133,6 @@ class EngineCore {
   };
   void sample_on_host(const StepLogits& logits, std::span<const SamplingRows> seqs,
                       std::vector<std::vector<SampleResult>>& samples);
-  // Speculative decoding: drafts for the next step of every running sequence.
-  void propose_drafts();
   // After sampling, before the scheduler's update: restores the pre-step state of hybrid
   // sequences that rejected a draft, and counts drafts and accepted tokens (spec_totals_).
   void settle_drafts(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens);
@@ -143,21 +140,15 @@ class EngineCore {
 
   ResolvedEngineConfig config_;
   ModelConfig model_config_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<Executor> executor_;
   MemoryPlan plan_;
-  std::unique_ptr<PagedKvCache> kv_;
-  std::unique_ptr<RecurrentState> state_;  // hybrid models only
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Sampler> sampler_;
-  std::unique_ptr<DraftModelProposer> draft_;  // --speculative-config with a draft model
   std::unique_ptr<ThreadPool> own_pool_;  // host sampling when the backend has no host pool
   std::unique_ptr<GrammarMaskWorkers> mask_workers_;  // structured output, started at the first grammar
-  int32_t snapshot_base_ = 0;  // state slot of prefix-cache snapshot 0 (after the live slots)
-  int32_t spec_base_ = 0;      // speculative decoding on a hybrid model: slot s's pre-step copy is spec_base_ + s
-  EngineStats spec_totals_;    // its spec_* counters
-  DraftProposer test_proposer_;
+  EngineStats spec_totals_;    // speculative decoding's spec_* counters
+  std::unique_ptr<Proposer> own_proposer_;  // n-gram or a test's
+  Proposer* proposer_ = nullptr;            // speculative decoding's: own_proposer_ or the driver's draft model
   int64_t next_id_ = 0;
   int64_t steps_ = 0;
   double step_s_ = 0;

@@ -40,6 +40,7 @@ struct Knobs {
   double snapshot_fraction = 0.1;
   std::string device = "cpu";
   std::string dtype = "auto";  // float32 on the GPU: on/off must match token for token
+  int32_t workers = 1;         // EngineConfig::replicated_workers (the executor's test double)
 };
 
 struct RunOutput {
@@ -58,6 +59,7 @@ inline RunOutput run(const std::string& model, const std::vector<Request>& reque
   config.enable_prefix_caching = k.caching;
   config.prefix_cache_hash_bits = k.hash_bits;
   config.state_snapshot_memory_fraction = k.snapshot_fraction;
+  config.replicated_workers = k.workers;
   Engine engine(fixture_model_dir(model), config);
   RunOutput out;
   out.results.resize(requests.size());

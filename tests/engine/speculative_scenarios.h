@@ -39,6 +39,7 @@ struct Knobs {
   std::string draft_model;       // a fixture drafting for the target (method draft_model)
   bool mtp = false;              // the target's own MTP head drafts
   EngineCore::DraftProposer proposer;  // when set: the drafts (overrides oracle)
+  int32_t workers = 1;           // EngineConfig::replicated_workers (the executor's test double)
 };
 
 struct RunOutput {
@@ -76,6 +77,7 @@ inline RunOutput run(const std::string& model, const std::vector<std::vector<int
   config.max_model_len = kn.max_model_len;
   config.num_gpu_blocks_override = kn.num_blocks;
   config.enable_prefix_caching = kn.caching;
+  config.replicated_workers = kn.workers;
   if (kn.k > 0) {
     config.speculative.method = SpeculativeMethod::Ngram;
     config.speculative.num_speculative_tokens = kn.k;

@@ -1,0 +1,52 @@
+// The Executor drives one Worker per device (vLLM v1's Executor): every worker gets each step's
+// plain data, runs its part, and the executor hands the engine core one set of logits — rank 0's
+// under tensor parallelism, where every rank ends the step with the same logits. The memory plan is
+// settled here: each worker plans its own device, and all allocate the smallest plan's block count
+// (their block tables are the scheduler's, shared).
+//
+// A test double proves the seam: `replicated_workers` N > 1 loads the whole model on N CPU backends
+// and reads each step's logits from worker (step mod N), so a worker whose caches or state went
+// astray changes the tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/worker.h"
+
+namespace pagoda {
+
+class Executor {
+ public:
+  Executor(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config);
+  ~Executor();
+
+  Worker& driver() { return *workers_.front(); }
+  const Worker& driver() const { return *workers_.front(); }
+  size_t num_workers() const { return workers_.size(); }
+  const Model& model() const { return *model_; }
+
+  // Plans every worker's device, allocates the settled plan on each and returns it.
+  MemoryPlan plan_and_allocate(const SchedulerConfig& sc);
+
+  // One step on every worker; the logits come from the reading worker (rank 0, or the test
+  // double's rotation). `masks` may be asked once per worker: it must return the same masks.
+  const StepLogits& execute(const SchedulerOutput& sched, std::span<const uint8_t> host_rows,
+                            std::span<const uint8_t> hidden_rows, const RowMaskSource& masks);
+  void restore_pre_step_state(int32_t slot);
+
+  size_t kv_cache_bytes() const { return driver().kv_cache_bytes(); }
+  size_t state_bytes() const { return driver().state_bytes(); }
+  size_t workspace_bytes() const { return driver().workspace_bytes(); }
+  StepTimes times() const { return driver().times(); }
+
+ private:
+  std::vector<std::unique_ptr<Worker>> workers_;
+  const Model* model_ = nullptr;
+  int64_t steps_ = 0;
+};
+
+}  // namespace pagoda
