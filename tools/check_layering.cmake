@@ -1,4 +1,6 @@
-# Fails when a file of src/<folder>/ includes a pagoda header from a folder that folder may not use.
+# Fails when a file of src/<folder>/ includes a pagoda header from a folder that folder may not use,
+# or when a file outside src/backend/ includes a concrete backend (backend/cpu/, backend/cuda/,
+# backend/vulkan/): above backend/ everything goes through the Backend contract.
 # Run by ctest (Layering.NothingIncludesUpward) with the map CMakeLists.txt declares:
 #   cmake -DSRC=<repo>/src -DLAYERS=core,io,... -DALLOWED_<layer>=a,b,... -P tools/check_layering.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -18,9 +20,12 @@ foreach(layer ${layers})
     file(STRINGS "${f}" includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"[a-z_0-9]+/")
     foreach(line ${includes})
       string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([a-z_0-9]+)/.*" "\\1" target "${line}")
+      file(RELATIVE_PATH rel "${SRC}/.." "${f}")
       if(NOT target IN_LIST allowed)
-        file(RELATIVE_PATH rel "${SRC}/.." "${f}")
         string(APPEND problems "  ${rel} includes ${target}/ but ${layer}/ may use only: ${ALLOWED_${layer}}\n")
+      elseif(NOT layer STREQUAL "backend" AND line MATCHES "\"backend/(cpu|cuda|vulkan)/")
+        string(APPEND problems "  ${rel} includes a concrete backend (backend/${CMAKE_MATCH_1}/); outside backend/ "
+                               "use the Backend contract (backend/backend.h) instead\n")
       endif()
     endforeach()
   endforeach()

@@ -256,7 +256,8 @@ DType parse_activation_dtype(const std::string& dtype, const std::string& device
   return f32 ? DType::F32 : DType::BF16;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads, const std::string& dtype) {
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads, const std::string& dtype, int ordinal) {
+  check(ordinal >= 0, "a device ordinal cannot be negative");
   if (device == "cpu") {
     parse_activation_dtype(dtype, device);
     return make_cpu_backend(num_threads);
@@ -265,7 +266,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads
 #ifdef PAGODA_HAS_CUDA
     // A complete backend comes back as it is; a partial one with host-visible memory runs the rest
     // of its ops on the CPU (fallback_backend.h).
-    return with_cpu_fallback(make_cuda_backend(0, parse_activation_dtype(dtype, device)), num_threads);
+    return with_cpu_fallback(make_cuda_backend(ordinal, parse_activation_dtype(dtype, device)), num_threads);
 #else
     throw Error(
         "this pagoda was built without CUDA; rebuild with nvcc available or use --device cpu");
@@ -280,7 +281,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads
         throw Error("--device " + device + ": expected vulkan or vulkan:N with N a device index");
       index = std::stoi(n);
     }
-    return make_vulkan_backend(index, parse_activation_dtype(dtype, "vulkan"));
+    return make_vulkan_backend(index + ordinal, parse_activation_dtype(dtype, "vulkan"));
 #else
     throw Error("this pagoda was built without Vulkan; install the Vulkan headers and glslc (tools/setup.sh) and "
                 "rebuild, or use --device cpu");

@@ -29,6 +29,7 @@
 namespace pagoda {
 
 class Backend;
+class ThreadPool;
 
 // Owning device allocation.
 class Buffer {
@@ -120,6 +121,20 @@ class Backend {
   // Whether the host can read and write this backend's memory through plain pointers (CPU, unified
   // memory). Only such a backend can run some ops on the CPU backend (FallbackBackend).
   virtual bool host_visible_memory() const { return false; }
+  // The threads of a backend that computes on the host (the CPU's pool), which the engine reuses for
+  // host sampling between forward passes; null for a device backend.
+  virtual ThreadPool* host_pool() { return nullptr; }
+  // The model's weights are bf16: a backend that computes in fp32 may round a prefill GEMM's input
+  // to bf16 (the CPU with AVX-512 BF16, as a bf16 transformers forward does). Others ignore it.
+  virtual void set_bf16_prefill(bool on) { (void)on; }
+  // Linear's skinny-GEMM switch (CUDA: x of at most this many rows takes the GEMV kernel), for the
+  // kernel benchmark's A/B: sets it and returns the previous value; -1 where there is no switch.
+  virtual int set_gemv_max_tokens(int tokens) { (void)tokens; return -1; }
+  // Whether linear(x, w, out) takes that skinny-GEMM path.
+  virtual bool linear_uses_gemv(const Tensor& x, const Tensor& w, const Tensor& out) const {
+    (void)x, (void)w, (void)out;
+    return false;
+  }
 
   // ---- memory -------------------------------------------------------------------------------
   Buffer alloc(size_t bytes);  // throws pagoda::Error when the device is out of memory
@@ -312,8 +327,10 @@ std::vector<OpUse> unsupported_ops(const Backend& backend, const std::vector<OpU
 // pagoda::Error naming the choices for anything else or a backend this build lacks. `dtype` is the activation dtype, as vLLM's --dtype: "auto" (cpu:
 // float32, cuda: bfloat16, vulkan: float32), "bfloat16" (cuda only) or "float32" (cuda: every op in fp32, cuBLAS
 // without TF32 — slower, for results that must match an fp32 reference token for token).
+// `ordinal`: the device index on top of the one `device` names (a worker's device: cuda device N,
+// vulkan:M+N); the CPU has one.
 std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads = 0,
-                                      const std::string& dtype = "auto");
+                                      const std::string& dtype = "auto", int ordinal = 0);
 // The activation dtype `dtype` names on `device`; throws pagoda::Error for one it cannot run.
 DType parse_activation_dtype(const std::string& dtype, const std::string& device);
 

@@ -15,10 +15,6 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-#ifdef PAGODA_HAS_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
-
 namespace pagoda {
 namespace {
 
@@ -161,33 +157,6 @@ void bench_ceilings(Ctx& c) {
   c.add("gemm (peak reference)", dims({m, m, m}), gus, 3.0 * m * m * dtype_size(c.act), flops);
 }
 
-// The CUDA backend's linear path switch for x with at most `t` rows: the skinny-GEMM kernel
-// (gemv.cu) where it is measured faster, or cuBLASLt. Returns the previous setting; -1 where the
-// backend has no such switch.
-int set_gemv_tokens(Backend& be, int t) {
-#ifdef PAGODA_HAS_CUDA
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&be)) {
-    const int prev = cuda->gemv_max_tokens();
-    cuda->set_gemv_max_tokens(t);
-    return prev;
-  }
-#endif
-  (void)be;
-  (void)t;
-  return -1;
-}
-
-// Whether the backend's linear(x, w, out) takes the skinny-GEMM kernel.
-bool uses_gemv(Backend& be, const Tensor& x, const Tensor& w, const Tensor& out) {
-#ifdef PAGODA_HAS_CUDA
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&be)) return cuda->uses_gemv(x, w, out);
-#endif
-  (void)be;
-  (void)x;
-  (void)w;
-  (void)out;
-  return false;
-}
 
 // One op-table perf case: its inputs uploaded (rotated copies of the big ones), timed. Where the
 // backend takes the skinny-GEMM kernel for a linear, cuBLASLt is timed beside it.
@@ -203,11 +172,11 @@ void bench_case(Ctx& c, const optable::OpCase& oc) {
   optable::DeviceData dev(c.be, data, copies, oc.rotate);
   const auto run = [&] { return time_us(c.be, [&](int i) { oc.run(c.be, dev, i); }, c.opt.quick); };
   const double bytes = oc.bytes ? oc.bytes(c.act) : 0, flops = oc.flops ? oc.flops(c.act) : 0;
-  if (oc.op == "linear" && uses_gemv(c.be, dev.t("x"), dev.t("w"), dev.t("out"))) {
+  if (oc.op == "linear" && c.be.linear_uses_gemv(dev.t("x"), dev.t("w"), dev.t("out"))) {
     c.add("linear gemv", oc.label, run(), bytes, flops);
-    const int saved = set_gemv_tokens(c.be, 0);
+    const int saved = c.be.set_gemv_max_tokens(0);
     c.add("linear cublaslt", oc.label, run(), bytes, flops);
-    set_gemv_tokens(c.be, saved);
+    c.be.set_gemv_max_tokens(saved);
     return;
   }
   c.add(oc.op, oc.label, run(), bytes, flops);

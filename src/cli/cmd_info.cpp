@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/devices.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "engine/engine_config.h"
@@ -14,35 +15,8 @@
 #include "io/safetensors.h"
 #include "io/weight_names.h"
 
-#ifdef PAGODA_HAS_CUDA
-#include "backend/cuda/cuda_device.h"
-#endif
-#ifdef PAGODA_HAS_VULKAN
-#include "backend/vulkan/vulkan_context.h"
-#endif
-
 namespace pagoda::cli {
 namespace {
-
-// "vulkan:0 llvmpipe (cpu, Vulkan 1.3)" per device the loader sees, or why there are none.
-void print_vulkan_devices() {
-#ifdef PAGODA_HAS_VULKAN
-  try {
-    const std::vector<vulkan::DeviceInfo> devs = vulkan::list_devices();
-    if (devs.empty()) std::printf("vulkan devices     (none: no Vulkan driver; Debian: mesa-vulkan-drivers)\n");
-    for (size_t i = 0; i < devs.size(); ++i) {
-      const auto& d = devs[i];
-      std::printf("%s vulkan:%zu %s (%s, Vulkan %u.%u)%s\n", i == 0 ? "vulkan devices    " : "                  ", i,
-                  d.name.c_str(), d.type.c_str(), VK_API_VERSION_MAJOR(d.api_version),
-                  VK_API_VERSION_MINOR(d.api_version), d.usable ? "" : (" — unusable, lacks " + d.missing).c_str());
-    }
-  } catch (const std::exception& e) {
-    std::printf("vulkan devices     (none: %s)\n", e.what());
-  }
-#else
-  std::printf("vulkan devices     (built without Vulkan)\n");
-#endif
-}
 
 bool sliding(const ModelConfig& cfg, size_t layer) {
   return layer < cfg.sliding_layers.size() && cfg.sliding_layers[layer] && cfg.sliding_window > 0;
@@ -180,12 +154,8 @@ void print_info(const std::string& dir, const EngineConfig& flags) {
   std::string eos;
   for (int64_t id : cfg.eos_token_ids) eos += (eos.empty() ? "" : " ") + std::to_string(id);
   std::printf("eos token ids      %s\n", eos.empty() ? "(none)" : eos.c_str());
-#ifdef PAGODA_HAS_CUDA
-  std::printf("cuda devices       %s", cuda::describe_devices().c_str());
-#else
-  std::printf("cuda devices       (built without CUDA)\n");
-#endif
-  print_vulkan_devices();
+  std::printf("cuda devices       %s", describe_cuda_devices().c_str());
+  std::printf("%s", describe_vulkan_devices("vulkan devices     ").c_str());
 }
 
 }  // namespace

@@ -28,10 +28,11 @@ class CpuBackend final : public Backend {
   bool host_visible_memory() const override { return true; }
   int num_threads() const { return pool_.num_threads(); }
   ThreadPool& pool() { return pool_; }
+  ThreadPool* host_pool() override { return &pool_; }
   // Linears over many rows (prefill) may round x to bf16 for AVX-512 BF16's GEMM (gemm.h), as
   // llama.cpp's and a bf16 transformers forward do: the engine turns it on for bf16 models (off by
   // default: the op tests hold the exact product). Where the CPU lacks AVX-512 BF16 nothing changes.
-  void set_bf16_prefill(bool on) { bf16_prefill_ = on; }
+  void set_bf16_prefill(bool on) override { bf16_prefill_ = on; }
 
   void* raw_alloc(size_t bytes) override;  // 64-byte aligned; nullptr when out of memory
   void raw_free(void* ptr) override;

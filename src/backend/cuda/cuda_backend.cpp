@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_util.h"
@@ -181,7 +182,9 @@ void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& 
   cuda::launch_rms_norm(x, &residual, w, out, eps, zero_centered, stream_);
 }
 
-void CudaBackend::set_gemv_max_tokens(int t) { gemv_max_tokens_ = std::clamp(t, 0, cuda::kGemvMaxTokens); }
+int CudaBackend::set_gemv_max_tokens(int t) {
+  return std::exchange(gemv_max_tokens_, std::clamp(t, 0, cuda::kGemvMaxTokens));
+}
 
 bool CudaBackend::uses_gemv(const Tensor& x, const Tensor& w, const Tensor& out) const {
   return gemv_max_tokens_ > 0 && cuda::gemv_fits(x, w, out, gemv_max_tokens_) &&

@@ -107,10 +107,11 @@ class CudaBackend final : public Backend {
   // rows (0: never). From the environment variable PAGODA_GEMV at construction (default 8, the
   // kernel's limit); settable for benchmarks that compare the two paths.
   int gemv_max_tokens() const { return gemv_max_tokens_; }
-  void set_gemv_max_tokens(int t);
+  int set_gemv_max_tokens(int t) override;  // returns the previous value
   // Whether linear(x, w, out) would run the skinny-GEMM kernel (the operands suit it, T is within
   // gemv_max_tokens() and the shape is one where it was measured faster than cuBLASLt).
   bool uses_gemv(const Tensor& x, const Tensor& w, const Tensor& out) const;
+  bool linear_uses_gemv(const Tensor& x, const Tensor& w, const Tensor& out) const override { return uses_gemv(x, w, out); }
 
   // The stream every op is enqueued on (for CUDA graph capture and events).
   cudaStream_t stream() const { return stream_; }

@@ -1,0 +1,16 @@
+// The devices this build can use, as `pagoda info` lists them (the backend's own business: nothing
+// above backend/ includes a concrete backend).
+#pragma once
+
+#include <string>
+
+namespace pagoda {
+
+// "0: NVIDIA H100 80GB HBM3, sm_90, 79 GiB\n" per CUDA device, or why there are none.
+std::string describe_cuda_devices();
+// One line per Vulkan device the loader sees ("vulkan:0 llvmpipe (cpu, Vulkan 1.3)"), or why there
+// are none; every line ends with a newline and the first is prefixed with `first_prefix`, the rest
+// with as many spaces.
+std::string describe_vulkan_devices(const std::string& first_prefix);
+
+}  // namespace pagoda
