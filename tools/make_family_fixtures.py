@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Make tiny random-weight checkpoints of the dense families beyond Qwen3 and Llama, with greedy
 references from Hugging Face transformers: Qwen2/Qwen2.5 (q/k/v biases, yarn RoPE), Mistral (sliding
-window, explicit head_dim, linear RoPE) and Gemma 3 (text and the language model inside a
+window, explicit head_dim, linear RoPE), Phi-3 (fused qkv_proj and gate_up_proj, partial RoPE) and Gemma 3 (text and the language model inside a
 Gemma3ForConditionalGeneration checkpoint; per-layer sliding/full attention with their own RoPE,
 zero-centred norms, GELU-tanh, soft-capping).
 
@@ -109,6 +109,15 @@ def spec_list():
                                                "factor": 8.0}},
                         rms_norm_eps=1e-6, max_position_embeddings=4096,
                         tie_word_embeddings=True)},
+        # Phi-3 (Phi-4-mini's layout): q | k | v stored as one qkv_proj and gate | up as one
+        # gate_up_proj (pagoda loads them as parts lists), partial RoPE 0.75, GQA 3:1, window 40.
+        {"name": "phi3-tiny-fused", "cls": "Phi3ForCausalLM", "seed": 71, "vocab": 352,
+         "config": dict(hidden_size=96, intermediate_size=160, num_hidden_layers=2,
+                        num_attention_heads=6, num_key_value_heads=2, partial_rotary_factor=0.75,
+                        sliding_window=40, tie_word_embeddings=False,
+                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                        rms_norm_eps=1e-5, max_position_embeddings=4096,
+                        original_max_position_embeddings=4096)},
     ]
 
 
@@ -119,6 +128,8 @@ def make_config(spec):
         return transformers.Qwen2Config(**c)
     if spec["cls"] == "MistralForCausalLM":
         return transformers.MistralConfig(**c)
+    if spec["cls"] == "Phi3ForCausalLM":
+        return transformers.Phi3Config(**c)
     text = transformers.Gemma3TextConfig(**c)
     if spec["cls"] == "Gemma3ForCausalLM":
         return text
