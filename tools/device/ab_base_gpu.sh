@@ -4,7 +4,10 @@
 # released shapes (tools/make_random_checkpoint.py).
 #
 # Here (where the repository's history is):  tools/device/ab_base_gpu.sh --pack REV
-#   writes the base's source as the git-ignored .ab-base/base.tar.xz (+ REVISION) to carry.
+#   writes the base's source as the git-ignored .ab-base/base.tar.xz (+ REVISION) to carry; or
+#   tools/device/ab_base_gpu.sh --pack-patch REV: only the text diff REV..HEAD (.ab-base/base.patch),
+#   which the GPU machine reverses on a copy of this tree — what fits the device tool's 64 MiB when
+#   the tree itself is most of it.
 # On the GPU machine (carry .deps and .ab-base):  tools/device/ab_base_gpu.sh
 #   builds both (tools/device/build.sh; the base in /tmp/ab-base), makes the checkpoints, runs
 #   ROUNDS (default 2) rounds and prints each point's tok/s and the ratio this tree / base.
@@ -20,7 +23,17 @@ if [[ ${1:-} == --pack ]]; then
   du -sh .ab-base
   exit 0
 fi
-[[ -f .ab-base/base.tar.xz ]] || { echo "no .ab-base/base.tar.xz: run $0 --pack REV here first" >&2; exit 2; }
+if [[ ${1:-} == --pack-patch ]]; then
+  rev=${2:?usage: $0 --pack-patch REV}
+  rm -rf .ab-base && mkdir -p .ab-base
+  # Sources only: fixtures and docs do not change what is built or measured.
+  git diff "$rev" HEAD -- . ":(exclude)tests/fixtures" ":(exclude)docs" ":(exclude)models" > .ab-base/base.patch
+  git rev-parse --short "$rev" > .ab-base/REVISION
+  du -sh .ab-base
+  exit 0
+fi
+[[ -f .ab-base/base.tar.xz || -f .ab-base/base.patch ]] ||
+  { echo "no .ab-base/base.tar.xz or base.patch: run $0 --pack REV (or --pack-patch REV) here first" >&2; exit 2; }
 export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu"
 out="${OUT:-/tmp/ab_out}"
 shapes="${SHAPES:-qwen3-0.6b qwen3.5-0.8b qwen3-8b}"
@@ -33,7 +46,13 @@ echo "base $(cat .ab-base/REVISION), this tree $(git log -1 --format=%h 2>/dev/n
 
 stamp "build both, checkpoints meanwhile"
 if [[ ! -x $base/build-gpu/pagoda ]]; then
-  tar -xJf .ab-base/base.tar.xz -C "$base" && ln -sfn "$PWD/.deps" "$base/.deps"
+  if [[ -f .ab-base/base.tar.xz ]]; then
+    tar -xJf .ab-base/base.tar.xz -C "$base"
+  else  # this tree's sources with the change reversed
+    tar -cf - --exclude=./build-gpu --exclude=./.deps --exclude=./.ab-base --exclude=./models . | tar -xf - -C "$base"
+    (cd "$base" && patch -R -p1 -s < "$OLDPWD/.ab-base/base.patch") || { echo "the base patch did not reverse" >&2; exit 1; }
+  fi
+  ln -sfn "$PWD/.deps" "$base/.deps"
 fi
 (for shape in $shapes; do
   [[ -f /tmp/ckpt/$shape/config.json ]] ||
