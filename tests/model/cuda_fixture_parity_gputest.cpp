@@ -27,7 +27,9 @@ const char* const kFixtures[] = {"qwen3-tiny-tied", "qwen3-tiny-untied-gqa4", "q
                                  "mistral-tiny-linear", "gemma3-tiny-text", "gemma3-tiny-softcap", "gemma3-tiny-mm",
                                  // Mixtures of experts: never run on a GPU yet (docs/benchmarks.md).
                                  "qwen3_moe-tiny-dense-layer", "qwen3_moe-tiny-raw-topk", "qwen3_5_moe-tiny-mm",
-                                 "qwen3_5_moe-tiny-mm-relayout"};
+                                 "qwen3_5_moe-tiny-mm-relayout",
+                                 // Fused qkv_proj / gate_up_proj loaded as parts lists.
+                                 "phi3-tiny-fused"};
 
 struct Variant {
   const char* name;
