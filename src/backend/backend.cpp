@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
+#include <type_traits>
 #include <utility>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/fallback_backend.h"
+#include "backend/serving_dtypes.h"
 #include "core/error.h"
 
 namespace pagoda {
@@ -25,38 +27,35 @@ std::unique_ptr<Backend> make_vulkan_backend(int index, DType activation);
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::Embedding: return "embedding";
-    case Op::RmsNorm: return "rms_norm";
-    case Op::Rope: return "rope";
-    case Op::ReshapeAndCache: return "reshape_and_cache";
-    case Op::PagedAttention: return "paged_attention";
-    case Op::Linear: return "linear";
-    case Op::SiluMul: return "silu_mul";
-    case Op::GeluTanhMul: return "gelu_tanh_mul";
-    case Op::Scale: return "scale";
-    case Op::Softcap: return "softcap";
-    case Op::Add: return "add";
-    case Op::AddBias: return "add_bias";
-    case Op::GatherRows: return "gather_rows";
-    case Op::SigmoidGate: return "sigmoid_gate";
-    case Op::CausalConv1dSilu: return "causal_conv1d_silu";
-    case Op::GatedDeltaRule: return "gated_delta_rule";
-    case Op::GatedRmsNorm: return "gated_rms_norm";
-    case Op::ArgmaxRows: return "argmax_rows";
-    case Op::ApplyTokenMask: return "apply_token_mask";
-    case Op::MoeRoute: return "moe_route";
-    case Op::MoePermute: return "moe_permute";
-    case Op::MoeGroupedLinear: return "moe_grouped_linear";
-    case Op::MoeUnpermute: return "moe_unpermute";
+#define PAGODA_OP_NAME_CASE(op, method) \
+  case Op::op: return #method;
+    PAGODA_PRIMITIVE_OPS(PAGODA_OP_NAME_CASE)
+#undef PAGODA_OP_NAME_CASE
     case Op::kCount: break;
   }
   return "unknown op";
 }
 
+// A name in either list that is not a Backend method does not compile: op_name() is the method's name.
+#define PAGODA_OP_IS_A_METHOD(op, method) \
+  static_assert(std::is_member_function_pointer_v<decltype(&Backend::method)>);
+PAGODA_PRIMITIVE_OPS(PAGODA_OP_IS_A_METHOD)
+#undef PAGODA_OP_IS_A_METHOD
+#define PAGODA_FUSED_IS_A_METHOD(method) \
+  static_assert(std::is_member_function_pointer_v<decltype(&Backend::method)>);
+PAGODA_FUSED_OPS(PAGODA_FUSED_IS_A_METHOD)
+#undef PAGODA_FUSED_IS_A_METHOD
+
 std::vector<Op> all_ops() {
   std::vector<Op> ops;
   for (int32_t i = 0; i < static_cast<int32_t>(Op::kCount); ++i) ops.push_back(static_cast<Op>(i));
   return ops;
+}
+
+std::vector<std::string> fused_op_names() {
+#define PAGODA_FUSED_NAME(method) #method,
+  return {PAGODA_FUSED_OPS(PAGODA_FUSED_NAME)};
+#undef PAGODA_FUSED_NAME
 }
 
 std::vector<OpUse> unsupported_ops(const Backend& backend, const std::vector<OpUse>& uses) {
@@ -231,30 +230,6 @@ void Backend::begin_capture() { throw Error(name() + " cannot capture graphs"); 
 int64_t Backend::end_capture() { throw Error(name() + " cannot capture graphs"); }
 void Backend::replay(int64_t) { throw Error(name() + " cannot replay graphs"); }
 void Backend::destroy_graph(int64_t) {}
-
-DType parse_activation_dtype(const std::string& dtype, const std::string& device) {
-  const bool f32 = dtype == "float32" || dtype == "float" || dtype == "fp32";
-  const bool bf16 = dtype == "bfloat16" || dtype == "bf16";
-  const bool f16 = dtype == "float16" || dtype == "half" || dtype == "fp16";
-  if (!(dtype == "auto" || f32 || bf16 || f16))
-    throw Error("--dtype '" + dtype + "' is not a dtype; choose auto, bfloat16 or float32");
-  if (device == "cpu") {
-    if (bf16 || f16)
-      throw Error("--dtype " + dtype + ": the CPU backend computes in float32 (weights of any dtype are "
-                  "converted when loaded); pass --dtype auto or float32");
-    return DType::F32;
-  }
-  if (device.rfind("vulkan", 0) == 0) {
-    if (bf16 || f16)
-      throw Error("--dtype " + dtype + ": the Vulkan backend computes in float32 so far (weights of any dtype are "
-                  "converted when loaded); pass --dtype auto or float32");
-    return DType::F32;
-  }
-  if (f16)
-    throw Error("--dtype " + dtype + ": float16 activations are not supported on CUDA; choose bfloat16 (the "
-                "default) or float32");
-  return f32 ? DType::F32 : DType::BF16;
-}
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads, const std::string& dtype, int ordinal) {
   check(ordinal >= 0, "a device ordinal cannot be negative");

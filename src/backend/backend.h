@@ -64,37 +64,54 @@ struct AttentionParams {
 // transformers computes them, with the scaling applied. Host-side; what a backend's rope uses.
 std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
 
-// The primitive ops, for supports(). Fused entry points are not listed: they are made of these.
+// The primitive ops, one list: X(enum name, Backend method name). The Op enum, op_name() and the op
+// table's expected ops (tests/backend/op_table_test.cpp) all come from it, so an op added here must
+// also get op-table cases and a naive formula. Order = enum order.
+#define PAGODA_PRIMITIVE_OPS(X)                 \
+  X(Embedding, embedding)                       \
+  X(RmsNorm, rms_norm)                          \
+  X(Rope, rope)                                 \
+  X(ReshapeAndCache, reshape_and_cache)         \
+  X(PagedAttention, paged_attention)            \
+  X(Linear, linear)                             \
+  X(SiluMul, silu_mul)                          \
+  X(GeluTanhMul, gelu_tanh_mul)                 \
+  X(Add, add)                                   \
+  X(Scale, scale)                               \
+  X(Softcap, softcap)                           \
+  X(AddBias, add_bias)                          \
+  X(GatherRows, gather_rows)                    \
+  X(SigmoidGate, sigmoid_gate)                  \
+  X(CausalConv1dSilu, causal_conv1d_silu)       \
+  X(GatedDeltaRule, gated_delta_rule)           \
+  X(GatedRmsNorm, gated_rms_norm)               \
+  X(ArgmaxRows, argmax_rows)                    \
+  X(ApplyTokenMask, apply_token_mask)           \
+  X(MoeRoute, moe_route)                        \
+  X(MoePermute, moe_permute)                    \
+  X(MoeGroupedLinear, moe_grouped_linear)       \
+  X(MoeUnpermute, moe_unpermute)
+
+// The fused entry points, X(Backend method name): not Ops (supports() is asked about the primitives
+// they are made of), but each has op-table cases of its own.
+#define PAGODA_FUSED_OPS(X) \
+  X(add_rms_norm)           \
+  X(linear_silu_mul)        \
+  X(qk_norm_rope_and_cache)
+
+// The primitive ops, for supports().
 enum class Op : int32_t {
-  Embedding,
-  RmsNorm,
-  Rope,
-  ReshapeAndCache,
-  PagedAttention,
-  Linear,
-  SiluMul,
-  GeluTanhMul,
-  Add,
-  Scale,
-  Softcap,
-  AddBias,
-  GatherRows,
-  SigmoidGate,
-  CausalConv1dSilu,
-  GatedDeltaRule,
-  GatedRmsNorm,
-  ArgmaxRows,
-  ApplyTokenMask,
-  MoeRoute,
-  MoePermute,
-  MoeGroupedLinear,
-  MoeUnpermute,
+#define PAGODA_OP_ENUMERATOR(op, method) op,
+  PAGODA_PRIMITIVE_OPS(PAGODA_OP_ENUMERATOR)
+#undef PAGODA_OP_ENUMERATOR
   kCount  // not an op: the number of them
 };
 // The op's method name ("rms_norm", "paged_attention", ...), as messages name it.
 const char* op_name(Op op);
 // Every primitive op, in enum order.
 std::vector<Op> all_ops();
+// The fused entry points' method names, in PAGODA_FUSED_OPS order.
+std::vector<std::string> fused_op_names();
 
 // One use of a primitive by a model: the op and the dtype that supports() is asked about.
 struct OpUse {
@@ -324,14 +341,12 @@ class Backend {
 std::vector<OpUse> unsupported_ops(const Backend& backend, const std::vector<OpUse>& uses);
 
 // "cpu", "cuda" or "vulkan[:N]" (device N of the Vulkan loader's list, 0 by default); throws
-// pagoda::Error naming the choices for anything else or a backend this build lacks. `dtype` is the activation dtype, as vLLM's --dtype: "auto" (cpu:
-// float32, cuda: bfloat16, vulkan: float32), "bfloat16" (cuda only) or "float32" (cuda: every op in fp32, cuBLAS
-// without TF32 — slower, for results that must match an fp32 reference token for token).
-// `ordinal`: the device index on top of the one `device` names (a worker's device: cuda device N,
-// vulkan:M+N); the CPU has one.
+// pagoda::Error naming the choices for anything else or a backend this build lacks. `dtype` is vLLM's --dtype,
+// read as the activation dtype by serving_dtypes.h's rules: "auto" (cpu: float32, cuda: bfloat16, vulkan:
+// float32), "bfloat16" (cuda only) or "float32" (cuda: every op in fp32, cuBLAS without TF32 — slower, for
+// results that must match an fp32 reference token for token). `ordinal`: the device index on top of the one
+// `device` names (a worker's device: cuda device N, vulkan:M+N); the CPU has one.
 std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads = 0,
                                       const std::string& dtype = "auto", int ordinal = 0);
-// The activation dtype `dtype` names on `device`; throws pagoda::Error for one it cannot run.
-DType parse_activation_dtype(const std::string& dtype, const std::string& device);
 
 }  // namespace pagoda

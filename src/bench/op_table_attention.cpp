@@ -1,4 +1,4 @@
-// Op table test cases of attention: qk_norm_rope_and_cache, reshape_and_cache, paged_attention over
+// Op table test cases of attention: qk_norm_rope_and_cache, rope, reshape_and_cache, paged_attention over
 // ragged varlen batches (decodes, prefills, chunks starting mid-sequence), block sizes 8..128, GQA
 // ratios, head dims, KV dtypes, sliding windows, soft-capping, split-KV contexts and plans made
 // from the maxima alone (graph capture).
@@ -342,6 +342,103 @@ void add_qk_norm_rope(std::vector<OpCase>& out) {
   }
 }
 
+// RoPE alone, as the unfused paths call it (interleaved pairs; a backend without the fused kernel).
+struct RopeOnly {
+  int h, d, rotary;  // rotary 0: the whole head
+  float theta;
+  RopeStyle style;
+  RopeScaling scaling;
+  double factor;           // Linear and Yarn
+  double original;         // Yarn's original_max_position_embeddings
+  float attention_factor;  // Yarn's
+  int64_t pad;             // elements after every token's row: x a column view of a wider tensor
+  int extra_positions;     // positions past T (the op reads the first T)
+  std::vector<Seq> seqs;
+};
+
+RopeParams rope_params_of(const RopeOnly& r) {
+  RopeParams rope;
+  rope.rotary_dim = r.rotary;
+  rope.theta = r.theta;
+  rope.style = r.style;
+  rope.scaling = r.scaling;
+  rope.attention_factor = r.attention_factor;
+  if (r.scaling == RopeScaling::Llama3) {  // the naive formula's Llama 3.1 constants
+    rope.factor = 8.0;
+    rope.low_freq_factor = 1.0;
+    rope.high_freq_factor = 4.0;
+    rope.original_max_positions = 8192.0;
+  } else {
+    rope.factor = r.factor;
+    rope.original_max_positions = r.original;
+  }
+  return rope;
+}
+
+const char* scaling_name(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::None: return "";
+    case RopeScaling::Llama3: return " llama3";
+    case RopeScaling::Linear: return " linear";
+    case RopeScaling::Yarn: return " yarn";
+  }
+  return "";
+}
+
+void add_rope(std::vector<OpCase>& out) {
+  const auto neox = RopeStyle::NeoX, gptj = RopeStyle::Interleaved;
+  const RopeOnly specs[] = {
+      // Ragged positions: a prefill from 0, a decode, a chunk mid-sequence, a long-context decode.
+      {4, 64, 0, 10000.0f, neox, RopeScaling::None, 1, 0, 1.0f, 0, 0, {{5, 5}, {1, 20}, {7, 40}, {1, 3000}}},
+      // Partial rotary (the tail passes through), q a column view of the fused qkv output, linear scaling.
+      {2, 128, 64, 1000000.0f, neox, RopeScaling::Linear, 4, 0, 1.0f, 2 * 128, 3, {{1, 9}, {12, 30}, {1, 1}}},
+      // GLM/GPT-J pairs on half the head, strided, Llama 3 frequencies.
+      {3, 64, 32, 500000.0f, gptj, RopeScaling::Llama3, 1, 0, 1.0f, 5, 0, {{6, 6}, {1, 2500}}},
+      // YaRN: ramped frequencies and cos/sin scaled by the attention factor (short context: the
+      // formula's frequencies are exact in double, the backends' in fp32).
+      {2, 32, 0, 10000.0f, gptj, RopeScaling::Yarn, 4, 64, 1.1386f, 0, 0, {{4, 4}, {1, 50}, {3, 90}}},
+      {1, 16, 0, 10000.0f, neox, RopeScaling::Yarn, 4, 64, 1.1386f, 16, 0, {{2, 60}}},
+  };
+  uint32_t seed = 2500;
+  for (const RopeOnly& r : specs) {
+    OpCase c;
+    c.op = "rope";
+    c.label = "H" + std::to_string(r.h) + " D" + std::to_string(r.d) + " rot" + std::to_string(r.rotary ? r.rotary : r.d) +
+              (r.style == RopeStyle::NeoX ? " neox" : " interleaved") + " theta " +
+              std::to_string(static_cast<int64_t>(r.theta)) + scaling_name(r.scaling) +
+              (r.attention_factor != 1.0f ? " attention factor" : "") + (r.pad ? " strided" : "") +
+              (r.extra_positions ? " spare positions" : "") + " " + describe(r.seqs);
+    const uint32_t sd = seed++;
+    c.make = [r, sd](DType act) {
+      OpData d;
+      int32_t nb = 0;
+      std::vector<int32_t> pos = meta_for(r.seqs, 16, sd, &nb).positions;
+      const auto t = static_cast<int64_t>(pos.size());
+      for (int i = 0; i < r.extra_positions; ++i) pos.push_back(100000 + i);  // never used
+      d.t["x"] = random_tensor(sd + 1, act, {t, r.h, r.d}, -2.0f, 2.0f);
+      d.t["x"].row_pad = r.pad;
+      d.t["positions"] = ints(pos);
+      d.p["rotary_dim"] = r.rotary;
+      d.p["theta"] = r.theta;
+      d.p["interleaved"] = r.style == RopeStyle::Interleaved;
+      d.p["scaling"] = static_cast<double>(static_cast<int32_t>(r.scaling));
+      d.p["factor"] = r.factor;
+      d.p["original_max_positions"] = r.original;
+      d.p["attention_factor"] = r.attention_factor;
+      return d;
+    };
+    c.run = [r](Backend& be, DeviceData& d, int) { be.rope(d.t("x"), d.t("positions"), rope_params_of(r)); };
+    c.outputs = {"x"};
+    c.tol = tol_by_act({1e-4, 1e-4}, {2e-2, 2e-2});
+    int64_t t = 0;
+    for (const Seq& q : r.seqs) t += q.q_len;
+    const double pairs = static_cast<double>(t * r.h * (r.rotary ? r.rotary : r.d) / 2);
+    c.bytes = [=](DType act) { return 2.0 * static_cast<double>(t * r.h * r.d) * static_cast<double>(dtype_size(act)); };
+    c.flops = [=](DType) { return 6.0 * pairs; };
+    out.push_back(std::move(c));
+  }
+}
+
 void add_reshape_and_cache(std::vector<OpCase>& out) {
   const KvDtype as_act{}, bf16{DType::BF16, false}, f16{DType::F16, false};
   struct Spec { int hkv, d, bs; KvDtype kv; std::vector<Seq> seqs; };
@@ -384,6 +481,7 @@ void add_reshape_and_cache(std::vector<OpCase>& out) {
 
 void add_attention_cases(std::vector<OpCase>& out) {
   add_qk_norm_rope(out);
+  add_rope(out);
   add_reshape_and_cache(out);
   add_paged_attention(out);
 }

@@ -1,6 +1,6 @@
 // Op table test cases of the row-wise and matrix ops: embedding, rms_norm, add_rms_norm, linear,
-// silu_mul, gelu_tanh_mul, scale, softcap, linear_silu_mul, gather_rows, sigmoid_gate, add_bias,
-// argmax_rows.
+// silu_mul, gelu_tanh_mul, scale, softcap, linear_silu_mul, gather_rows, sigmoid_gate, add,
+// add_bias, argmax_rows, apply_token_mask.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -238,6 +238,38 @@ void add_glu(std::vector<OpCase>& out) {
     c.run = [](Backend& be, DeviceData& d, int) { be.sigmoid_gate(d.t("a"), d.t("gate"), d.t("a")); };
     c.outputs = {"a"};
     c.tol = tol_by_act({1e-6, 1e-5}, kBf16);
+    out.push_back(std::move(c));
+  }
+  // out = a + b: a separate output, in place on a (residual += x) and on b, and every operand a
+  // strided view (rows of different widths).
+  struct AddSpec { int64_t t, n; int alias; int64_t pad_a, pad_b, pad_out; };  // alias: 0 out, 1 a, 2 b
+  for (const AddSpec& s : {AddSpec{5, 64, 0, 0, 0, 0}, AddSpec{7, 1000, 1, 0, 0, 0}, AddSpec{3, 136, 2, 0, 0, 0},
+                           AddSpec{4, 96, 0, 8, 3, 5}, AddSpec{6, 40, 1, 24, 8, 0}}) {
+    OpCase c;
+    c.op = "add";
+    c.label = "T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) +
+              (s.alias == 1 ? " out=a" : s.alias == 2 ? " out=b" : "") + (s.pad_a + s.pad_b + s.pad_out ? " strided" : "");
+    c.make = [=](DType act) {
+      OpData d;
+      d.t["a"] = random_tensor(static_cast<uint32_t>(17 * s.t + s.n), act, {s.t, s.n}, -3.0f, 3.0f);
+      d.t["a"].row_pad = s.pad_a;
+      d.t["b"] = random_tensor(static_cast<uint32_t>(19 * s.t + s.n), act, {s.t, s.n}, -3.0f, 3.0f);
+      d.t["b"].row_pad = s.pad_b;
+      if (s.alias == 0) {
+        d.t["out"] = zeros(act, {s.t, s.n});
+        d.t["out"].row_pad = s.pad_out;
+      }
+      d.p["alias"] = s.alias;
+      return d;
+    };
+    c.run = [alias = s.alias](Backend& be, DeviceData& d, int) {
+      Tensor& sum = d.t(alias == 1 ? "a" : alias == 2 ? "b" : "out");
+      be.add(d.t("a"), d.t("b"), sum);
+    };
+    c.outputs = {s.alias == 1 ? "a" : s.alias == 2 ? "b" : "out"};
+    c.tol = tol_by_act({0, 0}, kRoundBf16);  // one fp32 sum: exact against the double sum rounded to fp32
+    c.bytes = [=](DType act) { return 3.0 * static_cast<double>(s.t * s.n * dtype_size(act)); };
+    c.flops = [=](DType) { return static_cast<double>(s.t * s.n); };
     out.push_back(std::move(c));
   }
   for (auto [t, n] : {std::pair<int64_t, int64_t>{1, 40}, {7, 1000}}) {

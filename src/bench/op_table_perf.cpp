@@ -71,6 +71,11 @@ void perf_rowwise(std::vector<OpCase>& out, int64_t t, int64_t h) {
   c.bytes = [=](DType act) { return 4 * n * es(act) + h * 4.0; };
   c.flops = [=](DType) { return 5 * n; };
   out.push_back(c);
+  c.op = "add";
+  c.run = [](Backend& be, DeviceData& d, int rep) { be.add(d.t("residual", rep), d.t("x", rep), d.t("residual", rep)); };
+  c.bytes = [=](DType act) { return 3 * n * es(act); };
+  c.flops = [=](DType) { return n; };
+  out.push_back(c);
   if (h == 4096) {
     c.op = "silu_mul";
     c.label = "T=" + std::to_string(t) + " I=" + std::to_string(h);
@@ -175,6 +180,30 @@ void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len) {
   out.push_back(c);
 }
 
+// RoPE alone on q [T, heads, 128] (the interleaved-pair models' unfused path), ragged positions.
+void perf_rope(std::vector<OpCase>& out, int heads, int64_t t) {
+  const int64_t d = 128;
+  OpCase c;
+  c.op = "rope";
+  c.label = "H" + std::to_string(heads) + " D" + std::to_string(d) + " T=" + std::to_string(t) + " interleaved";
+  c.make = [=](DType act) {
+    OpData data;
+    data.t["x"] = lazy(act, {t, heads, d});
+    data.t["positions"] = lazy(DType::I32, {t}, 32768);
+    return data;
+  };
+  c.run = [](Backend& be, DeviceData& dd, int rep) {
+    RopeParams rope;
+    rope.theta = 1000000.0f;
+    rope.style = RopeStyle::Interleaved;
+    be.rope(dd.t("x", rep), dd.t("positions"), rope);
+  };
+  c.bytes = [=](DType act) { return 2.0 * static_cast<double>(t * heads * d) * es(act) + static_cast<double>(t) * 4; };
+  c.flops = [=](DType) { return 3.0 * static_cast<double>(t * heads * d); };
+  c.rotate = {"x"};
+  out.push_back(std::move(c));
+}
+
 void perf_argmax(std::vector<OpCase>& out, int64_t rows) {
   const int64_t vocab = 151936;
   OpCase c;
@@ -240,6 +269,8 @@ std::vector<OpCase> perf_cases(bool quick) {
   perf_attention(out, 8, 2, 256, 64, 1, 2048);  // Qwen3.5-0.8B's attention layers
   for (auto [b, q] : {std::pair{1, 1}, std::pair{64, 1}, std::pair{256, 1}, std::pair{1, 4096}, std::pair{8, 512}})
     perf_gdn(out, b, q);
+  for (int heads : {16, 32})
+    for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 128, 8192}) perf_rope(out, heads, t);
   perf_argmax(out, 1);
   perf_argmax(out, 128);
   perf_token_mask(out, 1);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <sstream>
 
-#include "backend/backend.h"
 #include "core/error.h"
 
 namespace pagoda {
@@ -19,19 +18,10 @@ const char* torch_dtype_name(DType t) {
   return "?";
 }
 
-DType parse_kv_cache_dtype(const std::string& s, DType model_dtype) {
-  if (s == "auto") return model_dtype;
-  if (s == "bf16" || s == "bfloat16") return DType::BF16;
-  if (s == "fp16" || s == "float16" || s == "half") return DType::F16;
-  if (s == "fp32" || s == "float32" || s == "float") return DType::F32;
-  throw Error("--kv-cache-dtype '" + s + "' is not supported; choose auto, bf16, fp16 or fp32");
-}
-
 void validate_engine_config(const EngineConfig& c) {
   check(c.device == "cpu" || c.device == "cuda" || c.device == "vulkan" || c.device.rfind("vulkan:", 0) == 0,
         "--device must be cpu, cuda or vulkan[:N], got '" + c.device + "'");
-  parse_activation_dtype(c.dtype, c.device);  // throws for a bad --dtype
-  parse_kv_cache_dtype(c.kv_cache_dtype, DType::F32);
+  choose_dtypes(c.device, c.dtype, c.kv_cache_dtype, DType::F32);  // throws for a bad --dtype or --kv-cache-dtype
   check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
         "--gpu-memory-utilization must be in (0, 1]");
   check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&
@@ -49,12 +39,6 @@ void validate_engine_config(const EngineConfig& c) {
   check(c.prefix_cache_hash_bits >= 1 && c.prefix_cache_hash_bits <= 64, "prefix cache hash bits must be in [1, 64]");
 }
 
-namespace {
-
-bool dtype_given(const std::string& flag) { return flag != "auto"; }
-
-}  // namespace
-
 ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelConfig& model) {
   validate_engine_config(c);
   ResolvedEngineConfig r;
@@ -63,11 +47,10 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.dtype_flag = c.dtype;
   const bool cpu = c.device == "cpu";
 
-  r.activation_dtype = parse_activation_dtype(c.dtype, c.device);
-  if (dtype_given(c.dtype)) r.model_dtype = r.activation_dtype;  // the only explicit values are the ones
-                                                                 // the device computes in
-  else r.model_dtype = cpu ? model.dtype : r.activation_dtype;
-  r.kv_cache_dtype = parse_kv_cache_dtype(c.kv_cache_dtype, r.model_dtype);
+  const ServingDtypes dtypes = choose_dtypes(c.device, c.dtype, c.kv_cache_dtype, model.dtype);
+  r.activation_dtype = dtypes.activation;
+  r.model_dtype = dtypes.model;
+  r.kv_cache_dtype = dtypes.kv_cache;
 
   r.max_num_seqs = c.max_num_seqs > 0 ? c.max_num_seqs : (cpu ? 64 : 256);
   r.max_num_batched_tokens = c.max_num_batched_tokens > 0 ? c.max_num_batched_tokens : (cpu ? 2048 : 8192);

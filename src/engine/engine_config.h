@@ -2,22 +2,13 @@
 // resolve to for one model on one device (ResolvedEngineConfig). Device, dtypes and sizes are
 // decided here, once; the engine, /metrics, the startup log and `pagoda info` read the result.
 //
-// The dtype rules (one each):
-//  - activation dtype: what the backend computes in. cpu: float32 always (--dtype auto|float32);
-//    cuda: --dtype (auto = bfloat16).
-//  - model dtype (vLLM's ModelConfig.dtype): --dtype when given; with auto, the dtype the device
-//    keeps the model in: the checkpoint's dtype on the CPU (weights are used as stored, widened
-//    to fp32 inside the kernels), the activation dtype on cuda.
-//  - KV-cache dtype: --kv-cache-dtype when given; auto = the model dtype. So `--dtype float32`
-//    gives an fp32 cache on every device (it is asked for to match an fp32 reference).
-//  - cpu, a bf16 model: the prefill GEMMs round x to bf16 (AVX-512 BF16, where the CPU has it),
-//    as llama.cpp's bf16 matmuls and a bf16 transformers forward do; every other op stays fp32.
-//    `--dtype float32` is exact throughout.
+// The dtype rules: backend/serving_dtypes.h (choose_dtypes), which the backend factory shares.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "backend/serving_dtypes.h"  // parse_kv_cache_dtype, for the callers of this header
 #include "core/dtype.h"
 #include "engine/speculative_config.h"
 #include "io/model_config.h"
@@ -89,9 +80,6 @@ void validate_engine_config(const EngineConfig& flags);
 // The flags resolved for `model`. Throws pagoda::Error for a bad flag or one the model cannot
 // honour (--max-model-len past max_position_embeddings). Host logic only: no device is touched.
 ResolvedEngineConfig resolve_engine_config(const EngineConfig& flags, const ModelConfig& model);
-
-// Parses --kv-cache-dtype; auto = `model_dtype`.
-DType parse_kv_cache_dtype(const std::string& s, DType model_dtype);
 
 // vLLM's spelling of a dtype ("bfloat16", "float16", "float32"), as /metrics and logs show it.
 const char* torch_dtype_name(DType t);

@@ -138,6 +138,16 @@ inline Outputs sigmoid_gate(const OpData& in) {
   return {{"a", out}};
 }
 
+// a + b, written to whichever tensor the case names as the output ("out", or "a"/"b" in place).
+inline Outputs add(const OpData& in) {
+  const HostTensor &a = in.at("a"), &b = in.at("b");
+  const int alias = static_cast<int>(in.param("alias"));
+  const DType out_dt = alias == 1 ? a.dtype : alias == 2 ? b.dtype : in.at("out").dtype;
+  std::vector<double> out;
+  for (size_t i = 0; i < a.f.size(); ++i) out.push_back(rnd(double(a.f[i]) + double(b.f[i]), out_dt));
+  return {{alias == 1 ? "a" : alias == 2 ? "b" : "out", out}};
+}
+
 inline Outputs add_bias(const OpData& in) {
   const HostTensor &x = in.at("x"), &b = in.at("bias");
   const size_t n = b.f.size();

@@ -1,5 +1,5 @@
-// The op table's references of the ops over a step's sequences: q/k norm + RoPE + cache write, the
-// cache write alone, paged attention, and Gated DeltaNet (MODELS.md), plain loops in double.
+// The op table's references of the ops over a step's sequences: q/k norm + RoPE + cache write, RoPE
+// alone, the cache write alone, paged attention, and Gated DeltaNet (MODELS.md), plain loops in double.
 #pragma once
 
 #include "op_table_naive.h"
@@ -27,17 +27,65 @@ inline std::vector<float> inv_freq(int64_t rot, float theta, bool llama3) {
   return f;
 }
 
-// NeoX rotation of the first `rot` dims of one head at position pos (angles in fp32, as
-// transformers multiplies positions by inv_freq in fp32).
-inline void rope_head(double* x, int64_t rot, const std::vector<float>& freq, int32_t pos) {
+// transformers' _compute_yarn_parameters (beta_fast 32, beta_slow 1, truncate), in double: the pair
+// index where a wavelength turns r times within the original context is rot·ln(old / (2πr)) /
+// (2 ln theta); pairs below the first bound keep theta^(-2j/rot), pairs past the second get it
+// divided by the factor, a linear ramp between.
+inline std::vector<float> yarn_inv_freq(int64_t rot, double theta, double factor, double old) {
+  const auto bound = [&](double turns) {
+    return static_cast<double>(rot) * std::log(old / (turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+  };
+  const double lo = std::max(std::floor(bound(32.0)), 0.0);
+  double hi = std::min(std::ceil(bound(1.0)), static_cast<double>(rot - 1));
+  if (hi == lo) hi += 0.001;
+  std::vector<float> f;
+  for (int64_t j = 0; j < rot / 2; ++j) {
+    const double plain = std::pow(theta, -2.0 * static_cast<double>(j) / static_cast<double>(rot));
+    const double interpolated = std::clamp((static_cast<double>(j) - lo) / (hi - lo), 0.0, 1.0);
+    f.push_back(static_cast<float>(plain / factor * interpolated + plain * (1.0 - interpolated)));
+  }
+  return f;
+}
+
+// Rotation of the first `rot` dims of one head at position pos (angles in fp32, as transformers
+// multiplies positions by inv_freq in fp32; cos and sin times `scale`): NeoX pairs (i, i + rot/2),
+// interleaved ones (2i, 2i + 1).
+inline void rope_head(double* x, int64_t rot, const std::vector<float>& freq, int32_t pos, bool interleaved = false,
+                      double scale = 1.0) {
   const int64_t half = rot / 2;
   for (int64_t i = 0; i < half; ++i) {
     const float angle = static_cast<float>(pos) * freq[static_cast<size_t>(i)];
-    const double c = std::cos(static_cast<double>(angle)), s = std::sin(static_cast<double>(angle));
-    const double x1 = x[i], x2 = x[i + half];
-    x[i] = x1 * c - x2 * s;
-    x[i + half] = x2 * c + x1 * s;
+    const double c = std::cos(static_cast<double>(angle)) * scale, s = std::sin(static_cast<double>(angle)) * scale;
+    const int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+    const double x1 = x[i0], x2 = x[i1];
+    x[i0] = x1 * c - x2 * s;
+    x[i1] = x2 * c + x1 * s;
   }
+}
+
+// RoPE alone on x [T, H, D]: token t at positions[t], every head; dims past rotary_dim untouched.
+inline Outputs rope(const OpData& in) {
+  const HostTensor& x = in.at("x");
+  const int64_t t = x.shape[0], h = x.shape[1], d = x.shape[2];
+  const int64_t rot = in.param("rotary_dim") > 0 ? static_cast<int64_t>(in.param("rotary_dim")) : d;
+  const double theta = in.param("theta"), factor = in.param("factor");
+  std::vector<float> freq;
+  switch (static_cast<RopeScaling>(static_cast<int32_t>(in.param("scaling")))) {
+    case RopeScaling::None: freq = inv_freq(rot, static_cast<float>(theta), false); break;
+    case RopeScaling::Llama3: freq = inv_freq(rot, static_cast<float>(theta), true); break;
+    case RopeScaling::Linear:
+      freq = inv_freq(rot, static_cast<float>(theta), false);
+      for (float& f : freq) f /= static_cast<float>(factor);
+      break;
+    case RopeScaling::Yarn: freq = yarn_inv_freq(rot, theta, factor, in.param("original_max_positions")); break;
+  }
+  std::vector<double> out = values(x);
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t head = 0; head < h; ++head)
+      rope_head(&out[static_cast<size_t>((r * h + head) * d)], rot, freq, in.at("positions").i[static_cast<size_t>(r)],
+                in.param("interleaved") != 0, in.param("attention_factor"));
+  for (double& v : out) v = rnd(v, x.dtype);
+  return {{"x", out}};
 }
 
 inline Outputs qk_norm_rope_and_cache(const OpData& in) {
@@ -222,6 +270,8 @@ inline const std::map<std::string, std::function<Outputs(const OpData&)>>& formu
       {"gather_rows", gather_rows},
       {"argmax_rows", argmax_rows},
       {"apply_token_mask", apply_token_mask},
+      {"add", add},
+      {"rope", rope},
       {"qk_norm_rope_and_cache", qk_norm_rope_and_cache},
       {"reshape_and_cache", reshape_and_cache},
       {"paged_attention", paged_attention},

@@ -76,6 +76,39 @@ TEST(EngineConfig, AnExplicitKvCacheDtypeWins) {
   EXPECT_THROW(resolve("cpu", "auto", DType::BF16, "fp8"), Error);
 }
 
+TEST(EngineConfig, VulkanComputesAndKeepsTheModelInFloat32) {
+  for (const char* device : {"vulkan", "vulkan:1"})
+    for (DType ckpt : {DType::BF16, DType::F32}) {
+      const ResolvedEngineConfig r = resolve(device, "auto", ckpt);
+      EXPECT_EQ(r.activation_dtype, DType::F32) << device;
+      EXPECT_EQ(r.model_dtype, DType::F32) << device;
+      EXPECT_EQ(r.kv_cache_dtype, DType::F32) << device;
+    }
+  EXPECT_EQ(resolve("vulkan", "auto", DType::BF16, "bf16").kv_cache_dtype, DType::BF16);
+  EXPECT_THROW(resolve("vulkan", "bfloat16", DType::BF16), Error);
+}
+
+TEST(EngineConfig, TheBackendFactoryReadsDtypeAsTheEngineDoes) {
+  // make_backend and resolve_engine_config take --dtype through one function: same answer, same refusal.
+  for (const char* device : {"cpu", "cuda", "vulkan"})
+    for (const char* dtype : {"auto", "float32", "fp32", "bfloat16", "bf16", "float16", "half", "int8"}) {
+      std::string engine_error, backend_error;
+      DType engine = DType::I32, backend = DType::I32;
+      try {
+        engine = resolve(device, dtype, DType::BF16).activation_dtype;
+      } catch (const Error& e) {
+        engine_error = e.what();
+      }
+      try {
+        backend = parse_activation_dtype(dtype, device);
+      } catch (const Error& e) {
+        backend_error = e.what();
+      }
+      EXPECT_EQ(engine, backend) << device << " " << dtype;
+      EXPECT_EQ(engine_error, backend_error) << device << " " << dtype;
+    }
+}
+
 TEST(EngineConfig, RefusesWhatTheDeviceCannotDo) {
   EXPECT_THROW(resolve("cpu", "bfloat16", DType::BF16), Error);
   EXPECT_THROW(resolve("cuda", "float16", DType::BF16), Error);
