@@ -14,6 +14,9 @@ namespace pagoda::structured {
 // json_string: the regex constrains the decoded text of a JSON string, so `"`, `\` and control
 // characters are written JSON-escaped (literals) or left out (classes).
 std::string regex_to_gbnf(std::string_view regex, bool json_string = false);
+// Characters in the regex's shortest and longest full match (-1: unbounded), for checking a
+// pattern against minLength/maxLength.
+std::pair<int64_t, int64_t> regex_length_bounds(std::string_view regex);
 
 // GBNF spellings shared by the front ends.
 std::string gbnf_literal(std::string_view bytes);
