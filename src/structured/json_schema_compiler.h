@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "structured/json_schema_formats.h"
@@ -80,7 +81,7 @@ class SchemaCompiler {
   std::string value(const json& s, int depth) {
     if (depth > kMaxDepth) schema_fail("schema nested deeper than " + std::to_string(kMaxDepth) + " levels");
     if (s.is_boolean()) {
-      if (!s.get<bool>()) schema_fail("a 'false' schema admits no value");
+      if (!s.get<bool>()) schema_empty("a 'false' schema admits no value");
       return "json-value";
     }
     if (!s.is_object()) schema_fail("a schema must be an object or a boolean");
@@ -127,14 +128,20 @@ class SchemaCompiler {
         const json& sub = s[key][i];
         json parts = json::array({rest, sub});
         if (!omit[i].empty()) parts.push_back(json{{"$pagodaOmit", omit[i]}});
-        alts.push_back(parts.size() == 2 && !has_assertions(rest) ? value(sub, depth + 1) : value(json{{"allOf", parts}}, depth + 1));
+        try {
+          alts.push_back(parts.size() == 2 && !has_assertions(rest) ? value(sub, depth + 1) : value(json{{"allOf", parts}}, depth + 1));
+        } catch (const EmptySchema&) {
+          // an alternative no value satisfies: the others remain
+          if (alts.empty() && i + 1 == s[key].size()) throw;
+        }
       }
+      if (alts.empty()) schema_empty("no alternative of '" + std::string(key) + "' admits a value");
       return alternatives(alts);
     }
     std::vector<std::string> types = types_of(s);
     if (s.contains("const")) {
       if (s.contains("enum") && (!s["enum"].is_array() || std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()))
-        schema_fail("'const' is not one of 'enum'");
+        schema_empty("'const' is not one of 'enum'");
       return typed_literal(s["const"], types, s);
     }
     if (s.contains("enum")) {
@@ -142,7 +149,7 @@ class SchemaCompiler {
       std::vector<std::string> alts;
       for (const json& v : s["enum"])
         if (type_allows(types, v) && not_allows(s, v)) alts.push_back(gbnf_literal(v.dump()));
-      if (alts.empty()) schema_fail("no value of 'enum' has the schema's 'type'");
+      if (alts.empty()) schema_empty("no value of 'enum' has the schema's 'type'");
       return alternatives(alts);
     }
     if (types.empty()) return "json-value";
@@ -152,8 +159,8 @@ class SchemaCompiler {
   }
 
   std::string typed_literal(const json& v, const std::vector<std::string>& types, const json& s) {
-    if (!types.empty() && !type_allows(types, v)) schema_fail("'const' does not have the schema's 'type'");
-    if (!not_allows(s, v)) schema_fail("'const' is excluded by 'not'");
+    if (!types.empty() && !type_allows(types, v)) schema_empty("'const' does not have the schema's 'type'");
+    if (!not_allows(s, v)) schema_empty("'const' is excluded by 'not'");
     return gbnf_literal(v.dump());
   }
 
@@ -249,7 +256,7 @@ class SchemaCompiler {
       if (!excluded.count(t) && !(t == "integer" && excluded.count("number"))) out.push_back(t);
     if (excluded.count("integer") && std::find(out.begin(), out.end(), "number") != out.end())
       schema_fail("'not': {type: integer} beside type number is not enforced");
-    if (out.empty()) schema_fail("'not' excludes every type the schema allows");
+    if (out.empty()) schema_empty("'not' excludes every type the schema allows");
     return out;
   }
 
@@ -293,13 +300,21 @@ class SchemaCompiler {
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) schema_fail("'pattern' must be a string");
       const std::string& re = s["pattern"].get_ref<const std::string&>();
+      // With lengths: the pattern's unbounded repetitions are capped (halving the cap until its
+      // longest match fits maxLength); a minimum above the pattern's shortest match is refused.
+      int64_t cap = -1;
       if (lo > 0 || hi >= 0) {
-        const auto [rmin, rmax] = regex_length_bounds(re);
+        auto [rmin, rmax] = regex_length_bounds(re);
+        for (int64_t c = hi; hi >= 0 && (rmax < 0 || rmax > hi) && c >= 0; c = c > 0 ? c / 2 : -1) {
+          std::tie(rmin, rmax) = regex_length_bounds(re, c);
+          cap = c;
+        }
         if (rmin < lo || (hi >= 0 && (rmax < 0 || rmax > hi)))
           schema_fail("'pattern' together with minLength/maxLength is enforced only where every match of the pattern "
-                      "has an allowed length; bound the pattern's repetitions (e.g. {1,20}) instead");
+                      "(its unbounded repetitions capped) has an allowed length; bound the pattern's repetitions "
+                      "(e.g. {3,20}) instead");
       }
-      return new_rule("\"\\\"\" " + regex_to_gbnf(re, true) + " \"\\\"\"");
+      return new_rule("\"\\\"\" " + regex_to_gbnf(re, true, cap) + " \"\\\"\"");
     }
     if (lo == 0 && hi < 0) return "json-string";
     return new_rule("\"\\\"\" json-char" + repeat(lo, hi) + " \"\\\"\"");

@@ -130,6 +130,18 @@ std::string SchemaCompiler::object_rule(const json& s, int depth) {
   const int64_t max_p = max_p_raw > kMaxRepeat ? -1 : max_p_raw;
   if (props.empty()) return map_rule(s, depth, min_p, max_p);
 
+  // Each property's rule; an optional property that admits no value is left out.
+  std::vector<std::string> rules;
+  for (size_t i = 0; i < props.size();) {
+    try {
+      rules.push_back(value(props[i].second, depth + 1));
+      ++i;
+    } catch (const EmptySchema&) {
+      if (is_required(props[i].first)) throw;
+      props.erase(props.begin() + static_cast<long>(i));
+    }
+  }
+  if (props.empty()) return map_rule(s, depth, min_p, max_p);
   std::vector<bool> req(props.size());
   int64_t n_req = 0;
   for (size_t i = 0; i < props.size(); ++i) n_req += (req[i] = is_required(props[i].first));
@@ -142,7 +154,12 @@ std::string SchemaCompiler::object_rule(const json& s, int depth) {
   if (max_p >= 0) {
     int64_t total = static_cast<int64_t>(props.size());
     for (size_t i = props.size(); i-- > 0 && total > max_p;)
-      if (!req[i]) props.erase(props.begin() + static_cast<long>(i)), req.erase(req.begin() + static_cast<long>(i)), --total;
+      if (!req[i]) {
+        props.erase(props.begin() + static_cast<long>(i));
+        rules.erase(rules.begin() + static_cast<long>(i));
+        req.erase(req.begin() + static_cast<long>(i));
+        --total;
+      }
   }
   // tail_i: what may follow once some property was written, from property i on;
   // start_i: the first property written is i or later.
@@ -151,7 +168,7 @@ std::string SchemaCompiler::object_rule(const json& s, int depth) {
   tail[n] = new_rule("\"\"");
   start[n] = tail[n];
   for (size_t i = n; i-- > 0;) {
-    const std::string kv = gbnf_literal(json(props[i].first).dump()) + " ws \":\" ws " + value(props[i].second, depth + 1);
+    const std::string kv = gbnf_literal(json(props[i].first).dump()) + " ws \":\" ws " + rules[i];
     const std::string sep_kv = "ws \",\" ws " + kv;
     tail[i] = new_rule(req[i] ? sep_kv + " " + tail[i + 1] : "(" + sep_kv + ")? " + tail[i + 1]);
     start[i] = new_rule(req[i] ? kv + " " + tail[i + 1] : kv + " " + tail[i + 1] + " | " + start[i + 1]);
@@ -302,7 +319,15 @@ std::string SchemaCompiler::array_rule(const json& s, int depth) {
   std::vector<std::string> prefix_rules;
   for (size_t i = 0; i < prefix.size() && (hi < 0 || static_cast<int64_t>(i) < hi); ++i)
     prefix_rules.push_back(value(prefix[i], depth + 1));
-  const std::string rest_rule = rest_allowed ? value(rest, depth + 1) : "";
+  std::string rest_rule;
+  try {
+    if (rest_allowed) rest_rule = value(rest, depth + 1);
+  } catch (const EmptySchema&) {
+    // No value fits the further items: the array ends after the tuple.
+    const auto tuple = static_cast<int64_t>(prefix.size());
+    hi = hi < 0 ? tuple : std::min(hi, tuple);
+    if (hi < lo) throw;
+  }
   return items_rule(prefix_rules, rest_rule, lo, hi);
 }
 

@@ -79,6 +79,7 @@ std::optional<json> listed_values(const json& s) {
 }  // namespace
 
 void schema_fail(const std::string& what) { throw Error("json schema: " + what); }
+void schema_empty(const std::string& what) { throw EmptySchema("json schema: " + what); }
 
 bool is_assertion(const std::string& key) {
   static const std::set<std::string> keys = {
@@ -145,7 +146,7 @@ Decimal SchemaMerger::exact(const json& v, const char* key) const {
 json SchemaMerger::inline_all(const json& s, int depth) const {
   if (depth > kMaxDepth) schema_fail("allOf/$ref nested deeper than " + std::to_string(kMaxDepth) + " levels (a recursive allOf?)");
   if (s.is_boolean()) {
-    if (!s.get<bool>()) schema_fail("a 'false' schema admits no value");
+    if (!s.get<bool>()) schema_empty("a 'false' schema admits no value");
     return json::object();
   }
   if (!s.is_object()) schema_fail("a schema must be an object or a boolean");
@@ -174,6 +175,16 @@ json SchemaMerger::flatten(const json& s, int depth) const {
 }
 
 void SchemaMerger::merge_into(json& a, const json& b) const {
+  if (a.contains("if") && b.contains("if") && a["if"] != b["if"]) {
+    // A second if/then: outputs satisfy its `if` and `then` outright (as the compiler writes
+    // every if/then), so both merge in as plain constraints.
+    json rest = b;
+    for (const char* k : {"if", "then", "else"}) rest.erase(k);
+    merge_into(a, inline_all(b["if"], 1));
+    if (b.contains("then")) merge_into(a, inline_all(b["then"], 1));
+    merge_into(a, rest);
+    return;
+  }
   for (auto& [k, v] : b.items()) {
     if (!is_assertion(k)) continue;
     if (!a.contains(k)) {
@@ -198,13 +209,13 @@ void SchemaMerger::merge_into(json& a, const json& b) const {
         if (in_v || int_num) both.push_back(t);
         else if (t == "number" && std::find(tv.begin(), tv.end(), "integer") != tv.end()) both.push_back("integer");
       }
-      if (both.empty()) schema_fail("allOf: the types " + x.dump() + " and " + v.dump() + " have nothing in common");
+      if (both.empty()) schema_empty("allOf: the types " + x.dump() + " and " + v.dump() + " have nothing in common");
       x = json(both);
     } else if (k == "enum") {
       json both = json::array();
       for (const json& e : x)
         if (std::find(v.begin(), v.end(), e) != v.end()) both.push_back(e);
-      if (both.empty()) schema_fail("allOf: two 'enum' lists have no value in common");
+      if (both.empty()) schema_empty("allOf: two 'enum' lists have no value in common");
       x = both;
     } else if (k == "minimum" || k == "maximum" || (k.rfind("exclusive", 0) == 0 && x.is_number() && v.is_number())) {
       const int c = compare(exact(x, k.c_str()), exact(v, k.c_str()));
@@ -236,6 +247,8 @@ void SchemaMerger::merge_into(json& a, const json& b) const {
       }
     } else if (k == "$pagodaOmit") {
       for (const json& r : v) x.push_back(r);
+    } else if (k == "const") {
+      schema_empty("allOf: two different 'const' values: no value satisfies both");
     } else if (k == "nullable") {
       x = x.get<bool>() && v.get<bool>();
     } else {

@@ -16,6 +16,7 @@ namespace pagoda::structured {
 using SchemaJson = nlohmann::ordered_json;
 
 [[noreturn]] void schema_fail(const std::string& what);
+[[noreturn]] void schema_empty(const std::string& what);  // throws EmptySchema
 
 // Keywords that constrain instances; every other keyword (title, id, x-*, readonly, links, ...)
 // only annotates and is ignored, as JSON Schema says a validator does.

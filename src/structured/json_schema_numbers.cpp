@@ -1,6 +1,8 @@
 #include "structured/json_schema_numbers.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <vector>
 
@@ -10,6 +12,7 @@ namespace pagoda::structured {
 namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw Error("json schema: " + what); }
+[[noreturn]] void empty_fail(const std::string& what) { throw EmptySchema("json schema: " + what); }
 
 // Unbounded sides stop at 16 integer digits, as the plain json-int rule does (or at the bound's
 // own length when that is longer).
@@ -174,7 +177,7 @@ IntBounds integer_interval(const NumericBounds& b) {
   if (b.hi) hi = b.hi_exclusive && b.hi->is_integer() ? sub_one(floor_int(*b.hi)) : floor_int(*b.hi);
   if (!lo) lo = Int{true, nines(std::max(kFreeDigits, hi ? hi->mag.size() : 0))};
   if (!hi) hi = Int{false, nines(std::max(kFreeDigits, lo->mag.size()))};
-  if (cmp_int(*lo, *hi) > 0) fail("the bounds minimum/maximum (with exclusiveMinimum/exclusiveMaximum) admit no integer");
+  if (cmp_int(*lo, *hi) > 0) empty_fail("the bounds minimum/maximum (with exclusiveMinimum/exclusiveMaximum) admit no integer");
   return {*lo, *hi};
 }
 
@@ -192,7 +195,7 @@ std::string multiples(const NumericBounds& b, const Decimal& k, const std::strin
     if (to_i64(r.lo, lo) && to_i64(r.hi, hi)) {
       // Listed when few: the first multiple at or above lo, then every k-th.
       int64_t first = lo % kv == 0 ? lo : lo + (kv - ((lo % kv) + kv) % kv);
-      if (first > hi) fail("no multiple of multipleOf lies within minimum/maximum");
+      if (first > hi) empty_fail("no multiple of multipleOf lies within minimum/maximum");
       if ((hi - first) / kv < kMaxEnumerated) {
         std::string alts;
         for (int64_t v = first; v <= hi; v += kv) alts += (alts.empty() ? "" : " | ") + lit(std::to_string(v));
@@ -225,6 +228,43 @@ std::string multiples(const NumericBounds& b, const Decimal& k, const std::strin
   if (allow_neg) expr = "\"-\"? " + expr;
   if (allow_zero) expr = "(\"0\" | " + expr + ")";
   return expr;
+}
+
+// multipleOf a fraction 1/q (0.01, 0.05, 0.25 ...): integers, which are multiples of it. Within
+// ±kFractionRange, and only if a validator dividing in doubles (value / multipleOf, the quotient
+// checked for being integral, as python-jsonschema does) finds each of them a multiple too: that
+// is checked here for every integer written.
+constexpr int64_t kFractionRange = 99999;
+std::string integer_multiples_of_fraction(const NumericBounds& b) {
+  const Decimal& k = *b.multiple_of;
+  const std::string text = (k.int_part == "0" ? "" : k.int_part) + k.frac;
+  const std::string shown = k.int_part + "." + k.frac;
+  auto refuse = [&]() -> std::string {
+    fail("multipleOf " + shown + " is enforced only where its inverse is an integer (0.01, 0.05, 0.25 ...): "
+         "use such a step or scale the value to an integer");
+  };
+  if (k.frac.size() > 15 || strip_zeros(text).size() > 15) return refuse();
+  // k = m / 10^f; every integer is a multiple of k iff m divides 10^f.
+  const int64_t m = std::stoll(strip_zeros(text));
+  int64_t pow10 = 1 % m;
+  for (size_t i = 0; i < k.frac.size(); ++i) pow10 = (pow10 * 10) % m;
+  if (pow10 != 0) return refuse();
+  NumericBounds ib = b;
+  ib.multiple_of.reset();
+  IntBounds r = integer_interval(ib);
+  const Int lim_lo{true, std::to_string(kFractionRange)}, lim_hi{false, std::to_string(kFractionRange)};
+  if (cmp_int(r.lo, lim_lo) < 0) r.lo = lim_lo;
+  if (cmp_int(r.hi, lim_hi) > 0) r.hi = lim_hi;
+  if (cmp_int(r.lo, r.hi) > 0) fail("multipleOf " + shown + ": the range holds no integer within ±" + std::to_string(kFractionRange));
+  int64_t lo = 0, hi = 0;
+  to_i64(r.lo, lo);
+  to_i64(r.hi, hi);
+  const double kd = std::strtod(shown.c_str(), nullptr);
+  for (int64_t v = lo; v <= hi; ++v) {
+    const double q = static_cast<double>(v) / kd;
+    if (q != std::floor(q)) return refuse();
+  }
+  return int_range(r.lo, r.hi);
 }
 
 size_t sig_digits(const Decimal& d) {
@@ -339,17 +379,14 @@ std::string integer_range_gbnf(const NumericBounds& b, const std::string& prefix
 
 std::string number_range_gbnf(const NumericBounds& b, const std::string& prefix, std::string& rules) {
   if (b.multiple_of) {
-    if (!b.multiple_of->is_integer())
-      fail("multipleOf " + b.multiple_of->int_part + "." + b.multiple_of->frac +
-           " is not enforced: validators divide in floating point, so no decimal output is guaranteed to pass; "
-           "use an integer multipleOf or scale the value");
+    if (!b.multiple_of->is_integer()) return integer_multiples_of_fraction(b);
     return multiples(b, *b.multiple_of, prefix, rules);
   }
   if (!b.lo && !b.hi) return "json-number";
   if (b.lo && b.hi) {
     const int c = compare(*b.lo, *b.hi);
     if (c > 0 || (c == 0 && (b.lo_exclusive || b.hi_exclusive)))
-      fail("the bounds minimum/maximum (with exclusiveMinimum/exclusiveMaximum) admit no number");
+      empty_fail("the bounds minimum/maximum (with exclusiveMinimum/exclusiveMaximum) admit no number");
   }
   const Decimal cap = *parse_decimal("1" + std::string(kExactDigits, '0'));
   auto exact = [](const std::optional<Decimal>& d) { return !d || sig_digits(*d) <= kExactDigits; };
@@ -379,7 +416,7 @@ std::string number_range_gbnf(const NumericBounds& b, const std::string& prefix,
       else if (!neg->empty()) alts.push_back("\"-\" " + *neg);
     }
   }
-  if (ok && alts.empty()) fail("the bounds minimum/maximum (with exclusiveMinimum/exclusiveMaximum) admit no number");
+  if (ok && alts.empty()) empty_fail("the bounds minimum/maximum (with exclusiveMinimum/exclusiveMaximum) admit no number");
   if (!ok) {
     // Bounds too precise (or too large) for decimals to be compared exactly as doubles:
     // integers only, which validators compare exactly.

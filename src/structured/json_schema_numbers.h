@@ -7,7 +7,15 @@
 #include <optional>
 #include <string>
 
+#include "core/error.h"
+
 namespace pagoda::structured {
+
+// A schema that admits no value at all (an empty range, a `false` schema, types with nothing in
+// common): where the value is optional (a property, an anyOf alternative) it is left out.
+struct EmptySchema : Error {
+  using Error::Error;
+};
 
 // An exact decimal: sign, integer digits (no leading zeros; "0" for zero), fraction digits (no
 // trailing zeros).

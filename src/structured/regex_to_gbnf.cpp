@@ -51,7 +51,7 @@ Ranges json_safe(const Ranges& r) {
 
 class RegexParser {
  public:
-  RegexParser(std::string_view s, bool json) : s_(s), json_(json) {}
+  RegexParser(std::string_view s, bool json, int64_t cap = -1) : s_(s), json_(json), cap_(cap) {}
 
   std::string run() {
     if (!s_.empty() && s_[0] == '^') ++pos_;
@@ -70,10 +70,12 @@ class RegexParser {
 
   std::string alternation(int depth) {
     if (depth > kMaxDepth) fail("groups nested deeper than " + std::to_string(kMaxDepth));
+    const bool start = at_start_;
     std::string out = "(" + concat(depth);
     int64_t lo = min_, hi = max_;
     while (pos_ < s_.size() && s_[pos_] == '|') {
       ++pos_;
+      at_start_ = start;
       out += " | " + concat(depth);
       lo = std::min(lo, min_);
       hi = (hi < 0 || max_ < 0) ? -1 : std::max(hi, max_);
@@ -90,9 +92,14 @@ class RegexParser {
         ++pos_;
         continue;
       }
-      if (s_[pos_] == '^') fail("'^' is supported only at the start");
+      if (s_[pos_] == '^') {
+        if (!at_start_) fail("'^' is supported only at the start");
+        ++pos_;
+        continue;
+      }
       min_ = max_ = 1;  // a character, unless the atom is a group
       std::string atom_text = atom(depth);
+      at_start_ = false;
       const std::string q = quantifier();
       repeat_lengths(q);
       lo = std::min<int64_t>(lo + min_, int64_t{1} << 40);
@@ -129,6 +136,7 @@ class RegexParser {
     if (c == '*' || c == '+' || c == '?') {
       ++pos_;
       q = std::string(1, c);
+      if (cap_ >= 0 && c != '?') q = "{" + std::string(c == '*' ? "0" : "1") + "," + std::to_string(cap_ + (c == '+')) + "}";
     } else if (c == '{') {
       const size_t close = s_.find('}', pos_);
       if (close == std::string_view::npos) fail("unterminated {m,n}");
@@ -138,6 +146,11 @@ class RegexParser {
       if (body.empty() || body[0] == ',') fail("{,n} needs a minimum: write {0,n}");
       q = "{" + std::string(body) + "}";
       pos_ = close + 1;
+      if (cap_ >= 0 && body.back() == ',') {
+        const std::string m(body.substr(0, body.size() - 1));
+        if (m.size() > 9) fail("repetition count too large");
+        q = "{" + m + "," + std::to_string(std::stoll(m) + cap_) + "}";
+      }
     } else {
       return "";
     }
@@ -305,7 +318,9 @@ class RegexParser {
   std::string_view s_;
   bool json_;
   size_t pos_ = 0;
+  int64_t cap_;  // >= 0: unbounded repetitions repeat at most this many times more than their minimum
   int64_t min_ = 0, max_ = 0;
+  bool at_start_ = true;  // nothing matched yet: '^' is allowed (and means nothing)
 };
 
 }  // namespace
@@ -330,16 +345,16 @@ std::string gbnf_class(const std::vector<std::pair<uint32_t, uint32_t>>& ranges)
   return out + "]";
 }
 
-std::pair<int64_t, int64_t> regex_length_bounds(std::string_view regex) {
+std::pair<int64_t, int64_t> regex_length_bounds(std::string_view regex, int64_t cap) {
   check(regex.size() <= 16384, "regex: longer than 16,384 characters");
-  RegexParser p(regex, true);
+  RegexParser p(regex, true, cap);
   p.run();
   return p.lengths();
 }
 
-std::string regex_to_gbnf(std::string_view regex, bool json_string) {
+std::string regex_to_gbnf(std::string_view regex, bool json_string, int64_t cap) {
   check(regex.size() <= 16384, "regex: longer than 16,384 characters");
-  return RegexParser(regex, json_string).run();
+  return RegexParser(regex, json_string, cap).run();
 }
 
 }  // namespace pagoda::structured
