@@ -188,12 +188,26 @@ class PyReader {
       char c = s_[pos_++];
       if (c == '\\' && pos_ < s_.size()) {
         const char e = s_[pos_++];
+        uint32_t cp = 0;
         switch (e) {
           case 'n': c = '\n'; break;
           case 't': c = '\t'; break;
           case 'r': c = '\r'; break;
+          case 'b': c = '\b'; break;
+          case 'f': c = '\f'; break;
           case '0': c = '\0'; break;
-          default: c = e;  // \\ \' \" and the rest as written
+          case 'u':
+          case 'x':
+            if (!hex(e == 'u' ? 4 : 2, cp)) return false;
+            if (cp >= 0xD800 && cp < 0xDC00 && s_.substr(pos_, 2) == "\\u") {  // a JSON surrogate pair
+              uint32_t lo = 0;
+              pos_ += 2;
+              if (!hex(4, lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
+              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            append_utf8(out, cp);
+            continue;
+          default: c = e;  // \\ \' \" / and the rest as written
         }
       }
       out += c;
@@ -201,6 +215,34 @@ class PyReader {
     if (!eat(q)) return false;
     v = out;
     return true;
+  }
+
+  bool hex(int n, uint32_t& v) {
+    v = 0;
+    for (int i = 0; i < n; ++i, ++pos_) {
+      if (pos_ >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[pos_]))) return false;
+      const char h = s_[pos_];
+      v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+    }
+    return true;
+  }
+
+  static void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
   }
 
   std::string_view s_;

@@ -290,8 +290,10 @@ class SchemaCompiler {
     if (hi >= 0 && hi < lo) schema_fail("maxLength below minLength");
     std::optional<FormatRule> fmt;
     if (s.contains("format") && s["format"].is_string()) fmt = format_rule(s["format"].get<std::string>());
+    // Beside a pattern (zod writes both for email, uuid, ...) the pattern is enforced: it spells
+    // out the format, usually more strictly than the format's own grammar.
+    if (fmt && s.contains("pattern")) fmt.reset();
     if (fmt) {
-      if (s.contains("pattern")) schema_fail("'format' together with 'pattern' is not enforced; keep one of them");
       if (fmt->min_len < lo || (hi >= 0 && fmt->max_len > hi))
         schema_fail("format '" + s["format"].get<std::string>() + "' writes " + std::to_string(fmt->min_len) + " to " +
                     std::to_string(fmt->max_len) + " characters, outside minLength/maxLength; widen them or drop the format");

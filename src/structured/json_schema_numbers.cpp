@@ -278,10 +278,16 @@ std::string scaled(const Decimal& m, size_t d) {
   return strip_zeros(m.int_part + m.frac + std::string(d - m.frac.size(), '0'));
 }
 
+// Fraction digits of the grid the edges are written on: the bounds' own, one more beside an
+// exclusive bound (so that (0, 1) holds 0.1 ... 0.9).
+size_t grid_digits(const Decimal& lo, bool lo_x, const Decimal& hi, bool hi_x) {
+  return std::max(lo.frac.size(), hi.frac.size()) + ((lo_x || hi_x) ? 1 : 0);
+}
+
 // Decimals with magnitude in [lo, hi] (exclusive flags), 0 <= lo <= hi: "" when none is, nullopt
 // when the edges need more digits than a double compares exactly.
 std::optional<std::string> magnitude_range(const Decimal& lo, bool lo_x, const Decimal& hi, bool hi_x) {
-  const size_t d = std::max(lo.frac.size(), hi.frac.size());
+  const size_t d = grid_digits(lo, lo_x, hi, hi_x);
   std::string P = scaled(lo, d), Q = scaled(hi, d);
   if (lo_x) P = inc_mag(P);
   if (hi_x) {
@@ -388,7 +394,9 @@ std::string number_range_gbnf(const NumericBounds& b, const std::string& prefix,
     if (c > 0 || (c == 0 && (b.lo_exclusive || b.hi_exclusive)))
       empty_fail("the bounds minimum/maximum (with exclusiveMinimum/exclusiveMaximum) admit no number");
   }
-  const Decimal cap = *parse_decimal("1" + std::string(kExactDigits, '0'));
+  // An unbounded side stops where its edge still has kExactDigits digits with the grid's fraction.
+  const size_t frac_digits = std::max(b.lo ? b.lo->frac.size() : 0, b.hi ? b.hi->frac.size() : 0) + 1;
+  const Decimal cap = *parse_decimal("1" + std::string(kExactDigits > frac_digits + 1 ? kExactDigits - frac_digits - 1 : 1, '0'));
   auto exact = [](const std::optional<Decimal>& d) { return !d || sig_digits(*d) <= kExactDigits; };
   std::vector<std::string> alts;
   bool ok = exact(b.lo) && exact(b.hi);
