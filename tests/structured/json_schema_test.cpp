@@ -56,23 +56,68 @@ TEST(JsonSchema, WhatCannotBeEnforcedIsRefusedByName) {
 
 // Random walks on a vocabulary of single bytes (digits one at a time, so the walks spread over
 // the range), many per schema.
-std::string walk(const std::shared_ptr<GrammarRuntime>& rt, std::mt19937_64& rng) {
+std::string walk(const std::shared_ptr<GrammarRuntime>& rt, std::mt19937_64& rng, int budget = 400) {
   Matcher m(rt);
   TokenMask mask;
   std::vector<int32_t> allowed;
   std::string text;
-  for (int step = 0; step < 400; ++step) {
-    m.fill_mask(mask, 400 - step);
+  for (int step = 0; step < budget; ++step) {
+    m.fill_mask(mask, budget - step);
     allowed_ids(mask, allowed);
     if (allowed.empty()) break;
     int32_t t = allowed[rng() % allowed.size()];
     if (m.accepting() && rng() % 4 == 0) t = 256;
+    // Half of the time a byte that closes a string, array or object, so free text ends.
+    if (t != 256 && rng() % 2 == 0)
+      for (int32_t c : {'"', ']', '}'})
+        if (mask_allows(mask, c)) t = c;
     EXPECT_TRUE(m.accept(t));
     if (t == 256) return text;
     text += static_cast<char>(t);
   }
   ADD_FAILURE() << "walk did not end: " << text;
   return text;
+}
+
+std::shared_ptr<const TokenTrie> byte_vocabulary() {
+  std::vector<std::string> vocab;
+  for (int b = 0; b < 256; ++b) vocab.emplace_back(1, static_cast<char>(b));
+  vocab.emplace_back();  // EOS = 256
+  return std::make_shared<TokenTrie>(vocab);
+}
+
+// The schemas openai-node's zodResponseFormat and the AI SDK's zodSchema send for zod objects with
+// .int(), .min(18), .positive(), .email(), .uuid(), .datetime(), .url(), enums, nullable, arrays
+// (tests/structured/zod_schemas.mjs): all compile, and every output validates.
+TEST(JsonSchema, ZodSchemasOfTheClientsCompileAndValidate) {
+  const std::string src = PAGODA_SOURCE_DIR;
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
+  if (std::system(("test -d " + src + "/tests/data/node/node_modules/zod").c_str()) != 0)
+    GTEST_SKIP() << "tests/data/node is missing: run tools/fetch_test_data.sh";
+  const std::string schemas_path = ::testing::TempDir() + "/zod_schemas.json";
+  ASSERT_EQ(std::system(("node " + src + "/tests/structured/zod_schemas.mjs > " + schemas_path).c_str()), 0);
+  std::ifstream f(schemas_path);
+  const json schemas = json::parse(f);
+  ASSERT_GE(schemas.size(), 7u);
+  auto trie = byte_vocabulary();
+  const std::string out_path = ::testing::TempDir() + "/zod_outputs.jsonl";
+  std::ofstream out(out_path);
+  std::mt19937_64 rng(11);
+  for (const json& s : schemas) {
+    std::shared_ptr<GrammarRuntime> rt;
+    try {
+      rt = std::make_shared<GrammarRuntime>(compile_constraint({ConstraintKind::kJsonSchema, s.dump(), {}}), trie,
+                                            std::vector<int32_t>{256});
+    } catch (const Error& e) {
+      ADD_FAILURE() << s.dump() << ": " << e.what();
+      continue;
+    }
+    for (int i = 0; i < 10; ++i)
+      out << json{{"kind", "schema"}, {"spec", s}, {"output", walk(rt, rng, 3000)}}.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  }
+  out.close();
+  const std::string cmd = "python3 " + src + "/tests/structured/validate_outputs.py " + out_path;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
 TEST(JsonSchema, NumericRangesHoldOnEveryWalk) {
