@@ -14,8 +14,12 @@ struct StructuredBenchArgs {
   int walks_per_schema = 3;
   int max_steps = 400;
   uint64_t seed = 1;
+  // A JSONSchemaBench checkout (its data/<category>/*.json): per category, the fraction compiled,
+  // the fraction whose generated output python3-jsonschema validates, compile time and mask p99.
+  std::string jsonschemabench_dir;
 };
 
 void run_structured_bench(const StructuredBenchArgs& args);
+void run_jsonschemabench(const StructuredBenchArgs& args);
 
 }  // namespace pagoda::bench

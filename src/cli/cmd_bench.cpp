@@ -270,7 +270,15 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   st->add_option("--schemas", sargs->schemas_file, "JSON array of schemas (default: tests/structured/schemas.json)");
   st->add_option("--walks", sargs->walks_per_schema, "Random generations per schema")->capture_default_str();
   st->add_option("--max-steps", sargs->max_steps, "Tokens per generation at most")->capture_default_str();
+  st->add_option("--jsonschemabench", sargs->jsonschemabench_dir,
+                 "A JSONSchemaBench checkout (data/<category>/*.json): coverage per category, outputs checked "
+                 "by python3-jsonschema");
   st->callback([sargs, exit_code] {
+    if (!sargs->jsonschemabench_dir.empty()) {
+      pagoda::bench::run_jsonschemabench(*sargs);
+      *exit_code = 0;
+      return;
+    }
     pagoda::bench::run_structured_bench(*sargs);
     *exit_code = 0;
   });

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "server/chat_output_parser.h"
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -112,7 +113,7 @@ void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
 bool parser_enabled(const std::string& value, const char* flag) {
   if (value == "none") return false;
   check(!value.empty(), std::string(flag) + " cannot be empty (auto, none or a parser name)");
-  return true;  // auto, qwen3, hermes, ...: the Qwen-style parsers are the ones pagoda has
+  return true;
 }
 
 void run_serve(ServeArgs& a) {
@@ -148,7 +149,17 @@ void run_serve(ServeArgs& a) {
   check(rl.max_logprobs <= server::kMaxLogprobs,
         "--max-logprobs can lower the limit of " + std::to_string(server::kMaxLogprobs) + ", not raise it");
   a.server.reasoning_parser = parser_enabled(a.reasoning_parser, "--reasoning-parser");
+  // vLLM's names for <think>...</think> reasoning, the one syntax pagoda parses.
+  check(a.reasoning_parser == "auto" || a.reasoning_parser == "none" || a.reasoning_parser == "qwen3" ||
+            a.reasoning_parser == "deepseek_r1",
+        "--reasoning-parser '" + a.reasoning_parser + "' is not one pagoda has: auto, none, qwen3, deepseek_r1");
   a.server.tool_call_parser = parser_enabled(a.tool_call_parser, "--tool-call-parser");
+  check(a.tool_call_parser == "auto" || a.tool_call_parser == "none" ||
+            server::tool_call_format_named(a.tool_call_parser).has_value(),
+        "--tool-call-parser '" + a.tool_call_parser +
+            "' is not one pagoda has: auto, none, hermes, llama3_json, mistral, pythonic (and their aliases "
+            "qwen3, llama4_json, llama4_pythonic)");
+  a.server.tool_call_format = a.tool_call_parser;
   const std::string dir = resolve_model_dir(a.model_dir);
   a.server.model_dir = dir;
   // As vllm serve: the model is named as it was given; the shipped default by its own folder name.
@@ -249,7 +260,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "qwen3, or none")
       ->capture_default_str();
   cmd->add_option("--tool-call-parser", args->tool_call_parser,
-                  "<tool_call>{json}</tool_call> -> tool_calls when a request has tools: auto, hermes, "
+                  "Tool-call syntax parsed into tool_calls when a request has tools: auto (from the "
+                  "model's vocabulary), hermes (<tool_call>, Qwen), llama3_json, mistral, pythonic (Gemma 3), "
                   "or none")
       ->capture_default_str();
   cmd->add_flag("--enable-auto-tool-choice", args->enable_auto_tool_choice,

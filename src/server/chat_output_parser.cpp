@@ -13,6 +13,7 @@ constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
 constexpr std::string_view kToolOpen = "<tool_call>";
 constexpr std::string_view kToolClose = "</tool_call>";
+constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -45,6 +46,7 @@ bool parse_tool_call_body(std::string_view body, ParsedToolCall& out) {
   if (name == j.end() || !name->is_string()) return false;
   out.name = name->get<std::string>();
   auto args = j.find("arguments");
+  if (args == j.end()) args = j.find("parameters");  // Llama 3's JSON tool calls
   if (args == j.end() || args->is_null()) {
     out.arguments = "{}";
   } else if (args->is_string()) {
@@ -134,6 +136,38 @@ void ChatOutputParser::run(ChatDelta& d, bool at_end) {
         return;
       }
       case State::Content: {
+        const ToolCallFormat fmt = options_.tool_format;
+        if (options_.tool_calls && fmt != ToolCallFormat::kHermes && !content_seen_) {
+          // The whole-answer formats are recognised by the answer's first character.
+          size_t i = 0;
+          while (i < buf_.size() && is_space(buf_[i])) ++i;
+          if (i == buf_.size() && !at_end) return;  // only whitespace so far: undecided
+          content_seen_ = true;
+          const char c = i < buf_.size() ? buf_[i] : '\0';
+          if ((fmt == ToolCallFormat::kLlama3Json && (c == '{' || c == '<')) ||
+              ((fmt == ToolCallFormat::kMistral || fmt == ToolCallFormat::kPythonic) && (c == '[' || c == '`'))) {
+            state_ = State::WholeToolCalls;
+            continue;
+          }
+        }
+        if (options_.tool_calls && fmt == ToolCallFormat::kMistral) {
+          const size_t open = buf_.find(kMistralTag);
+          if (open != std::string::npos) {
+            emit_content(d, buf_.substr(0, open));
+            buf_.erase(0, open);
+            state_ = State::WholeToolCalls;
+            continue;
+          }
+          const size_t hold = at_end ? 0 : partial_tag_suffix(buf_, kMistralTag);
+          emit_content(d, buf_.substr(0, buf_.size() - hold));
+          buf_.erase(0, buf_.size() - hold);
+          return;
+        }
+        if (options_.tool_calls && fmt != ToolCallFormat::kHermes) {
+          emit_content(d, buf_);
+          buf_.clear();
+          return;
+        }
         if (options_.tool_calls) {
           const size_t open = buf_.find(kToolOpen);
           if (open != std::string::npos) {
@@ -146,6 +180,23 @@ void ChatOutputParser::run(ChatDelta& d, bool at_end) {
         const size_t hold = (at_end || !options_.tool_calls) ? 0 : partial_tag_suffix(buf_, kToolOpen);
         emit_content(d, buf_.substr(0, buf_.size() - hold));
         buf_.erase(0, buf_.size() - hold);
+        return;
+      }
+      case State::WholeToolCalls: {
+        // Held to the end: a call is only known to be one once the answer ends.
+        if (!at_end) return;
+        std::vector<ParsedToolCall> calls;
+        const ToolCallFormat fmt = options_.tool_format;
+        const bool ok = fmt == ToolCallFormat::kLlama3Json ? parse_llama3_json_calls(buf_, calls)
+                        : fmt == ToolCallFormat::kMistral  ? parse_mistral_calls(buf_, calls)
+                                                           : parse_pythonic_calls(buf_, calls);
+        if (ok && !calls.empty()) {
+          for (auto& call : calls) d.tool_calls.push_back(std::move(call));
+          num_tool_calls_ += calls.size();
+        } else {
+          emit_content(d, buf_);
+        }
+        buf_.clear();
         return;
       }
       case State::ToolCall: {

@@ -65,6 +65,10 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   ChatParserOptions popts;
   popts.reasoning = ctx.options.reasoning_parser && has_token(ctx.engine.tokenizer(), "<think>") && has_token(ctx.engine.tokenizer(), "</think>");
   popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
+  popts.tool_format = resolve_tool_call_format(ctx.options.tool_call_format, ctx.engine.tokenizer());
+  // Forced calls (tool_choice required or named) are written in the syntax the parser reads.
+  if (r.constraint && r.constraint->constraint.kind == structured::ConstraintKind::kToolCalls)
+    r.constraint->constraint.tool_syntax = tool_call_format_name(popts.tool_format);
   if (r.constraint) {
     r.params.grammar = compile_for_engine(ctx, *r.constraint);
     // Reasoning (the template opened <think>) stays free; the constraint holds for the answer.

@@ -148,6 +148,10 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   ChatParserOptions popts;
   popts.reasoning = ctx.options.reasoning_parser && has_token(tok, "<think>") && has_token(tok, "</think>");
   popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
+  popts.tool_format = resolve_tool_call_format(ctx.options.tool_call_format, tok);
+  // Forced calls (tool_choice required or named) are written in the syntax the parser reads.
+  if (r.constraint && r.constraint->constraint.kind == structured::ConstraintKind::kToolCalls)
+    r.constraint->constraint.tool_syntax = tool_call_format_name(popts.tool_format);
   if (r.constraint) {  // as chat's response_format: reasoning free, the answer constrained
     r.params.grammar = compile_for_engine(ctx, *r.constraint);
     if (popts.starts_in_reasoning) r.params.grammar_after_token = *tok->token_to_id("</think>");

@@ -48,7 +48,10 @@ struct ServerOptions {
   bool return_tokens_as_token_ids = false;   // logprobs tokens as "token_id:N" (vLLM's flag)
   bool enable_prompt_tokens_details = false; // usage.prompt_tokens_details (cached_tokens)
   bool reasoning_parser = true;  // <think>...</think> -> reasoning_content (when the vocab has them)
-  bool tool_call_parser = true;  // <tool_call>...</tool_call> -> tool_calls (when tools are given)
+  bool tool_call_parser = true;  // tool calls -> tool_calls (when tools are given)
+  // --tool-call-parser: "auto" (from the vocabulary: <tool_call> hermes, [TOOL_CALLS] mistral,
+  // <|python_tag|> llama3_json, Gemma's <start_of_turn> pythonic) or a name tool_call_format_named knows.
+  std::string tool_call_format = "auto";
   // vLLM's --runner / --task / --convert (server/pooling_runner.h decides from them and the model).
   std::string runner = "auto";
   std::string task = "auto";

@@ -23,6 +23,9 @@ struct Constraint {
   std::vector<std::string> choices;  // kChoice; kToolCalls: the function names
   std::vector<std::string> schemas;  // kToolCalls: each function's parameters schema (JSON text)
   bool parallel = true;              // kToolCalls: more than one call allowed
+  // kToolCalls: the syntax the calls are written in, a --tool-call-parser name (hermes,
+  // llama3_json, mistral, pythonic).
+  std::string tool_syntax = "hermes";
 };
 
 // The constraint as GBNF text (every front end ends there); Error names what is wrong.

@@ -51,7 +51,7 @@ Ranges json_safe(const Ranges& r) {
 
 class RegexParser {
  public:
-  RegexParser(std::string_view s, bool json) : s_(s), json_(json) {}
+  RegexParser(std::string_view s, bool json, int64_t cap = -1) : s_(s), json_(json), cap_(cap) {}
 
   std::string run() {
     if (!s_.empty() && s_[0] == '^') ++pos_;
@@ -60,6 +60,9 @@ class RegexParser {
     return out;
   }
 
+  // Characters in the shortest and longest match of what run() parsed (-1: unbounded).
+  std::pair<int64_t, int64_t> lengths() const { return {min_, max_}; }
+
  private:
   [[noreturn]] void fail(const std::string& what) const {
     throw Error("regex: " + what + " (at offset " + std::to_string(pos_) + ")");
@@ -67,26 +70,63 @@ class RegexParser {
 
   std::string alternation(int depth) {
     if (depth > kMaxDepth) fail("groups nested deeper than " + std::to_string(kMaxDepth));
+    const bool start = at_start_;
     std::string out = "(" + concat(depth);
+    int64_t lo = min_, hi = max_;
     while (pos_ < s_.size() && s_[pos_] == '|') {
       ++pos_;
+      at_start_ = start;
       out += " | " + concat(depth);
+      lo = std::min(lo, min_);
+      hi = (hi < 0 || max_ < 0) ? -1 : std::max(hi, max_);
     }
+    min_ = lo, max_ = hi;
     return out + ")";
   }
 
   std::string concat(int depth) {
     std::string out;
+    int64_t lo = 0, hi = 0;
     while (pos_ < s_.size() && s_[pos_] != '|' && s_[pos_] != ')') {
       if (s_[pos_] == '$' && (pos_ + 1 == s_.size() || s_[pos_ + 1] == '|' || s_[pos_ + 1] == ')')) {
         ++pos_;
         continue;
       }
-      if (s_[pos_] == '^') fail("'^' is supported only at the start");
+      if (s_[pos_] == '^') {
+        if (!at_start_) fail("'^' is supported only at the start");
+        ++pos_;
+        continue;
+      }
+      min_ = max_ = 1;  // a character, unless the atom is a group
       std::string atom_text = atom(depth);
-      out += " " + atom_text + quantifier();
+      at_start_ = false;
+      const std::string q = quantifier();
+      repeat_lengths(q);
+      lo = std::min<int64_t>(lo + min_, int64_t{1} << 40);
+      hi = (hi < 0 || max_ < 0) ? -1 : std::min<int64_t>(hi + max_, int64_t{1} << 40);
+      out += " " + atom_text + q;
     }
+    min_ = lo, max_ = hi;
     return out.empty() ? " \"\"" : out;
+  }
+
+  // The atom's lengths (min_, max_) under the quantifier text q.
+  void repeat_lengths(const std::string& q) {
+    int64_t m = 1, n = 1;
+    if (q == "*") m = 0, n = -1;
+    else if (q == "+") n = -1;
+    else if (q == "?") m = 0;
+    else if (!q.empty()) {
+      const std::string body = q.substr(1, q.size() - 2);
+      if (body.size() > 18) fail("repetition count too large");
+      const size_t comma = body.find(',');
+      m = std::stoll(body.substr(0, comma));
+      if (comma == std::string::npos) n = m;
+      else if (body.find_first_of("0123456789", comma) == std::string::npos) n = -1;
+      else n = std::stoll(body.substr(comma + 1));
+    }
+    min_ = std::min<int64_t>(min_ * m, int64_t{1} << 40);
+    max_ = (n < 0 || max_ < 0) ? ((n == 0 || max_ == 0) ? 0 : -1) : std::min<int64_t>(max_ * n, int64_t{1} << 40);
   }
 
   std::string quantifier() {
@@ -96,6 +136,7 @@ class RegexParser {
     if (c == '*' || c == '+' || c == '?') {
       ++pos_;
       q = std::string(1, c);
+      if (cap_ >= 0 && c != '?') q = "{" + std::string(c == '*' ? "0" : "1") + "," + std::to_string(cap_ + (c == '+')) + "}";
     } else if (c == '{') {
       const size_t close = s_.find('}', pos_);
       if (close == std::string_view::npos) fail("unterminated {m,n}");
@@ -105,6 +146,11 @@ class RegexParser {
       if (body.empty() || body[0] == ',') fail("{,n} needs a minimum: write {0,n}");
       q = "{" + std::string(body) + "}";
       pos_ = close + 1;
+      if (cap_ >= 0 && body.back() == ',') {
+        const std::string m(body.substr(0, body.size() - 1));
+        if (m.size() > 9) fail("repetition count too large");
+        q = "{" + m + "," + std::to_string(std::stoll(m) + cap_) + "}";
+      }
     } else {
       return "";
     }
@@ -272,6 +318,9 @@ class RegexParser {
   std::string_view s_;
   bool json_;
   size_t pos_ = 0;
+  int64_t cap_;  // >= 0: unbounded repetitions repeat at most this many times more than their minimum
+  int64_t min_ = 0, max_ = 0;
+  bool at_start_ = true;  // nothing matched yet: '^' is allowed (and means nothing)
 };
 
 }  // namespace
@@ -296,9 +345,16 @@ std::string gbnf_class(const std::vector<std::pair<uint32_t, uint32_t>>& ranges)
   return out + "]";
 }
 
-std::string regex_to_gbnf(std::string_view regex, bool json_string) {
+std::pair<int64_t, int64_t> regex_length_bounds(std::string_view regex, int64_t cap) {
   check(regex.size() <= 16384, "regex: longer than 16,384 characters");
-  return RegexParser(regex, json_string).run();
+  RegexParser p(regex, true, cap);
+  p.run();
+  return p.lengths();
+}
+
+std::string regex_to_gbnf(std::string_view regex, bool json_string, int64_t cap) {
+  check(regex.size() <= 16384, "regex: longer than 16,384 characters");
+  return RegexParser(regex, json_string, cap).run();
 }
 
 }  // namespace pagoda::structured

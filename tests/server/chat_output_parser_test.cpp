@@ -147,5 +147,71 @@ TEST(ChatOutputParser, PromptOpensReasoning) {
   EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n"));
 }
 
+
+ChatParserOptions with_format(ToolCallFormat f) {
+  ChatParserOptions o = kAll;
+  o.tool_format = f;
+  return o;
+}
+
+TEST(ChatOutputParser, Llama3JsonCalls) {
+  const auto o = with_format(ToolCallFormat::kLlama3Json);
+  const std::string text = R"({"name": "get_weather", "parameters": {"city": "Paris"}}; {"name": "get_time", "parameters": {}})";
+  const ChatDelta d = parse_whole(text, o);
+  EXPECT_EQ(d.content, "");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(d.tool_calls[1].name, "get_time");
+  expect_split_invariant(text, o);
+  // <|python_tag|> (when kept) is dropped; a JSON answer that is not a call stays content.
+  EXPECT_EQ(parse_whole(R"(<|python_tag|>{"name": "f", "arguments": {"x": 1}})", o).tool_calls.size(), 1u);
+  EXPECT_EQ(parse_whole(R"({"answer": 4})", o).content, R"({"answer": 4})");
+  EXPECT_EQ(parse_whole("The answer is {4}.", o).content, "The answer is {4}.");
+}
+
+TEST(ChatOutputParser, MistralCalls) {
+  const auto o = with_format(ToolCallFormat::kMistral);
+  // The tag as text (forced calls), or dropped with the special token (auto): both are calls.
+  for (const std::string& text : {std::string(R"([TOOL_CALLS][{"name": "add", "arguments": {"a": 1, "b": 2}}])"),
+                                 std::string(R"([{"name": "add", "arguments": {"a": 1, "b": 2}}, {"name": "neg", "arguments": {"a": 3}}])")}) {
+    const ChatDelta d = parse_whole(text, o);
+    ASSERT_GE(d.tool_calls.size(), 1u) << text;
+    EXPECT_EQ(d.tool_calls[0].name, "add");
+    EXPECT_EQ(d.tool_calls[0].arguments, R"({"a":1,"b":2})");
+    EXPECT_EQ(d.content, "");
+    expect_split_invariant(text, o);
+  }
+  const ChatDelta after = parse_whole(R"(Let me add. [TOOL_CALLS][{"name": "add", "arguments": {}}])", o);
+  EXPECT_EQ(after.content, "Let me add. ");
+  ASSERT_EQ(after.tool_calls.size(), 1u);
+  EXPECT_EQ(parse_whole("[1, 2, 3] are the numbers", o).content, "[1, 2, 3] are the numbers");
+}
+
+TEST(ChatOutputParser, PythonicCalls) {
+  const auto o = with_format(ToolCallFormat::kPythonic);
+  const std::string text = R"([get_weather(city='Paris', days=2, metric=True, extra=None), get_time(), f(xs=[1, 2.5, "a"], d={'k': False})])";
+  const ChatDelta d = parse_whole(text, o);
+  ASSERT_EQ(d.tool_calls.size(), 3u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(d.tool_calls[0].arguments),
+            nlohmann::json::parse(R"({"city":"Paris","days":2,"metric":true,"extra":null})"));
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+  EXPECT_EQ(nlohmann::json::parse(d.tool_calls[2].arguments), nlohmann::json::parse(R"({"xs":[1,2.5,"a"],"d":{"k":false}})"));
+  expect_split_invariant(text, o);
+  // Gemma 3's fenced form.
+  EXPECT_EQ(parse_whole("```tool_code\n[lookup(q=\"pagoda\")]\n```", o).tool_calls.size(), 1u);
+  EXPECT_EQ(parse_whole("[see the docs](http://x)", o).content, "[see the docs](http://x)");
+  EXPECT_EQ(parse_whole("Plain answer.", o).content, "Plain answer.");
+}
+
+TEST(ChatOutputParser, ParserNames) {
+  EXPECT_EQ(tool_call_format_named("llama3_json"), ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(tool_call_format_named("mistral"), ToolCallFormat::kMistral);
+  EXPECT_EQ(tool_call_format_named("pythonic"), ToolCallFormat::kPythonic);
+  EXPECT_EQ(tool_call_format_named("hermes"), ToolCallFormat::kHermes);
+  EXPECT_FALSE(tool_call_format_named("granite").has_value());
+}
+
 }  // namespace
 }  // namespace pagoda::server
