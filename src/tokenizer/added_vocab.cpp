@@ -156,10 +156,15 @@ auto AddedVocabulary::Matcher::find_next(std::string_view text, size_t from) con
 
 // Mirrors AddedVocabulary::find_matches in Hugging Face tokenizers, including that the search
 // resumes at the end of the raw match even when rstrip consumed more.
-void AddedVocabulary::Matcher::split(std::string_view text, const SegmentFn& fn) const {
+void AddedVocabulary::Matcher::split(std::string_view text, const SegmentFn& fn,
+                                     const std::vector<size_t>& literal_at) const {
   size_t emitted = 0;
   size_t search = 0;
   while (auto found = find_next(text, search)) {
+    if (std::binary_search(literal_at.begin(), literal_at.end(), found->start)) {
+      search = found->start + 1;  // text here; a token may still start inside it
+      continue;
+    }
     search = found->end;
     size_t start = found->start;
     size_t stop = found->end;

@@ -33,9 +33,12 @@ class AddedVocabulary {
   // Calls fn(text, id) for consecutive segments of text: id >= 0 for an added token (text is the
   // span it covers, stripped whitespace included), id < 0 for plain text in between.
   using SegmentFn = std::function<void(std::string_view, int32_t)>;
-  void split_raw(std::string_view text, const SegmentFn& fn) const { raw_.split(text, fn); }
+  // `literal_at` (sorted byte offsets): no token is matched starting there.
+  void split_raw(std::string_view text, const SegmentFn& fn, const std::vector<size_t>& literal_at = {}) const {
+    raw_.split(text, fn, literal_at);
+  }
   void split_normalized(std::string_view text, const SegmentFn& fn) const {
-    normalized_.split(text, fn);
+    normalized_.split(text, fn, {});
   }
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
@@ -48,7 +51,7 @@ class AddedVocabulary {
    public:
     void add(const AddedToken* token, std::string pattern);
     void finish();
-    void split(std::string_view text, const SegmentFn& fn) const;
+    void split(std::string_view text, const SegmentFn& fn, const std::vector<size_t>& literal_at) const;
 
    private:
     struct Entry {
