@@ -49,8 +49,8 @@ void Automaton::check_state_size(size_t n) const {
   if (n > budget_.max_state_stacks)
     throw Error("structured output: the grammar is too ambiguous: the parser would track " + std::to_string(n) +
                 " ways to continue the same text (at most " + std::to_string(budget_.max_state_stacks) +
-                "); make alternatives and repetitions match distinct text (e.g. not both \"x\" and \"x\" \"x\" "
-                "under one repetition)");
+                "); alternatives that share a prefix should part before their nested rules: x ::= \"a\" x \"b\" | "
+                "\"a\" x \"c\" tracks 2^n ways after n bytes, x ::= \"a\" x (\"b\" | \"c\") one");
 }
 
 void Automaton::release() {

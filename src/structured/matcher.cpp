@@ -1,6 +1,7 @@
 #include "structured/matcher.h"
 
 #include <algorithm>
+#include <chrono>
 #include <queue>
 #include <unordered_set>
 
@@ -58,8 +59,9 @@ State GrammarRuntime::initial() {
   return guarded([&] { return automaton_.initial(); });
 }
 
-void GrammarRuntime::probe(size_t max_work) {
+void GrammarRuntime::probe(size_t max_work, double max_ms) {
   std::lock_guard lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(max_ms);
   guarded([&] {
     struct Item {
       size_t size;
@@ -73,7 +75,7 @@ void GrammarRuntime::probe(size_t max_work) {
     seen.insert(start);
     queue.push({start.size(), std::move(start), ""});
     State next;
-    for (size_t work = 0; !queue.empty() && work < max_work;) {
+    for (size_t work = 0; !queue.empty() && work < max_work && std::chrono::steady_clock::now() < deadline;) {
       const Item item = queue.top();
       queue.pop();
       for (int b = 0; b < 256; ++b) {

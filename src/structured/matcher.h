@@ -38,9 +38,10 @@ class GrammarRuntime {
                  ParserBudget budget = {});
 
   // Explores the automaton from its start, the states that track the most stacks first, for at
-  // most `max_work` stack steps: exponential ambiguity (stack sets that double with each byte)
-  // shows within a few dozen bytes and throws Error here, at compile time, instead of mid-output.
-  void probe(size_t max_work = size_t{1} << 18);
+  // most `max_work` (stack, byte) steps and `max_ms` milliseconds: exponential ambiguity (stack
+  // sets that double with each byte) shows within a few dozen bytes and throws Error here, at
+  // compile time, instead of mid-output. A grammar it does not finish exploring passes.
+  void probe(size_t max_work = size_t{1} << 22, double max_ms = 250);
   // Once any call has thrown a budget Error, the runtime is spent: its memory is freed and every
   // later call throws that Error again (the requests that share it end). Empty while healthy.
   std::string failure() const;

@@ -34,7 +34,7 @@ TEST(GrammarParserBudget, DoublingAmbiguityIsRefusedByTheProbe) {
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("too ambiguous"), std::string::npos) << what;
-    EXPECT_NE(what.find("aaaaaaaaaa"), std::string::npos) << "the error shows the text that reached it: " << what;
+    EXPECT_NE(what.find("aaaaaaaa"), std::string::npos) << "the error shows the text that reached it: " << what;
   }
   // Spent: its memory is freed and it fails the same way for anyone holding it.
   EXPECT_FALSE(rt->failure().empty());
