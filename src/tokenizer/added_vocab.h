@@ -65,8 +65,16 @@ class AddedVocabulary {
     };
     std::optional<Found> find_next(std::string_view text, size_t from) const;
 
+    // The patterns as a byte trie: finding the longest match at a position walks at most as many
+    // bytes as the longest pattern and stops at the first byte no pattern continues with, whatever
+    // the number of tokens sharing a prefix (Llama 3's 256 "<|...|>" tokens on a text of "<|<|<|").
+    struct TrieNode {
+      std::vector<std::pair<uint8_t, uint32_t>> next;  // sorted by byte
+      int32_t entry = -1;                              // the first entry whose pattern ends here
+    };
     std::vector<Entry> entries_;
-    std::array<std::vector<uint32_t>, 256> by_first_byte_;  // entry indexes, longest first
+    std::vector<TrieNode> trie_;
+    std::array<bool, 256> starts_{};  // bytes some pattern starts with
   };
 
   std::vector<AddedToken> tokens_;
