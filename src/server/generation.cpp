@@ -91,6 +91,11 @@ void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, Sa
     if (id < 0 || id >= vocab)
       throw bad_request("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                             std::to_string(vocab) + ")", param);
+  // The count first: the vocabulary check below walks the entries.
+  if (params.logit_bias && static_cast<int64_t>(params.logit_bias->size()) > ctx.options.request.max_logit_bias)
+    throw bad_request("logit_bias has " + std::to_string(params.logit_bias->size()) + " entries; at most " +
+                          std::to_string(ctx.options.request.max_logit_bias) + " are allowed (--max-logit-bias)",
+                      "logit_bias");
   if (params.logit_bias)
     for (const auto& [id, bias] : *params.logit_bias)
       if (id >= vocab)
@@ -136,9 +141,6 @@ void check_budget(const ServerContext& ctx, const std::vector<ChoiceSpec>& choic
     throw bad_request("stop_token_ids has " + std::to_string(p.stop_token_ids.size()) + " distinct ids; at most " +
                           std::to_string(lim.max_stop_token_ids) + " are allowed (--max-stop-token-ids)",
                       "stop_token_ids");
-  if (p.logit_bias && static_cast<int64_t>(p.logit_bias->size()) > lim.max_logit_bias)
-    throw bad_request("logit_bias has " + std::to_string(p.logit_bias->size()) + " entries; at most " +
-                          std::to_string(lim.max_logit_bias) + " are allowed (--max-logit-bias)", "logit_bias");
   if (p.logprobs && *p.logprobs > lim.max_logprobs)
     throw bad_request("at most " + std::to_string(lim.max_logprobs) + " logprobs per token may be asked for, got " +
                           std::to_string(*p.logprobs) + " (--max-logprobs)", "logprobs");
