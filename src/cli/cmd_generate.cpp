@@ -77,7 +77,8 @@ SamplingParams params_from_json(const nlohmann::json& j, SamplingParams p) {
   read_opt(j, "frequency_penalty", p.frequency_penalty);
   read_opt(j, "repetition_penalty", p.repetition_penalty);
   read_opt(j, "min_tokens", p.min_tokens);
-  read_opt(j, "stop_token_ids", p.stop_token_ids);
+  if (j.contains("stop_token_ids") && !j["stop_token_ids"].is_null())
+    p.stop_token_ids = j["stop_token_ids"].get<std::vector<int32_t>>();
   read_opt(j, "ignore_eos", p.ignore_eos);
   read_opt(j, "include_stop_str_in_output", p.include_stop_str_in_output);
   read_opt(j, "n", p.n);

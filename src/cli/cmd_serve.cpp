@@ -104,6 +104,14 @@ void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
       ->capture_default_str();
   cmd->add_option("--max-stop-bytes", r.max_stop_bytes, "Most bytes of stop strings in one request")
       ->capture_default_str();
+  cmd->add_option("--max-stop-token-ids", r.max_stop_token_ids, "Most distinct stop_token_ids in one request")
+      ->capture_default_str();
+  cmd->add_option("--max-logit-bias", r.max_logit_bias,
+                  "Most logit_bias entries in one request (OpenAI allows 300)")
+      ->capture_default_str();
+  cmd->add_option("--max-tokenize-bytes", r.max_tokenize_bytes,
+                  "Most bytes of text one request may have tokenized (prompt, rendered chat, /tokenize)")
+      ->capture_default_str();
   cmd->add_option("--max-request-output-budget", r.max_output_budget,
                   "Most tokens and logprob entries one request may make the server hold: choices x "
                   "max_tokens x (1 + logprobs)")
@@ -144,7 +152,8 @@ void run_serve(ServeArgs& a) {
   check(hl.request_timeout_s > 0 && hl.keep_alive_timeout_s > 0 && hl.write_timeout_s > 0,
         "the HTTP timeouts must be positive");
   const server::RequestLimits& rl = a.server.request;
-  check(rl.max_logprobs >= 0 && rl.max_stop_strings >= 0 && rl.max_stop_bytes >= 0 && rl.max_output_budget > 0,
+  check(rl.max_logprobs >= 0 && rl.max_stop_strings >= 0 && rl.max_stop_bytes >= 0 && rl.max_output_budget > 0 &&
+            rl.max_stop_token_ids >= 0 && rl.max_logit_bias >= 0 && rl.max_tokenize_bytes > 0,
         "the per-request limits cannot be negative");
   check(rl.max_logprobs <= server::kMaxLogprobs,
         "--max-logprobs can lower the limit of " + std::to_string(server::kMaxLogprobs) + ", not raise it");
@@ -193,6 +202,7 @@ void run_serve(ServeArgs& a) {
   const std::string& tok_dir = engine_config.tokenizer_dir.empty() ? dir : engine_config.tokenizer_dir;
   std::unique_ptr<server::ChatPrompt> chat = server::ChatPrompt::load(tok_dir, a.chat_template);
   if (!chat) LOG_WARN(dir << " has no chat template: /v1/chat/completions will answer 400");
+  if (chat && engine->tokenizer()) chat->protect_special_tokens(*engine->tokenizer());
 
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
   server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.logging});

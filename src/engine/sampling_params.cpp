@@ -1,5 +1,6 @@
 #include "engine/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -34,6 +35,38 @@ void StopStrings::erase(const_iterator first, const_iterator last) {
 }
 
 const StopStrings::List& StopStrings::empty_list() {
+  static const List empty;
+  return empty;
+}
+
+bool TokenIdSet::contains(int32_t id) const { return std::binary_search(begin(), end(), id); }
+
+void TokenIdSet::push_back(int32_t id) {
+  if (contains(id)) return;
+  List copy = list();
+  copy.push_back(id);
+  assign(std::move(copy));
+}
+
+TokenIdSet::const_iterator TokenIdSet::insert(const_iterator, int32_t id) {
+  push_back(id);
+  return std::lower_bound(begin(), end(), id);
+}
+
+void TokenIdSet::assign(List ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty()) list_.reset();
+  else list_ = std::make_shared<const List>(std::move(ids));
+}
+
+void TokenIdSet::erase(const_iterator first, const_iterator last) {
+  List kept(begin(), first);
+  kept.insert(kept.end(), last, end());
+  assign(std::move(kept));
+}
+
+const TokenIdSet::List& TokenIdSet::empty_list() {
   static const List empty;
   return empty;
 }

@@ -50,6 +50,42 @@ class StopStrings {
   std::shared_ptr<const List> list_;
 };
 
+// A request's stop_token_ids: sorted, without repeats, shared (not copied) between its choices, and
+// looked up by binary search on every sampled token (the engine checks each one). Copy-on-write;
+// reads like a sorted vector of ids.
+class TokenIdSet {
+ public:
+  using value_type = int32_t;
+  using List = std::vector<int32_t>;
+  using iterator = List::const_iterator;
+  using const_iterator = List::const_iterator;
+
+  TokenIdSet() = default;
+  TokenIdSet(List ids) { assign(std::move(ids)); }
+  TokenIdSet(std::initializer_list<int32_t> ids) { assign(List(ids)); }
+
+  const List& list() const { return list_ ? *list_ : empty_list(); }
+  const_iterator begin() const { return list().begin(); }
+  const_iterator end() const { return list().end(); }
+  size_t size() const { return list().size(); }
+  bool empty() const { return list().empty(); }
+  int32_t operator[](size_t i) const { return list()[i]; }
+  bool contains(int32_t id) const;
+
+  void clear() { list_.reset(); }
+  void erase(const_iterator first, const_iterator last);  // CLI11 empties containers so
+  void push_back(int32_t id);
+  const_iterator insert(const_iterator, int32_t id);  // adds (CLI11 fills containers so)
+
+  friend bool operator==(const TokenIdSet& a, const TokenIdSet& b) { return a.list() == b.list(); }
+  friend bool operator==(const TokenIdSet& a, const List& b) { return a.list() == b; }
+
+ private:
+  void assign(List ids);
+  static const List& empty_list();
+  std::shared_ptr<const List> list_;
+};
+
 struct SamplingParams {
   int32_t n = 1;                       // completions per prompt (fanned out by the engine)
   double temperature = 1.0;            // 0 = greedy
@@ -62,7 +98,7 @@ struct SamplingParams {
   double repetition_penalty = 1.0;     // > 0, over prompt + output tokens; 1 = off
   std::optional<int32_t> max_tokens;   // >= 1; unset = until max_model_len
   int32_t min_tokens = 0;              // >= 0, <= max_tokens: no stop before this many tokens
-  std::vector<int32_t> stop_token_ids;
+  TokenIdSet stop_token_ids;           // sorted, unique, shared between the choices
   StopStrings stop;                    // stop strings, matched on detokenized text (OutputProcessor)
   bool include_stop_str_in_output = false;  // vLLM's: the text ends after the stop string, not before
   bool ignore_eos = false;

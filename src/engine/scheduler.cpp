@@ -347,7 +347,7 @@ FinishReason Scheduler::stop_reason(Sequence* seq) const {
   if (num_out >= p.min_tokens) {
     const bool is_eos = !p.ignore_eos && std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(),
                                                    token) != config_.eos_token_ids.end();
-    const bool is_stop = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+    const bool is_stop = p.stop_token_ids.contains(token);
     if (is_eos || is_stop) {
       seq->stop_token = token;
       return FinishReason::Stop;

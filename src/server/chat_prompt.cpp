@@ -89,6 +89,10 @@ std::unique_ptr<ChatPrompt> ChatPrompt::load(const std::string& model_dir, const
 #endif
 }
 
+void ChatPrompt::protect_special_tokens(const Tokenizer& tok) {
+  guard_ = std::make_shared<const SpecialTextGuard>(SpecialTextGuard::for_tokenizer(tok));
+}
+
 std::string ChatPrompt::render(const ChatPromptRequest& r) const {
 #if PAGODA_HAS_CHAT_TEMPLATE
   // The request parser bounds these already (parsed tool arguments may add to a message's nesting,
@@ -102,6 +106,7 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
   for (const auto& [k, v] : r.chat_template_kwargs.items()) context[k] = v;
   context["messages"] = adapt_messages(r.messages, forms_);
   if (!r.tools.is_null()) context["tools"] = r.tools;
+  if (guard_) guard_->mark_json(context);  // all of it is the client's so far
   context["add_generation_prompt"] = r.add_generation_prompt;
   context["bos_token"] = bos_token;
   context["eos_token"] = eos_token;
@@ -119,6 +124,7 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
       const Json& last = r.messages.back();
       if (const auto it = last.find("content"); it != last.end() && it->is_string()) final_text = trim(it->get<std::string>());
     }
+    if (guard_) final_text = guard_->mark(final_text);
     const size_t at = final_text.empty() ? std::string::npos : text.rfind(final_text);
     if (at == std::string::npos)
       throw bad_request("continue_final_message: the final message does not appear in the rendered prompt",

@@ -8,9 +8,11 @@
 
 #include "server/chat_message_forms.h"
 #include "server/openai_request.h"
+#include "server/special_text.h"
 
 namespace pagoda {
 class ChatTemplate;
+class Tokenizer;
 }
 
 namespace pagoda::server {
@@ -25,6 +27,10 @@ class ChatPrompt {
 
   // The prompt text. Template errors (raise_exception included) become ApiError 400.
   std::string render(const ChatPromptRequest& request) const;
+  // From now on, special-token text in the client's strings is marked so that it is tokenized as
+  // text (server/special_text.h); the prompt render() returns must then be tokenized with
+  // encode_chat_prompt (generation.h).
+  void protect_special_tokens(const Tokenizer& tok);
   // The form this template takes tool-call messages in, probed at load.
   const ToolCallForms& tool_call_forms() const { return forms_; }
 
@@ -33,6 +39,7 @@ class ChatPrompt {
   std::unique_ptr<ChatTemplate> template_;
   std::string bos_token, eos_token;
   ToolCallForms forms_;
+  std::shared_ptr<const SpecialTextGuard> guard_;
 };
 
 }  // namespace pagoda::server

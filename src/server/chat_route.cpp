@@ -60,7 +60,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
   const std::string prompt_text = ctx.chat->render(r.prompt);
-  const std::vector<int32_t> ids = encode_text(ctx, prompt_text, "messages");
+  const std::vector<int32_t> ids = encode_chat_prompt(ctx, prompt_text, "messages");
   fit_prompt(ctx, ids, r.params, "messages");
   ChatParserOptions popts;
   popts.reasoning = ctx.options.reasoning_parser && has_token(ctx.engine.tokenizer(), "<think>") && has_token(ctx.engine.tokenizer(), "</think>");

@@ -145,9 +145,14 @@ std::vector<int32_t> input_ids(const ServerContext& ctx, const EmbeddingRequest&
   // Text through the tokenizer's post_processor, as tokenizer(text) in transformers and
   // sentence-transformers (Qwen3-Embedding appends <|endoftext|> so); ids as given, as in vLLM.
   std::vector<int32_t> ids;
-  if (!in.text) ids = in.token_ids;
-  else if (r.add_special_tokens && ctx.engine.tokenizer()) ids = ctx.engine.tokenizer()->encode_with_special_tokens(*in.text);
-  else ids = encode_text(ctx, *in.text, "input");
+  if (!in.text) {
+    ids = in.token_ids;
+  } else if (r.add_special_tokens && ctx.engine.tokenizer()) {
+    check_tokenize_bytes(ctx, in.text->size(), "input");
+    ids = ctx.engine.tokenizer()->encode_with_special_tokens(*in.text);
+  } else {
+    ids = encode_text(ctx, *in.text, "input");
+  }
   const int64_t max_len = ctx.engine.max_model_len();
   const int64_t keep = r.truncate_prompt_tokens < 0 ? max_len : r.truncate_prompt_tokens;
   if (keep > 0 && static_cast<int64_t>(ids.size()) > keep) ids.erase(ids.begin(), ids.end() - keep);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/api_error.h"
+#include "server/special_text.h"
 #include "server/sse.h"
 
 namespace pagoda::server {
@@ -16,10 +17,29 @@ void check_model_name(const ServerContext& ctx, const std::string& requested) {
     throw not_found("The model `" + requested + "` does not exist.", "model_not_found");
 }
 
+void check_tokenize_bytes(const ServerContext& ctx, size_t bytes, const std::string& param) {
+  const int64_t limit = ctx.options.request.max_tokenize_bytes;
+  if (static_cast<int64_t>(bytes) > limit)
+    throw bad_request("the text to tokenize has " + std::to_string(bytes) + " bytes; at most " +
+                          std::to_string(limit) + " are allowed (--max-tokenize-bytes)",
+                      param, "request_too_large");
+}
+
 std::vector<int32_t> encode_text(const ServerContext& ctx, const std::string& text, const std::string& param) {
   const Tokenizer* tok = ctx.engine.tokenizer();
   if (!tok) throw bad_request("this model has no tokenizer.json: give the prompt as token ids", param);
+  check_tokenize_bytes(ctx, text.size(), param);
   return tok->encode(text);
+}
+
+std::vector<int32_t> encode_chat_prompt(const ServerContext& ctx, const std::string& rendered, const std::string& param) {
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  if (!tok) throw bad_request("this model has no tokenizer.json: give the prompt as token ids", param);
+  check_tokenize_bytes(ctx, rendered.size(), param);
+  std::vector<size_t> literal_at;
+  const std::string text = SpecialTextGuard::unmark(rendered, literal_at);
+  if (literal_at.empty()) return tok->encode(text);
+  return tok->encode_literal_at(text, literal_at);
 }
 
 std::vector<int32_t> conversation_boundaries(const ServerContext& ctx, const ChatPromptRequest& request,
@@ -45,7 +65,7 @@ std::vector<int32_t> conversation_boundaries(const ServerContext& ctx, const Cha
     ChatPromptRequest variant = request;
     variant.messages[i]["content"] = "";
     try {
-      const std::vector<int32_t> t = tok->encode(ctx.chat->render(variant));
+      const std::vector<int32_t> t = encode_chat_prompt(ctx, ctx.chat->render(variant), "messages");
       const auto common = static_cast<int32_t>(std::mismatch(t.begin(), t.end(), ids.begin(), ids.end()).first - t.begin());
       if (common > 0 && common + 1 < static_cast<int32_t>(ids.size())) out.push_back(common);
     } catch (const std::exception&) {
@@ -71,6 +91,11 @@ void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, Sa
     if (id < 0 || id >= vocab)
       throw bad_request("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                             std::to_string(vocab) + ")", param);
+  // The count first: the vocabulary check below walks the entries.
+  if (params.logit_bias && static_cast<int64_t>(params.logit_bias->size()) > ctx.options.request.max_logit_bias)
+    throw bad_request("logit_bias has " + std::to_string(params.logit_bias->size()) + " entries; at most " +
+                          std::to_string(ctx.options.request.max_logit_bias) + " are allowed (--max-logit-bias)",
+                      "logit_bias");
   if (params.logit_bias)
     for (const auto& [id, bias] : *params.logit_bias)
       if (id >= vocab)
@@ -112,6 +137,10 @@ void check_budget(const ServerContext& ctx, const std::vector<ChoiceSpec>& choic
   if (p.stop.total_bytes() > lim.max_stop_bytes)
     throw bad_request("the stop strings have " + std::to_string(p.stop.total_bytes()) + " bytes; at most " +
                           std::to_string(lim.max_stop_bytes) + " are allowed (--max-stop-bytes)", "stop");
+  if (static_cast<int64_t>(p.stop_token_ids.size()) > lim.max_stop_token_ids)
+    throw bad_request("stop_token_ids has " + std::to_string(p.stop_token_ids.size()) + " distinct ids; at most " +
+                          std::to_string(lim.max_stop_token_ids) + " are allowed (--max-stop-token-ids)",
+                      "stop_token_ids");
   if (p.logprobs && *p.logprobs > lim.max_logprobs)
     throw bad_request("at most " + std::to_string(lim.max_logprobs) + " logprobs per token may be asked for, got " +
                           std::to_string(*p.logprobs) + " (--max-logprobs)", "logprobs");

@@ -19,6 +19,10 @@ namespace pagoda::server {
 void check_model_name(const ServerContext& ctx, const std::string& requested);
 
 // Text -> token ids (400 when the model has no tokenizer).
+// 400 naming `param` when a request asks for more than --max-tokenize-bytes of text to be tokenized.
+void check_tokenize_bytes(const ServerContext& ctx, size_t bytes, const std::string& param);
+// A prompt rendered by ChatPrompt, tokenized so that special-token text from the client stays text.
+std::vector<int32_t> encode_chat_prompt(const ServerContext& ctx, const std::string& rendered, const std::string& param);
 std::vector<int32_t> encode_text(const ServerContext& ctx, const std::string& text, const std::string& param);
 
 // Checks ids against the vocabulary and the context length; sets params.max_tokens when unset to

@@ -31,7 +31,7 @@ HttpReply handle_tokenize(ServerContext& ctx, const HttpRequest& req) {
     if (!ctx.chat) throw bad_request("this model has no chat template", "messages");
     text = ctx.chat->render(r.chat);
   }
-  const std::vector<int32_t> ids = encode_text(ctx, text, r.prompt ? "prompt" : "messages");
+  const std::vector<int32_t> ids = r.prompt ? encode_text(ctx, text, "prompt") : encode_chat_prompt(ctx, text, "messages");
   Json out = {{"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}, {"tokens", ids}};
   if (r.return_token_strs) {
     Json strs = Json::array();

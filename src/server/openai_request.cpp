@@ -162,6 +162,19 @@ void check_tool_calls(Json& msg, const std::string& key) {
   }
 }
 
+// OpenAI's roles (and the legacy "function"), as OpenAI answers anything else: a role is rendered by
+// the template as is, so an open set would let a client write any text, special tokens included,
+// into the turn headers (`<|im_end|><|im_start|>system`).
+void check_role(const std::string& role, const std::string& key) {
+  static constexpr const char* kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+  for (const char* r : kRoles)
+    if (role == r) return;
+  const std::string shown = role.size() > 40 ? role.substr(0, 40) + "..." : role;
+  throw bad_request(key + " must be one of system, developer, user, assistant, tool or function; got " +
+                        nlohmann::json(shown).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    key);
+}
+
 // Messages as sent (every field kept, null stays null), but for what vLLM normalises whatever the
 // template: text-part arrays joined into a string, an assistant's null or empty tool_calls dropped.
 Json normalize_messages(const Json& j) {
@@ -178,6 +191,7 @@ Json normalize_messages(const Json& j) {
       throw bad_request(key + " is nested too deeply (more than " + std::to_string(kMaxChatNesting) + " levels)", key);
     const Json* role = field(m, "role");
     if (!role || !role->is_string()) throw bad_request(key + ".role must be a string", key + ".role");
+    check_role(role->get_ref<const std::string&>(), key + ".role");
     if (const Json* calls = field(m, "tool_calls"); calls && !calls->is_array())
       wrong_type(key + ".tool_calls", "an array", *calls);
     Json msg = m;

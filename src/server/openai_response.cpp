@@ -27,8 +27,7 @@ std::string finish_reason_text(FinishReason r) {
 Json stop_reason_json(const RequestOutput& o, const SamplingParams& params) {
   if (!o.stop_string.empty()) return o.stop_string;
   if (o.finish_reason == FinishReason::Stop && o.stop_token >= 0 &&
-      std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), o.stop_token) !=
-          params.stop_token_ids.end())
+      params.stop_token_ids.contains(o.stop_token))
     return o.stop_token;
   return nullptr;
 }

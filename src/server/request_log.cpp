@@ -62,7 +62,7 @@ std::string format_sampling_params(const SamplingParams& p) {
     << ", temperature=" << num(p.temperature) << ", top_p=" << num(p.top_p) << ", top_k=" << p.top_k
     << ", min_p=" << num(p.min_p) << ", seed=" << (p.seed ? std::to_string(*p.seed) : "None")
     << ", stop=" << list(p.stop.list(), quoted)
-    << ", stop_token_ids=" << list(p.stop_token_ids, [](int32_t t) { return std::to_string(t); })
+    << ", stop_token_ids=" << list(p.stop_token_ids.list(), [](int32_t t) { return std::to_string(t); })
     << ", ignore_eos=" << (p.ignore_eos ? "True" : "False")
     << ", max_tokens=" << (p.max_tokens ? std::to_string(*p.max_tokens) : "None") << ", min_tokens=" << p.min_tokens
     << ", logprobs=" << (p.logprobs ? std::to_string(*p.logprobs) : "None") << ")";

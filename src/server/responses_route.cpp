@@ -142,7 +142,7 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "input");
   const std::string prompt_text = ctx.chat->render(r.prompt);
-  const std::vector<int32_t> ids = encode_text(ctx, prompt_text, "input");
+  const std::vector<int32_t> ids = encode_chat_prompt(ctx, prompt_text, "input");
   fit_prompt(ctx, ids, r.params, "input");
   const Tokenizer* tok = ctx.engine.tokenizer();
   ChatParserOptions popts;

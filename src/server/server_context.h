@@ -29,6 +29,11 @@ struct RequestLimits {
   int32_t max_logprobs = 20;          // vLLM's --max-logprobs
   int32_t max_stop_strings = 64;      // OpenAI allows 4
   int64_t max_stop_bytes = 64 << 10;  // all stop strings together
+  int32_t max_stop_token_ids = 1024;  // distinct ids; checked on each sampled token
+  int32_t max_logit_bias = 300;       // entries, as OpenAI caps it; added to every logits row
+  // Bytes of text one request may have tokenized (a prompt, a rendered chat, /tokenize): bounds the
+  // tokenizer's time and memory whatever the body limit.
+  int64_t max_tokenize_bytes = int64_t{8} << 20;
   // choices x max_tokens x (1 + logprobs): the tokens (and logprob entries) one request can make
   // the server produce and hold for its response.
   int64_t max_output_budget = int64_t{1} << 20;

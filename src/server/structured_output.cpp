@@ -163,6 +163,12 @@ std::shared_ptr<structured::GrammarRuntime> compile_constraint_cached(const Requ
   }
   for (auto it = lru.begin(); it != lru.end(); ++it) {
     if (it->first == key) {
+      // A grammar that ran out of its parser budget for an earlier request would again: dropped
+      // (its memory is already freed) and refused.
+      if (const std::string why = it->second->failure(); !why.empty()) {
+        lru.erase(it);
+        throw bad_request(why, rc.param);
+      }
       lru.splice(lru.begin(), lru, it);
       return it->second;
     }
@@ -170,7 +176,10 @@ std::shared_ptr<structured::GrammarRuntime> compile_constraint_cached(const Requ
   std::shared_ptr<structured::GrammarRuntime> rt;
   try {
     rt = std::make_shared<structured::GrammarRuntime>(structured::compile_constraint(c), trie, eos_ids);
-    rt->initial();  // a grammar whose start cannot expand fails here, as a 400
+    // A grammar whose start cannot expand fails here, as a 400; so does one whose ambiguity shows
+    // within the probe's bounded exploration (the parser budget, structured/automaton.h).
+    rt->initial();
+    rt->probe();
   } catch (const Error& e) {
     throw bad_request(e.what(), rc.param);
   }

@@ -21,7 +21,7 @@ std::pair<uint32_t, uint32_t> unpack(uint64_t v) {
 
 }  // namespace
 
-Automaton::Automaton(Grammar g) : g_(std::move(g)) {
+Automaton::Automaton(Grammar g, ParserBudget budget) : g_(std::move(g)), budget_(budget) {
   alt_starts_.resize(g_.rule_start.size());
   for (size_t r = 0; r < g_.rule_start.size(); ++r) {
     uint32_t p = g_.rule_start[r];
@@ -37,6 +37,35 @@ Automaton::Automaton(Grammar g) : g_(std::move(g)) {
   }
 }
 
+void Automaton::charge(size_t bytes) {
+  bytes_ += bytes;
+  if (bytes_ > budget_.max_bytes)
+    throw Error("structured output: the grammar's parser needs more than " + std::to_string(budget_.max_bytes >> 20) +
+                " MiB of state (" + std::to_string(nodes_.size()) +
+                " stacks); it is too ambiguous or too large: make its alternatives differ in their first bytes");
+}
+
+void Automaton::check_state_size(size_t n) const {
+  if (n > budget_.max_state_stacks)
+    throw Error("structured output: the grammar is too ambiguous: the parser would track " + std::to_string(n) +
+                " ways to continue the same text (at most " + std::to_string(budget_.max_state_stacks) +
+                "); alternatives that share a prefix should part before their nested rules: x ::= \"a\" x \"b\" | "
+                "\"a\" x \"c\" tracks 2^n ways after n bytes, x ::= \"a\" x (\"b\" | \"c\") one");
+}
+
+void Automaton::release() {
+  // Swapped with empties: clear() would keep the capacity.
+  std::vector<Node>().swap(nodes_);
+  std::unordered_map<uint64_t, StackId>().swap(index_);
+  std::vector<uint64_t>().swap(expanded_);
+  std::vector<std::unique_ptr<std::array<uint64_t, 256>>>().swap(steps_);
+  std::vector<StackId>().swap(pool_);
+  std::vector<StackId>().swap(scratch_);
+  std::vector<uint32_t>().swap(remaining_);
+  std::vector<StackId>().swap(chain_);
+  bytes_ = 0;
+}
+
 StackId Automaton::push(uint32_t pos, StackId parent) {
   // A position at the end of an alternative is its rule's return: the caller's continuation.
   if (g_.ends_alternative(pos)) return parent;
@@ -45,6 +74,8 @@ StackId Automaton::push(uint32_t pos, StackId parent) {
   if (inserted) {
     check(nodes_.size() < kMaxStacks, "structured output: the grammar's state space is too large "
                                       "(over 4M parser stacks); simplify the schema or grammar");
+    // A node, its index entry (a hash node) and its memo slots.
+    charge(sizeof(Node) + 48 + sizeof(uint64_t) + sizeof(void*));
     nodes_.push_back({pos, parent});
     expanded_.push_back(0);
     steps_.emplace_back();
@@ -74,6 +105,8 @@ std::pair<uint32_t, uint32_t> Automaton::expanded(StackId s) {
     expand(s, scratch_, 0);
     std::sort(scratch_.begin(), scratch_.end());
     scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+    check_state_size(scratch_.size());
+    charge(scratch_.size() * sizeof(StackId));
     check(pool_.size() + scratch_.size() < kMaxPool && scratch_.size() < 0xFFFFF,
           "structured output: the grammar's state space is too large; simplify it");
     const auto begin = static_cast<uint32_t>(pool_.size());
@@ -92,11 +125,15 @@ State Automaton::initial() {
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  check_state_size(out.size());
   return out;
 }
 
 std::pair<uint32_t, uint32_t> Automaton::step_stack(StackId s, uint8_t b) {
-  if (!steps_[s]) steps_[s] = std::make_unique<std::array<uint64_t, 256>>();
+  if (!steps_[s]) {
+    charge(sizeof(std::array<uint64_t, 256>));
+    steps_[s] = std::make_unique<std::array<uint64_t, 256>>();
+  }
   uint64_t& slot = (*steps_[s])[b];
   if (slot == 0) {
     const Node n = nodes_[s];
@@ -120,6 +157,7 @@ void Automaton::step(const State& from, uint8_t b, State& out) {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }
+  check_state_size(out.size());
 }
 
 // Shortest derivations as a fixpoint (values only fall, each the length of a real derivation, so

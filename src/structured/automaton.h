@@ -24,9 +24,20 @@ using State = std::vector<StackId>;  // sorted, unique; StackId 0 = the empty st
 // its shortest completion counts as 0 (the real rest adds its own).
 inline constexpr StackId kHole = 1;
 
+// What one grammar's parser may hold, so that a small hostile grammar (an ambiguous one whose stack
+// sets double with every byte) ends with an error instead of taking gigabytes and minutes.
+struct ParserBudget {
+  // Stacks in one automaton state: how many ways the input so far can continue. Real grammars
+  // (JSON schemas, regexes, tool calls) stay in the tens; exponential ambiguity passes any bound
+  // within a few dozen bytes.
+  size_t max_state_stacks = 1024;
+  // The automaton's memory (stacks, their memoised expansions and byte steps).
+  size_t max_bytes = size_t{64} << 20;
+};
+
 class Automaton {
  public:
-  explicit Automaton(Grammar g);
+  explicit Automaton(Grammar g, ParserBudget budget = {});
 
   State initial();
   // Appends to `out` (sorted, unique) the stacks of `from` after byte b; empty = rejected.
@@ -34,6 +45,12 @@ class Automaton {
   static bool accepting(const State& s) { return !s.empty() && s.front() == 0; }
   const Grammar& grammar() const { return g_; }
   size_t stacks() const { return nodes_.size(); }
+  // The automaton's memory as counted against ParserBudget::max_bytes.
+  size_t bytes() const { return bytes_; }
+  // Throws Error when a state of `n` stacks is past the budget.
+  void check_state_size(size_t n) const;
+  // Frees every stack and memo (after a budget error: nothing may use this automaton again).
+  void release();
 
   // Stepping one stack over one byte, memoised: [begin, end) into pool().
   std::pair<uint32_t, uint32_t> step_stack(StackId s, uint8_t b);
@@ -66,7 +83,11 @@ class Automaton {
   void compute_suffix_lengths();
   uint32_t remaining(StackId s);
 
+  void charge(size_t bytes);
+
   Grammar g_;
+  ParserBudget budget_;
+  size_t bytes_ = 0;
   std::vector<std::vector<uint32_t>> alt_starts_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, StackId> index_;

@@ -1,6 +1,13 @@
 #include "structured/matcher.h"
 
 #include <algorithm>
+#include <chrono>
+#include <queue>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 
 namespace pagoda::structured {
 namespace {
@@ -14,30 +21,101 @@ void allow_node_tokens(const std::vector<int32_t>& ids, uint32_t begin, uint32_t
 }
 }
 
-GrammarRuntime::GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> eos_ids)
-    : automaton_(std::move(g)), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), dfa_(automaton_) {
+GrammarRuntime::GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> eos_ids,
+                               ParserBudget budget)
+    : automaton_(std::move(g), budget), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), dfa_(automaton_) {
   per_depth_.resize(trie_->max_depth() + 1);
+}
+
+// Called with mu_ held.
+template <class F>
+auto GrammarRuntime::guarded(F&& f) -> decltype(f()) {
+  if (!failure_.empty()) throw Error(failure_);
+  try {
+    return f();
+  } catch (const Error& e) {
+    spend(e.what());
+    throw;
+  }
+}
+
+void GrammarRuntime::spend(const std::string& why) {
+  failure_ = why;
+  automaton_.release();
+  dfa_.clear();
+  cache_.clear();
+  cache_order_.clear();
+  classes_.clear();
+  for (State& s : per_depth_) State().swap(s);
+}
+
+std::string GrammarRuntime::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
 }
 
 State GrammarRuntime::initial() {
   std::lock_guard lock(mu_);
-  return automaton_.initial();
+  return guarded([&] { return automaton_.initial(); });
+}
+
+void GrammarRuntime::probe(size_t max_work, double max_ms) {
+  std::lock_guard lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(max_ms);
+  guarded([&] {
+    struct Item {
+      size_t size;
+      State state;
+      std::string prefix;  // for the error: the text that reached it
+      bool operator<(const Item& o) const { return size < o.size; }
+    };
+    std::priority_queue<Item> queue;
+    std::unordered_set<State, StateHash> seen;
+    State start = automaton_.initial();
+    seen.insert(start);
+    queue.push({start.size(), std::move(start), ""});
+    State next;
+    for (size_t work = 0; !queue.empty() && work < max_work && std::chrono::steady_clock::now() < deadline;) {
+      const Item item = queue.top();
+      queue.pop();
+      for (int b = 0; b < 256; ++b) {
+        work += item.state.size();
+        try {
+          automaton_.step(item.state, static_cast<uint8_t>(b), next);
+        } catch (const Error& e) {
+          std::string shown = item.prefix + static_cast<char>(b);
+          if (shown.size() > 48) shown = "..." + shown.substr(shown.size() - 45);
+          throw Error(std::string(e.what()) + "; seen after the text " +
+                      nlohmann::json(shown).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace));
+        }
+        if (next.empty() || !seen.insert(next).second) continue;
+        queue.push({next.size(), next, item.prefix.size() < 256 ? item.prefix + static_cast<char>(b) : item.prefix});
+      }
+    }
+  });
 }
 
 State GrammarRuntime::advance(const State& s, int32_t token) {
   std::lock_guard lock(mu_);
-  State cur = s, next;
-  for (char c : trie_->bytes(token)) {
-    automaton_.step(cur, static_cast<uint8_t>(c), next);
-    if (next.empty()) return {};
-    cur.swap(next);
-  }
-  if (trie_->bytes(token).empty()) return {};
-  return cur;
+  return guarded([&]() -> State {
+    State cur = s, next;
+    for (char c : trie_->bytes(token)) {
+      automaton_.step(cur, static_cast<uint8_t>(c), next);
+      if (next.empty()) return {};
+      cur.swap(next);
+    }
+    if (trie_->bytes(token).empty()) return {};
+    return cur;
+  });
 }
 
 void GrammarRuntime::fill_mask(const State& s, TokenMask& mask, int64_t tokens_left) {
   std::unique_lock lock(mu_);
+  guarded([&] { fill_mask_locked(s, mask, tokens_left, lock); });
+}
+
+void GrammarRuntime::fill_mask_locked(const State& s, TokenMask& mask, int64_t tokens_left,
+                                      std::unique_lock<std::mutex>& lock) {
   auto it = cache_.find(s);
   if (it == cache_.end()) {
     auto fresh = std::make_shared<CachedMask>();
@@ -94,6 +172,10 @@ uint32_t GrammarRuntime::compute_mask_dfa(const State& s, TokenMask& mask, int64
 
 void GrammarRuntime::reference_mask(const State& s, TokenMask& mask, int64_t tokens_left) {
   std::lock_guard lock(mu_);
+  guarded([&] { reference_mask_locked(s, mask, tokens_left); });
+}
+
+void GrammarRuntime::reference_mask_locked(const State& s, TokenMask& mask, int64_t tokens_left) {
   TokenMask full;
   const uint32_t max_after = compute_mask(s, full, INT64_MAX);
   const int64_t limit = tokens_left == INT64_MAX ? INT64_MAX : tokens_left - 2;
@@ -205,6 +287,7 @@ uint32_t GrammarRuntime::compute_mask(const State& s, TokenMask& mask, int64_t l
     if (parent.size() > 1) {
       std::sort(cur.begin(), cur.end());
       cur.erase(std::unique(cur.begin(), cur.end()), cur.end());
+      automaton_.check_state_size(cur.size());
     }
     if (node.tokens_begin < node.tokens_end) {
       const uint32_t after = automaton_.shortest(cur);
@@ -217,9 +300,16 @@ uint32_t GrammarRuntime::compute_mask(const State& s, TokenMask& mask, int64_t l
   return max_after;
 }
 
-Matcher::Matcher(std::shared_ptr<GrammarRuntime> runtime) : runtime_(std::move(runtime)), state_(runtime_->initial()) {}
+Matcher::Matcher(std::shared_ptr<GrammarRuntime> runtime) : runtime_(std::move(runtime)) {
+  try {
+    state_ = runtime_->initial();
+  } catch (const Error& e) {
+    error_ = e.what();
+  }
+}
 
 bool Matcher::accept(int32_t token) {
+  if (!error_.empty()) throw Error(error_);
   if (finished_) return false;
   if (std::find(runtime_->eos_ids().begin(), runtime_->eos_ids().end(), token) != runtime_->eos_ids().end()) {
     if (!accepting()) return false;
@@ -233,6 +323,7 @@ bool Matcher::accept(int32_t token) {
 }
 
 void Matcher::fill_mask(TokenMask& mask, int64_t tokens_left) const {
+  if (!error_.empty()) throw Error(error_);
   if (finished_) {
     mask.assign((static_cast<size_t>(runtime_->vocab_size()) + 63) / 64, 0);
     return;

@@ -34,7 +34,17 @@ inline void allowed_ids(const TokenMask& m, std::vector<int32_t>& out) {
 
 class GrammarRuntime {
  public:
-  GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> eos_ids);
+  GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> eos_ids,
+                 ParserBudget budget = {});
+
+  // Explores the automaton from its start, the states that track the most stacks first, for at
+  // most `max_work` (stack, byte) steps and `max_ms` milliseconds: exponential ambiguity (stack
+  // sets that double with each byte) shows within a few dozen bytes and throws Error here, at
+  // compile time, instead of mid-output. A grammar it does not finish exploring passes.
+  void probe(size_t max_work = size_t{1} << 22, double max_ms = 250);
+  // Once any call has thrown a budget Error, the runtime is spent: its memory is freed and every
+  // later call throws that Error again (the requests that share it end). Empty while healthy.
+  std::string failure() const;
 
   State initial();
   // The state after `token`'s bytes; empty when the grammar rejects it.
@@ -74,8 +84,15 @@ class GrammarRuntime {
   // The tokens of `candidates` (trie order) that state `s` takes, walked sharing prefixes.
   void walk_candidates(const State& s, const std::vector<uint32_t>& candidates, TokenMask& mask, uint32_t& max_after);
   void allow_eos(const State& s, TokenMask& mask) const;
+  void fill_mask_locked(const State& s, TokenMask& mask, int64_t tokens_left, std::unique_lock<std::mutex>& lock);
+  void reference_mask_locked(const State& s, TokenMask& mask, int64_t tokens_left);
+  // Runs f (mu_ held); a budget Error spends the runtime (see failure()).
+  template <class F>
+  auto guarded(F&& f) -> decltype(f());
+  void spend(const std::string& why);
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  std::string failure_;
   Automaton automaton_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> eos_ids_;
@@ -96,6 +113,8 @@ class GrammarRuntime {
 // One request's position in its grammar.
 class Matcher {
  public:
+  // A runtime that fails to start (spent by another request) leaves the matcher failed: fill_mask
+  // and accept throw that Error, so that the engine ends the request.
   explicit Matcher(std::shared_ptr<GrammarRuntime> runtime);
   // False (state unchanged) when the grammar does not allow `token`; EOS is allowed only when
   // the grammar accepts, and ends the matcher.
@@ -111,6 +130,7 @@ class Matcher {
   std::shared_ptr<GrammarRuntime> runtime_;
   State state_;
   bool finished_ = false;
+  std::string error_;
 };
 
 }  // namespace pagoda::structured

@@ -13,6 +13,14 @@ void StateDfa::bound() {
   hole_.clear();
 }
 
+void StateDfa::clear() {
+  std::vector<State>().swap(states_);
+  std::unordered_map<State, uint32_t, StateHash>().swap(ids_);
+  std::vector<std::array<uint32_t, 256>>().swap(next_);
+  std::vector<uint32_t>().swap(shortest_);
+  std::vector<uint8_t>().swap(hole_);
+}
+
 uint32_t StateDfa::intern(const State& s) {
   auto [it, inserted] = ids_.emplace(s, static_cast<uint32_t>(states_.size()));
   if (inserted) {
@@ -35,6 +43,7 @@ uint32_t StateDfa::compute_next(uint32_t q, uint8_t b) {
   if (states_[q].size() > 1) {
     std::sort(scratch_.begin(), scratch_.end());
     scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+    a_.check_state_size(scratch_.size());
   }
   if (scratch_.empty()) {
     next_[q][b] = 1;

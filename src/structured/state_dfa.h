@@ -28,6 +28,8 @@ class StateDfa {
   explicit StateDfa(Automaton& a) : a_(a) {}
   // Forgets every state when the table has grown past its bound; ids from before are invalid.
   void bound();
+  // Forgets every state and frees the table.
+  void clear();
   uint32_t intern(const State& s);
   uint32_t next(uint32_t q, uint8_t b) {
     const uint32_t v = next_[q][b];

@@ -128,13 +128,25 @@ void AddedVocabulary::Matcher::add(const AddedToken* token, std::string pattern)
 }
 
 void AddedVocabulary::Matcher::finish() {
+  trie_.assign(1, TrieNode{});
   for (uint32_t i = 0; i < entries_.size(); ++i) {
-    by_first_byte_[static_cast<uint8_t>(entries_[i].pattern[0])].push_back(i);
-  }
-  for (auto& list : by_first_byte_) {
-    std::stable_sort(list.begin(), list.end(), [this](uint32_t a, uint32_t b) {
-      return entries_[a].pattern.size() > entries_[b].pattern.size();
-    });
+    const std::string& p = entries_[i].pattern;
+    starts_[static_cast<uint8_t>(p[0])] = true;
+    uint32_t node = 0;
+    for (char c : p) {
+      const auto b = static_cast<uint8_t>(c);
+      auto& next = trie_[node].next;
+      auto it = std::lower_bound(next.begin(), next.end(), b, [](const auto& e, uint8_t v) { return e.first < v; });
+      if (it == next.end() || it->first != b) {
+        const auto child = static_cast<uint32_t>(trie_.size());
+        it = next.insert(it, {b, child});
+        trie_.emplace_back();  // invalidates `next` and `it`: not used below
+        node = child;
+      } else {
+        node = it->second;
+      }
+    }
+    if (trie_[node].entry < 0) trie_[node].entry = static_cast<int32_t>(i);
   }
 }
 
@@ -143,23 +155,37 @@ auto AddedVocabulary::Matcher::find_next(std::string_view text, size_t from) con
     -> std::optional<Found> {
   if (entries_.empty()) return std::nullopt;
   for (size_t i = from; i < text.size(); ++i) {
-    const auto& candidates = by_first_byte_[static_cast<uint8_t>(text[i])];
-    for (uint32_t idx : candidates) {
-      const std::string& p = entries_[idx].pattern;
-      if (text.size() - i >= p.size() && std::memcmp(text.data() + i, p.data(), p.size()) == 0) {
-        return Found{i, i + p.size(), &entries_[idx]};
+    if (!starts_[static_cast<uint8_t>(text[i])]) continue;
+    uint32_t node = 0;
+    int32_t best = -1;
+    size_t best_end = 0;
+    for (size_t j = i; j < text.size(); ++j) {
+      const auto b = static_cast<uint8_t>(text[j]);
+      const auto& next = trie_[node].next;
+      const auto it = std::lower_bound(next.begin(), next.end(), b, [](const auto& e, uint8_t v) { return e.first < v; });
+      if (it == next.end() || it->first != b) break;
+      node = it->second;
+      if (trie_[node].entry >= 0) {
+        best = trie_[node].entry;
+        best_end = j + 1;
       }
     }
+    if (best >= 0) return Found{i, best_end, &entries_[static_cast<size_t>(best)]};
   }
   return std::nullopt;
 }
 
 // Mirrors AddedVocabulary::find_matches in Hugging Face tokenizers, including that the search
 // resumes at the end of the raw match even when rstrip consumed more.
-void AddedVocabulary::Matcher::split(std::string_view text, const SegmentFn& fn) const {
+void AddedVocabulary::Matcher::split(std::string_view text, const SegmentFn& fn,
+                                     const std::vector<size_t>& literal_at) const {
   size_t emitted = 0;
   size_t search = 0;
   while (auto found = find_next(text, search)) {
+    if (std::binary_search(literal_at.begin(), literal_at.end(), found->start)) {
+      search = found->start + 1;  // text here; a token may still start inside it
+      continue;
+    }
     search = found->end;
     size_t start = found->start;
     size_t stop = found->end;

@@ -33,9 +33,12 @@ class AddedVocabulary {
   // Calls fn(text, id) for consecutive segments of text: id >= 0 for an added token (text is the
   // span it covers, stripped whitespace included), id < 0 for plain text in between.
   using SegmentFn = std::function<void(std::string_view, int32_t)>;
-  void split_raw(std::string_view text, const SegmentFn& fn) const { raw_.split(text, fn); }
+  // `literal_at` (sorted byte offsets): no token is matched starting there.
+  void split_raw(std::string_view text, const SegmentFn& fn, const std::vector<size_t>& literal_at = {}) const {
+    raw_.split(text, fn, literal_at);
+  }
   void split_normalized(std::string_view text, const SegmentFn& fn) const {
-    normalized_.split(text, fn);
+    normalized_.split(text, fn, {});
   }
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
@@ -48,7 +51,7 @@ class AddedVocabulary {
    public:
     void add(const AddedToken* token, std::string pattern);
     void finish();
-    void split(std::string_view text, const SegmentFn& fn) const;
+    void split(std::string_view text, const SegmentFn& fn, const std::vector<size_t>& literal_at) const;
 
    private:
     struct Entry {
@@ -62,8 +65,16 @@ class AddedVocabulary {
     };
     std::optional<Found> find_next(std::string_view text, size_t from) const;
 
+    // The patterns as a byte trie: finding the longest match at a position walks at most as many
+    // bytes as the longest pattern and stops at the first byte no pattern continues with, whatever
+    // the number of tokens sharing a prefix (Llama 3's 256 "<|...|>" tokens on a text of "<|<|<|").
+    struct TrieNode {
+      std::vector<std::pair<uint8_t, uint32_t>> next;  // sorted by byte
+      int32_t entry = -1;                              // the first entry whose pattern ends here
+    };
     std::vector<Entry> entries_;
-    std::array<std::vector<uint32_t>, 256> by_first_byte_;  // entry indexes, longest first
+    std::vector<TrieNode> trie_;
+    std::array<bool, 256> starts_{};  // bytes some pattern starts with
   };
 
   std::vector<AddedToken> tokens_;

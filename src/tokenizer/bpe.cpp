@@ -149,6 +149,18 @@ int32_t BpeModel::unk_id() const {
 }
 
 void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  if (piece.size() > kMaxWordBytes) {
+    // A word this long is never natural text (a client's 60 MiB without a space): merged in pieces
+    // at character boundaries, so that the merge state (about 30 bytes per byte) stays bounded and
+    // the thread's buffers small. Tokens may differ from Hugging Face's next to the cuts.
+    for (size_t at = 0; at < piece.size();) {
+      size_t end = std::min(piece.size(), at + kMaxWordBytes);
+      while (end < piece.size() && end > at + 1 && (static_cast<uint8_t>(piece[end]) & 0xC0) == 0x80) --end;
+      encode_uncached(piece.substr(at, end - at), out);
+      at = end;
+    }
+    return;
+  }
   if (piece.size() > PieceCache::kMaxPieceBytes) {
     encode_uncached(piece, out);
     return;

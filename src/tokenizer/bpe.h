@@ -23,6 +23,8 @@ class BpeModel {
  public:
   // Ids above this are refused: no real vocabulary comes near, and the id table is dense.
   static constexpr int64_t kMaxId = (1 << 24) - 1;
+  // Longest piece merged as one word; longer ones are merged in pieces of this size (encode_piece).
+  static constexpr size_t kMaxWordBytes = 64 << 10;
 
   BpeModel(const tokjson::Json& model, const tokjson::Where& where);
 

@@ -64,6 +64,7 @@ class HfTokenizer final : public Tokenizer {
   }
 
   std::vector<int32_t> encode(std::string_view text) const override;
+  std::vector<int32_t> encode_literal_at(std::string_view text, const std::vector<size_t>& literal_at) const override;
   std::vector<int32_t> encode_with_special_tokens(std::string_view text) const override {
     return post_processor_.apply(encode(text));
   }
@@ -175,6 +176,11 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
     repaired = utf8::to_valid_lossy(text);
     text = repaired;
   }
+  return encode_literal_at(text, {});
+}
+
+std::vector<int32_t> HfTokenizer::encode_literal_at(std::string_view text, const std::vector<size_t>& literal_at) const {
+  check(literal_at.empty() || utf8::is_valid(text), "encode_literal_at: the text is not valid UTF-8");
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
   bool first = true;
@@ -185,7 +191,7 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
       encode_plain(segment, first, ids);
     }
     first = false;
-  });
+  }, literal_at);
   return ids;
 }
 

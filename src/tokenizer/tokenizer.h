@@ -45,6 +45,11 @@ class Tokenizer {
   // first replaced by U+FFFD, one per maximal ill-formed subpart. Any text is accepted; the only
   // error is a pathological Split regex exceeding PCRE2's match limits (pagoda::Error).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // encode(), except that no added token is recognised where one would start at a byte offset in
+  // `literal_at` (sorted): the text there is tokenized as text. What a chat prompt needs, where the
+  // template's own special tokens count and those inside the client's messages must not. `text`
+  // must be valid UTF-8 (the offsets would not survive the repair encode() makes).
+  virtual std::vector<int32_t> encode_literal_at(std::string_view text, const std::vector<size_t>& literal_at) const = 0;
   // As HF `encode(text, add_special_tokens=True)`: encode() with the post_processor's special
   // tokens around it (Gemma's and Llama's BOS, for instance). Throws pagoda::Error when the
   // tokenizer.json's post_processor is of a type that is not supported.

@@ -1,6 +1,7 @@
 // libFuzzer target: the input as a GBNF grammar, a regex and a JSON schema (and, split on
 // newlines, a choice list) must compile or fail with pagoda::Error; what compiles must run a
-// few mask-and-advance steps over a small byte vocabulary without fault.
+// few mask-and-advance steps over a small byte vocabulary without fault. CI runs it under
+// -rss_limit_mb and -timeout per input: the parser budget must hold whatever the grammar.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -26,6 +27,7 @@ void run(const pagoda::structured::Constraint& c, const std::string& data) {
   static const auto trie = small_trie();
   try {
     auto rt = std::make_shared<GrammarRuntime>(compile_constraint(c), trie, std::vector<int32_t>{256});
+    rt->probe();  // as the server compiles: ambiguity past the parser budget is refused here
     Matcher m(rt);
     TokenMask mask;
     for (size_t i = 0; i < 16; ++i) {
