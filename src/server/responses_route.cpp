@@ -7,6 +7,7 @@
 #include "server/openai_response.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/pooling_runner.h"
 #include "server/routes.h"
 
 namespace pagoda::server {
@@ -138,6 +139,7 @@ void emit_start(const ResponseHead& h, ResponseState& s) {
 }  // namespace
 
 HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
+  require_generate_runner(ctx, "Responses API");
   ResponsesRequest r = parse_responses_request(parse_json_body(req.body), ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "input");
