@@ -4,8 +4,10 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -49,6 +51,7 @@ struct ServeArgs {
   std::string generation_config = "auto";  // auto | vllm | DIR
   std::optional<uint64_t> seed;            // vllm serve's --seed: the engine seed
   server::TlsOptions tls;                  // --ssl-*: HTTPS (as vllm serve / uvicorn)
+  bool api_key_given = false;             // --api-key was on the command line (even as '')
   std::string metrics_prefix = "pagoda";   // "vllm": dashboards built for vLLM work unchanged
   server::RequestLogOptions logging;
 };
@@ -109,6 +112,19 @@ void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
       ->capture_default_str();
 }
 
+// A timeout flag: a number of seconds, positive (or zero where `zero_ok`). Past kLongestTimeout
+// (infinity included) it is clamped there: converted to clock ticks, 1e10 s overflows 64 bits and
+// would expire at once.
+constexpr double kLongestTimeout = 30 * 24 * 3600.0;
+
+double checked_seconds(double value, const char* flag, bool zero_ok) {
+  check(!std::isnan(value) && (zero_ok ? value >= 0 : value > 0),
+        std::string(flag) + " must be a number of seconds, " + (zero_ok ? "0 or more" : "more than 0"));
+  if (value <= kLongestTimeout) return value;
+  LOG_WARN(flag << " " << value << " is longer than 30 days; using 30 days");
+  return kLongestTimeout;
+}
+
 bool parser_enabled(const std::string& value, const char* flag) {
   if (value == "none") return false;
   check(!value.empty(), std::string(flag) + " cannot be empty (auto, none or a parser name)");
@@ -134,7 +150,14 @@ void run_serve(ServeArgs& a) {
 
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
-  check(a.shutdown_timeout >= 0, "--shutdown-timeout cannot be negative");
+  check(a.api_key_given == false || !a.server.api_key.empty(),
+        "--api-key is empty, which would leave the server without authentication; give a key, or leave "
+        "the flag out to serve without one");
+  a.shutdown_timeout = checked_seconds(a.shutdown_timeout, "--shutdown-timeout", true);
+  a.server.http.request_timeout_s = checked_seconds(a.server.http.request_timeout_s, "--request-timeout", false);
+  a.server.http.keep_alive_timeout_s =
+      checked_seconds(a.server.http.keep_alive_timeout_s, "--keep-alive-timeout", false);
+  a.server.http.write_timeout_s = checked_seconds(a.server.http.write_timeout_s, "--write-timeout", false);
   check(a.server.io_threads >= 1 && a.server.io_threads <= 64, "--http-io-threads must be in [1, 64]");
   check(a.server.worker_threads >= 1 && a.server.worker_threads <= 256, "--http-workers must be in [1, 256]");
   const server::HttpLimits& hl = a.server.http;
@@ -198,6 +221,15 @@ void run_serve(ServeArgs& a) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     if (http_done) return;  // woken by run_serve itself after the server ended on its own
+    // A second signal during the grace period: the operator does not want to wait.
+    std::thread([stop_signals] {
+      sigset_t set = stop_signals;
+      int again = 0;
+      sigwait(&set, &again);
+      std::fprintf(stderr, "pagoda: signal %d again: exiting now, without waiting for requests in flight\n", again);
+      std::fflush(stderr);
+      _exit(128 + again);
+    }).detach();
     LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
                        << " s for the ones in flight");
     const auto start = std::chrono::steady_clock::now();
@@ -234,7 +266,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--served-model-name", args->server.served_model_names,
                   "Model name(s) in the API (default: MODEL_DIR as given)");
   cmd->add_option("--api-key", args->server.api_key,
-                  "Require 'Authorization: Bearer KEY' on every route but /health");
+                  "Require 'Authorization: Bearer KEY' on every route but /health (an empty key is refused)")
+      ->each([args](const std::string&) { args->api_key_given = true; });
   cmd->add_option("--max-waiting-requests", args->max_waiting_requests,
                   "Answer 503 (Retry-After) while this many choices (requests x n) wait to start; 0 = no limit. "
                   "The default is generous: past it a new request would wait minutes anyway")
