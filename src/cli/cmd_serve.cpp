@@ -43,6 +43,9 @@ struct ServeArgs {
   // with thousands queued a new request already waits minutes, and a 503 lets a gateway or client
   // go elsewhere instead of piling on.
   int32_t max_waiting_requests = 4096;
+  // Tokens of work (prompt + max_tokens per choice; an embedding input's prompt) waiting to start
+  // before new requests get 503 + Retry-After; a named client (`user`) may fill half.
+  int64_t max_waiting_tokens = int64_t{1} << 22;
   double shutdown_timeout = 10.0;
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
@@ -150,6 +153,7 @@ void run_serve(ServeArgs& a) {
 
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
+  check(a.max_waiting_tokens >= 0, "--max-waiting-tokens cannot be negative");
   check(a.api_key_given == false || !a.server.api_key.empty(),
         "--api-key is empty, which would leave the server without authentication; give a key, or leave "
         "the flag out to serve without one");
@@ -207,7 +211,7 @@ void run_serve(ServeArgs& a) {
   if (!chat) LOG_WARN(dir << " has no chat template: /v1/chat/completions will answer 400");
 
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
-  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.logging});
+  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.max_waiting_tokens, a.logging});
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   if (tls) http.use_tls(tls);
   const int port = http.bind();
@@ -271,6 +275,11 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-waiting-requests", args->max_waiting_requests,
                   "Answer 503 (Retry-After) while this many choices (requests x n) wait to start; 0 = no limit. "
                   "The default is generous: past it a new request would wait minutes anyway")
+      ->capture_default_str();
+  cmd->add_option("--max-waiting-tokens", args->max_waiting_tokens,
+                  "Answer 503 (Retry-After) while this many tokens of work wait to start (a choice's prompt + "
+                  "max_tokens; an embedding input's prompt); a client named by the request's 'user' may fill "
+                  "half; 0 = no limit")
       ->capture_default_str();
   add_http_limit_flags(cmd, args->server);
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout,

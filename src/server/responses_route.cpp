@@ -140,7 +140,8 @@ void emit_start(const ResponseHead& h, ResponseState& s) {
 
 HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   require_generate_runner(ctx, "Responses API");
-  ResponsesRequest r = parse_responses_request(parse_json_body(req.body), ctx.sampling_defaults);
+  const Json body = parse_json_body(req.body);
+  ResponsesRequest r = parse_responses_request(body, ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "input");
   const std::string prompt_text = ctx.chat->render(r.prompt);
@@ -169,7 +170,7 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   head->top_p = r.params.top_p;
   head->max_output_tokens = r.params.max_tokens.value_or(0);
   head->input_tokens = static_cast<int64_t>(ids.size());
-  auto channel = submit(ctx, std::move(specs));
+  auto channel = submit(ctx, std::move(specs), fairness_client(body));
 
   if (!r.stream) {
     return whole_reply(
