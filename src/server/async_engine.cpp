@@ -429,6 +429,8 @@ void AsyncEngine::loop() {
         fail_all(std::string("internal engine error: ") + e.what());
       }
     }
+    if (!engine_->has_unfinished() && fair_.engine_idle())
+      LOG_WARN("fair queue: choices were still counted in an idle engine; counts reset");
     // The state after the step and the aborts it caused (stop strings), not the step's own view.
     const EngineStats now = engine_->core().stats();
     publish_gauges(now);

@@ -48,13 +48,13 @@ std::vector<FairQueue::Admit> FairQueue::take() {
     ++client_in_engine_[g->client];
     ++in_engine_;
     unstarted_tokens_ += tokens;
-    out.push_back(Admit{id, choice});
+    out.push_back(Admit{id, choice, tokens});
   }
   return out;
 }
 
 void FairQueue::admitted(const Admit& a, int64_t engine_id) {
-  engine_[engine_id] = InEngine{a.generation, gens_.at(a.generation).prompt_tokens[a.choice], false};
+  engine_[engine_id] = InEngine{a.generation, a.prompt_tokens, false};
 }
 
 void FairQueue::started(int64_t engine_id) {
@@ -72,9 +72,20 @@ void FairQueue::finished(int64_t engine_id) {
   leave(e.generation, e.started ? 0 : e.prompt_tokens);
 }
 
-void FairQueue::abandon(const Admit& a) {
-  const auto g = gens_.find(a.generation);
-  if (g != gens_.end()) leave(a.generation, g->second.prompt_tokens[a.choice]);
+void FairQueue::abandon(const Admit& a) { leave(a.generation, a.prompt_tokens); }
+
+bool FairQueue::engine_idle() {
+  if (in_engine_ == 0 && engine_.empty() && unstarted_tokens_ == 0) return false;
+  engine_.clear();
+  in_engine_ = 0;
+  unstarted_tokens_ = 0;
+  client_in_engine_.clear();
+  for (auto it = gens_.begin(); it != gens_.end();) {
+    it->second.in_engine = 0;
+    if (it->second.next >= it->second.prompt_tokens.size()) it = gens_.erase(it);
+    else ++it;
+  }
+  return true;
 }
 
 void FairQueue::leave(uint64_t generation, int64_t unstarted_tokens) {

@@ -43,6 +43,7 @@ class FairQueue {
   struct Admit {
     uint64_t generation;
     size_t choice;
+    int64_t prompt_tokens;
   };
   // The choices to give the engine now, in order; each is counted as in the engine until
   // finished() (and as unstarted until started()). `engine_id` of each is set by admitted().
@@ -58,6 +59,9 @@ class FairQueue {
   size_t drop(uint64_t generation);
 
   bool has_waiting() const { return waiting_choices_ > 0; }
+  // The engine has nothing left: whatever is still counted as in it is not (a safety net; the
+  // bookkeeping should already agree). Returns whether anything was corrected.
+  bool engine_idle();
   int32_t in_engine() const { return in_engine_; }
   int64_t unstarted_tokens() const { return unstarted_tokens_; }
 

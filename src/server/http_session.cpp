@@ -366,7 +366,7 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive, u
 
   // HTTP/1.0 has no chunked encoding: a stream is the body until the connection closes.
   const bool chunked = version >= 11;
-  if (!chunked) keep_alive = false;
+  if (!chunked && g.stream) keep_alive = false;
   bool ok = true;
   if (g.stream) {
     http::response<http::empty_body> res;
