@@ -66,7 +66,9 @@ TEST(ReliabilityFairness, ManyChoicesOfOneClientDoNotStarveAnother) {
   EXPECT_EQ(light_ok, 12);
   EXPECT_GT(running, 0) << "the heavy requests ended before the light ones were measured";
   EXPECT_EQ(heavy_ok, 3) << "the heavy requests are answered too";
-  if (kTimingsMeaningful) EXPECT_LT(p99(light), 1000) << "p99 of the 4-token requests behind 24 long choices";
+  if (kTimingsMeaningful) {
+    EXPECT_LT(p99(light), 1000) << "p99 of the 4-token requests behind 24 long choices";
+  }
 }
 
 // One embeddings request of 128 inputs x 1,000 tokens (many steps of prefill at 256 tokens a step):
@@ -99,7 +101,9 @@ TEST(ReliabilityFairness, LongEmbeddingBatchIsSplitAcrossSteps) {
   heavy.join();
   EXPECT_TRUE(overlapped) << "the batch ended before the light requests were measured: make it longer";
   ASSERT_FALSE(light.empty());
-  if (kTimingsMeaningful) EXPECT_LT(p99(light), 1000) << "p99 of one-input requests behind a 128,000-token batch";
+  if (kTimingsMeaningful) {
+    EXPECT_LT(p99(light), 1000) << "p99 of one-input requests behind a 128,000-token batch";
+  }
 }
 
 // Past --max-waiting-tokens a new request gets 503 with Retry-After at once; a named client may fill
@@ -127,7 +131,9 @@ TEST(ReliabilityFairness, WaitingWorkPastTheLimitGets503) {
   const HttpResult light = s.request("POST", "/v1/completions",
                                      R"({"prompt": "hi", "max_tokens": 4, "ignore_eos": true, "user": "light"})");
   EXPECT_EQ(light.status, 200) << light.body;
-  if (kTimingsMeaningful) EXPECT_LT(ms_since(q), 1000);
+  if (kTimingsMeaningful) {
+    EXPECT_LT(ms_since(q), 1000);
+  }
   first.join();
 }
 
