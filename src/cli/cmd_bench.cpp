@@ -284,6 +284,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   });
 
   add_serve_bench(bench, exit_code);
+  add_json_bench(bench, exit_code);
 }
 
 }  // namespace pagoda::cli

@@ -4,8 +4,10 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -42,6 +44,9 @@ struct ServeArgs {
   // with thousands queued a new request already waits minutes, and a 503 lets a gateway or client
   // go elsewhere instead of piling on.
   int32_t max_waiting_requests = 4096;
+  // Tokens of work (prompt + max_tokens per choice; an embedding input's prompt) waiting to start
+  // before new requests get 503 + Retry-After; a named client (`user`) may fill half.
+  int64_t max_waiting_tokens = int64_t{1} << 22;
   double shutdown_timeout = 10.0;
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
@@ -50,6 +55,7 @@ struct ServeArgs {
   std::string generation_config = "auto";  // auto | vllm | DIR
   std::optional<uint64_t> seed;            // vllm serve's --seed: the engine seed
   server::TlsOptions tls;                  // --ssl-*: HTTPS (as vllm serve / uvicorn)
+  bool api_key_given = false;             // --api-key was on the command line (even as '')
   std::string metrics_prefix = "pagoda";   // "vllm": dashboards built for vLLM work unchanged
   server::RequestLogOptions logging;
 };
@@ -118,6 +124,19 @@ void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
       ->capture_default_str();
 }
 
+// A timeout flag: a number of seconds, positive (or zero where `zero_ok`). Past kLongestTimeout
+// (infinity included) it is clamped there: converted to clock ticks, 1e10 s overflows 64 bits and
+// would expire at once.
+constexpr double kLongestTimeout = 30 * 24 * 3600.0;
+
+double checked_seconds(double value, const char* flag, bool zero_ok) {
+  check(!std::isnan(value) && (zero_ok ? value >= 0 : value > 0),
+        std::string(flag) + " must be a number of seconds, " + (zero_ok ? "0 or more" : "more than 0"));
+  if (value <= kLongestTimeout) return value;
+  LOG_WARN(flag << " " << value << " is longer than 30 days; using 30 days");
+  return kLongestTimeout;
+}
+
 bool parser_enabled(const std::string& value, const char* flag) {
   if (value == "none") return false;
   check(!value.empty(), std::string(flag) + " cannot be empty (auto, none or a parser name)");
@@ -143,7 +162,15 @@ void run_serve(ServeArgs& a) {
 
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
-  check(a.shutdown_timeout >= 0, "--shutdown-timeout cannot be negative");
+  check(a.max_waiting_tokens >= 0, "--max-waiting-tokens cannot be negative");
+  check(a.api_key_given == false || !a.server.api_key.empty(),
+        "--api-key is empty, which would leave the server without authentication; give a key, or leave "
+        "the flag out to serve without one");
+  a.shutdown_timeout = checked_seconds(a.shutdown_timeout, "--shutdown-timeout", true);
+  a.server.http.request_timeout_s = checked_seconds(a.server.http.request_timeout_s, "--request-timeout", false);
+  a.server.http.keep_alive_timeout_s =
+      checked_seconds(a.server.http.keep_alive_timeout_s, "--keep-alive-timeout", false);
+  a.server.http.write_timeout_s = checked_seconds(a.server.http.write_timeout_s, "--write-timeout", false);
   check(a.server.io_threads >= 1 && a.server.io_threads <= 64, "--http-io-threads must be in [1, 64]");
   check(a.server.worker_threads >= 1 && a.server.worker_threads <= 256, "--http-workers must be in [1, 256]");
   const server::HttpLimits& hl = a.server.http;
@@ -205,7 +232,7 @@ void run_serve(ServeArgs& a) {
   if (chat && engine->tokenizer()) chat->protect_special_tokens(*engine->tokenizer());
 
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
-  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.logging});
+  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.max_waiting_tokens, a.logging});
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   if (tls) http.use_tls(tls);
   const int port = http.bind();
@@ -219,6 +246,15 @@ void run_serve(ServeArgs& a) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     if (http_done) return;  // woken by run_serve itself after the server ended on its own
+    // A second signal during the grace period: the operator does not want to wait.
+    std::thread([stop_signals] {
+      sigset_t set = stop_signals;
+      int again = 0;
+      sigwait(&set, &again);
+      std::fprintf(stderr, "pagoda: signal %d again: exiting now, without waiting for requests in flight\n", again);
+      std::fflush(stderr);
+      _exit(128 + again);
+    }).detach();
     LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
                        << " s for the ones in flight");
     const auto start = std::chrono::steady_clock::now();
@@ -255,10 +291,16 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--served-model-name", args->server.served_model_names,
                   "Model name(s) in the API (default: MODEL_DIR as given)");
   cmd->add_option("--api-key", args->server.api_key,
-                  "Require 'Authorization: Bearer KEY' on every route but /health");
+                  "Require 'Authorization: Bearer KEY' on every route but /health (an empty key is refused)")
+      ->each([args](const std::string&) { args->api_key_given = true; });
   cmd->add_option("--max-waiting-requests", args->max_waiting_requests,
                   "Answer 503 (Retry-After) while this many choices (requests x n) wait to start; 0 = no limit. "
                   "The default is generous: past it a new request would wait minutes anyway")
+      ->capture_default_str();
+  cmd->add_option("--max-waiting-tokens", args->max_waiting_tokens,
+                  "Answer 503 (Retry-After) while this many tokens of work wait to start (a choice's prompt + "
+                  "max_tokens; an embedding input's prompt); a client named by the request's 'user' may fill "
+                  "half; 0 = no limit")
       ->capture_default_str();
   add_http_limit_flags(cmd, args->server);
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout,

@@ -14,5 +14,7 @@ void add_generate_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
 void add_perplexity_command(CLI::App& app, int* exit_code);
 void add_serve_command(CLI::App& app, int* exit_code);
+// `pagoda bench json` (registered by add_bench_command).
+void add_json_bench(CLI::App* bench, int* exit_code);
 
 }  // namespace pagoda::cli

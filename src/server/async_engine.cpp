@@ -1,11 +1,27 @@
 #include "server/async_engine.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/log.h"
 
 namespace pagoda::server {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// What the fair queue lets into the engine: all its sequences but a few kept for newcomers, and
+// two steps' worth of prompt tokens not yet prefilled.
+FairQueueLimits fair_limits(const ResolvedEngineConfig& c) {
+  FairQueueLimits l;
+  l.max_seqs = std::max(1, c.max_num_seqs);
+  l.reserved_seqs = l.max_seqs > 1 ? std::max(1, l.max_seqs / 8) : 0;
+  l.max_unstarted_tokens = 2 * int64_t{std::max(1, c.max_num_batched_tokens)};
+  return l;
+}
+
+}  // namespace
 
 bool GenerationChannel::next(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
@@ -55,6 +71,7 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics,
     : engine_(std::move(engine)),
       metrics_(metrics),
       options_(options),
+      fair_(fair_limits(engine_->config())),
       stats_(metrics, options_.logging, engine_->config().max_model_len) {
   publish_gauges(engine_->core().stats());
   thread_ = std::thread([this] { loop(); });
@@ -65,13 +82,17 @@ AsyncEngine::~AsyncEngine() {
   stop();
 }
 
-std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> choices, std::string& why) {
-  return enqueue(Pending{nullptr, std::move(choices), false}, why);
+std::shared_ptr<GenerationChannel> AsyncEngine::submit(std::vector<ChoiceSpec> choices, std::string& why,
+                                                       const std::string& client) {
+  Pending p{nullptr, std::move(choices), false};
+  p.client = client;
+  return enqueue(std::move(p), why);
 }
 
 std::shared_ptr<GenerationChannel> AsyncEngine::submit_embedding(std::vector<std::vector<int32_t>> prompts,
-                                                                 std::string& why) {
+                                                                 std::string& why, const std::string& client) {
   Pending p{nullptr, {}, true};
+  p.client = client;
   p.choices.reserve(prompts.size());
   for (auto& prompt : prompts) p.choices.push_back(ChoiceSpec{std::move(prompt), {}});
   return enqueue(std::move(p), why);
@@ -81,6 +102,8 @@ std::shared_ptr<GenerationChannel> AsyncEngine::enqueue(Pending p, std::string& 
   const auto n = static_cast<int64_t>(p.choices.size());
   auto channel = std::make_shared<GenerationChannel>(static_cast<int32_t>(n));
   p.channel = channel;
+  for (const ChoiceSpec& c : p.choices) p.work += choice_work(c, p.embed, max_model_len());
+  const int64_t work_limit = options_.max_waiting_tokens;
   {
     std::lock_guard lock(mu_);
     if (!accepting_) {
@@ -93,6 +116,26 @@ std::shared_ptr<GenerationChannel> AsyncEngine::enqueue(Pending p, std::string& 
             std::to_string(options_.max_waiting_requests) + "); retry later";
       return nullptr;
     }
+    // A request always fits a queue that is empty (of its client's work, or of all work): past the
+    // per-request cost limits, no size makes it wait forever.
+    if (work_limit > 0 && waiting_work_ > 0 && waiting_work_ + p.work > work_limit) {
+      why = "the server is full: " + std::to_string(waiting_work_) + " tokens of work wait to start "
+            "(--max-waiting-tokens " + std::to_string(work_limit) + "); retry later";
+      return nullptr;
+    }
+    int64_t& mine = client_work_[p.client];
+    if (work_limit > 0 && !p.client.empty() && mine > 0 && mine + p.work > work_limit / 2) {
+      why = "client '" + p.client.substr(0, 64) + "' already has " + std::to_string(mine) +
+            " tokens of work waiting, half of what the server queues (--max-waiting-tokens " +
+            std::to_string(work_limit) + "); retry when some of it has started";
+      if (mine == 0) client_work_.erase(p.client);
+      return nullptr;
+    }
+    mine += p.work;
+    if (p.client.empty()) client_work_.erase(p.client);
+    waiting_work_ += p.work;
+    p.id = next_generation_++;
+    channel->generation_ = p.id;
     unstarted_ += n;
     ++live_generations_;
     p.arrival = Clock::now();
@@ -154,33 +197,107 @@ void AsyncEngine::finish_generation() {
   idle_cv_.notify_all();
 }
 
+int64_t AsyncEngine::choice_work(const ChoiceSpec& c, bool embed, int32_t max_model_len) {
+  const auto prompt = static_cast<int64_t>(c.prompt.size());
+  if (embed) return std::max<int64_t>(1, prompt);
+  return prompt + c.params.max_tokens.value_or(std::max<int64_t>(0, max_model_len - prompt));
+}
+
+void AsyncEngine::release_work(const std::string& client, int64_t work) {
+  std::lock_guard lock(mu_);
+  waiting_work_ -= work;
+  if (client.empty()) return;
+  if (auto it = client_work_.find(client); it != client_work_.end() && (it->second -= work) <= 0) client_work_.erase(it);
+}
+
+// New generations wait in the fair queue; admit() hands their choices to the engine.
 void AsyncEngine::add_pending(std::vector<Pending>& adds) {
   for (Pending& p : adds) {
-    const auto n = static_cast<int64_t>(p.choices.size());
-    const auto now = Clock::now();
-    auto stats = stats_.begin_generation(p.choices, p.arrival);
-    std::vector<int64_t> added;
+    p.stats = stats_.begin_generation(p.choices, p.arrival);
+    std::vector<int64_t> prompt_tokens;
+    prompt_tokens.reserve(p.choices.size());
+    for (const ChoiceSpec& c : p.choices) prompt_tokens.push_back(static_cast<int64_t>(c.prompt.size()));
+    fair_.push(p.id, p.client, std::move(prompt_tokens));
+    const uint64_t id = p.id;
+    held_.emplace(id, std::move(p));
+  }
+}
+
+void AsyncEngine::admit() {
+  const auto now = Clock::now();
+  for (const FairQueue::Admit& a : fair_.take()) {
+    const auto it = held_.find(a.generation);
+    if (it == held_.end()) {
+      fair_.abandon(a);
+      continue;
+    }
+    Pending& p = it->second;
+    ChoiceSpec& c = p.choices[a.choice];
+    const int64_t work = choice_work(c, p.embed, max_model_len());
+    int64_t id = -1;
     try {
-      for (size_t i = 0; i < p.choices.size(); ++i) {
-        const int64_t id = p.embed ? engine_->add_embedding_request(std::move(p.choices[i].prompt))
-                                   : engine_->add_request(std::move(p.choices[i].prompt), std::move(p.choices[i].params));
-        added.push_back(id);
-        live_[id] = Live{p.channel, static_cast<int32_t>(i), false};
-        stats_.added(stats, i, id, now);
-      }
-      p.channel->engine_ids_ = std::move(added);
+      id = p.embed ? engine_->add_embedding_request(std::move(c.prompt))
+                   : engine_->add_request(std::move(c.prompt), std::move(c.params));
     } catch (const std::exception& e) {
       // Should have been caught by validation in the HTTP thread; the other choices go too.
-      for (int64_t id : added) {
-        engine_->abort(id);
-        live_.erase(id);
-        stats_.forget(id);
-      }
-      unstarted_ -= n;
-      p.channel->fail(e.what());
-      finish_generation();
+      fair_.abandon(a);
+      release_work(p.client, work);
+      --unstarted_;
+      ++p.taken;
+      fail_generation(p, e.what());
+      held_.erase(it);
+      continue;
     }
+    fair_.admitted(a, id);
+    live_[id] = Live{p.channel, static_cast<int32_t>(a.choice), false};
+    stats_.added(p.stats, a.choice, id, now);
+    p.channel->engine_ids_.push_back(id);
+    release_work(p.client, work);
+    if (++p.taken == p.choices.size()) held_.erase(it);
   }
+}
+
+// The choices of `p` still in the engine are aborted and its waiting ones dropped; the client gets
+// `message`.
+void AsyncEngine::fail_generation(Pending& p, const std::string& message) {
+  int64_t unstarted = 0;
+  for (int64_t id : p.channel->engine_ids_) {
+    const auto l = live_.find(id);
+    if (l == live_.end()) continue;
+    engine_->abort(id);
+    fair_.finished(id);
+    unstarted += l->second.started ? 0 : 1;
+    live_.erase(l);
+    stats_.forget(id);
+  }
+  const size_t dropped = fair_.drop(p.id);
+  int64_t dropped_work = 0;
+  for (size_t i = p.choices.size() - dropped; i < p.choices.size(); ++i)
+    dropped_work += choice_work(p.choices[i], p.embed, max_model_len());
+  release_work(p.client, dropped_work);
+  p.taken = p.choices.size();
+  unstarted_ -= unstarted + static_cast<int64_t>(dropped);
+  p.channel->fail(message);
+  finish_generation();
+}
+
+size_t AsyncEngine::drop_held(uint64_t generation) {
+  const auto held = held_.find(generation);
+  if (held == held_.end()) return 0;
+  Pending& p = held->second;
+  const size_t dropped = fair_.drop(p.id);
+  int64_t work = 0;
+  for (size_t i = p.choices.size() - dropped; i < p.choices.size(); ++i)
+    work += choice_work(p.choices[i], p.embed, max_model_len());
+  release_work(p.client, work);
+  unstarted_ -= static_cast<int64_t>(dropped);
+  held_.erase(held);
+  return dropped;
+}
+
+void AsyncEngine::fail_held(const std::string& message) {
+  for (auto& [id, p] : held_) fail_generation(p, message);
+  held_.clear();
 }
 
 bool AsyncEngine::apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>& cancels, bool all) {
@@ -189,9 +306,19 @@ bool AsyncEngine::apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>&
     for (auto& [id, live] : live_) any |= engine_->abort(id);
     return any;
   }
-  for (auto& channel : cancels)
+  for (auto& channel : cancels) {
     for (int64_t id : channel->engine_ids_)
       if (live_.count(id)) any |= engine_->abort(id);
+    // Choices that never reached the engine are dropped here; they count as finished.
+    const size_t dropped = drop_held(channel->generation_);
+    bool done;
+    {
+      std::lock_guard lock(channel->mu_);
+      channel->remaining_ -= static_cast<int32_t>(dropped);
+      done = channel->remaining_ <= 0;
+    }
+    if (done && dropped > 0) finish_generation();
+  }
   return any;
 }
 
@@ -203,11 +330,13 @@ void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
     if (!l.started) {
       l.started = true;
       --unstarted_;
+      fair_.started(o.id);
     }
     const bool finished = o.finished;
     std::shared_ptr<GenerationChannel> channel = l.channel;
     channel->push(ChoiceOutput{l.choice, std::move(o)});
     if (finished) {
+      fair_.finished(o.id);
       live_.erase(it);
       bool done;
       {
@@ -239,6 +368,7 @@ void AsyncEngine::fail_all(const std::string& message) {
   const auto now = Clock::now();
   for (auto& [id, live] : live_) {
     engine_->abort(id);
+    fair_.finished(id);
     stats_.failed(id, now);
     if (!live.started) --unstarted_;
     bool seen = false;
@@ -247,6 +377,7 @@ void AsyncEngine::fail_all(const std::string& message) {
   }
   live_.clear();
   for (auto& c : channels) {
+    drop_held(c->generation_);
     c->fail(message);
     finish_generation();
   }
@@ -270,7 +401,7 @@ void AsyncEngine::loop() {
     bool stopping, abort_everything;
     {
       std::unique_lock lock(mu_);
-      if (!engine_->has_unfinished()) {
+      if (!engine_->has_unfinished() && !fair_.has_waiting()) {
         auto woken = [&] { return stopping_ || abort_all_ || !pending_.empty() || !cancels_.empty(); };
         // Idle: sleep until woken, or until the stats line that closes a busy spell is due.
         if (auto due = stats_.next_tick()) cv_.wait_until(lock, *due, woken);
@@ -284,6 +415,8 @@ void AsyncEngine::loop() {
     }
     add_pending(adds);
     bool aborted = apply_cancels(cancels, abort_everything || stopping);
+    if (abort_everything || stopping) fail_held("the server is shutting down");
+    admit();
     if (engine_->has_unfinished() || aborted) {
       try {
         step();
@@ -296,6 +429,8 @@ void AsyncEngine::loop() {
         fail_all(std::string("internal engine error: ") + e.what());
       }
     }
+    if (!engine_->has_unfinished() && fair_.engine_idle())
+      LOG_WARN("fair queue: choices were still counted in an idle engine; counts reset");
     // The state after the step and the aborts it caused (stop strings), not the step's own view.
     const EngineStats now = engine_->core().stats();
     publish_gauges(now);

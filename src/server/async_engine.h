@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "server/engine_metrics.h"
+#include "server/fair_queue.h"
 #include "server/request_stats.h"
 
 namespace pagoda::server {
@@ -66,12 +67,17 @@ class GenerationChannel {
   std::string error_;
   bool cancelled_ = false;  // guarded by AsyncEngine::mu_
   std::vector<int64_t> engine_ids_;  // engine thread only
+  uint64_t generation_ = 0;          // its id in the fair queue
   std::function<void()> notify_;     // guarded by mu_
 };
 
 struct AsyncEngineOptions {
   // Reject new requests (503) while this many choices wait to start. 0 = no limit.
   int32_t max_waiting_requests = 0;
+  // Reject new requests (503) while this many tokens of work wait to start, a choice's work being
+  // its prompt plus max_tokens (an embedding input: its prompt). A named client (the request's
+  // `user`) may hold half of it. 0 = no limit.
+  int64_t max_waiting_tokens = 0;
   // The per-request line and the periodic stats line (--enable-log-requests, --disable-log-stats).
   RequestLogOptions logging;
 };
@@ -91,10 +97,13 @@ class AsyncEngine {
   }
 
   // Queues a generation. Returns null when overloaded or shutting down (`why` says which).
-  std::shared_ptr<GenerationChannel> submit(std::vector<ChoiceSpec> choices, std::string& why);
+  // `client` groups requests for fairness (server/fair_queue.h); "" = the anonymous client.
+  std::shared_ptr<GenerationChannel> submit(std::vector<ChoiceSpec> choices, std::string& why,
+                                            const std::string& client = "");
   // Queues embedding requests, one per prompt (Engine::add_embedding_request): choice i's one
   // output carries the embedding of prompts[i]. Cancelled, overloaded and shut down as submit().
-  std::shared_ptr<GenerationChannel> submit_embedding(std::vector<std::vector<int32_t>> prompts, std::string& why);
+  std::shared_ptr<GenerationChannel> submit_embedding(std::vector<std::vector<int32_t>> prompts, std::string& why,
+                                                      const std::string& client = "");
   // The client is gone: abort every choice still running. Safe to call more than once.
   void cancel(const std::shared_ptr<GenerationChannel>& channel);
 
@@ -112,7 +121,13 @@ class AsyncEngine {
     std::vector<ChoiceSpec> choices;
     bool embed = false;  // choices[i].prompt are embedding requests (their params unused)
     std::chrono::steady_clock::time_point arrival;  // submit(): the start of TTFT and e2e
+    std::string client;
+    uint64_t id = 0;     // in the fair queue
+    int64_t work = 0;    // tokens, counted in waiting_work_ until the choices go to the engine
+    size_t taken = 0;    // choices handed to the engine (engine thread)
+    std::shared_ptr<RequestStats::Generation> stats;
   };
+  static int64_t choice_work(const ChoiceSpec& c, bool embed, int32_t max_model_len);
   std::shared_ptr<GenerationChannel> enqueue(Pending p, std::string& why);
   // Per engine request, engine thread only.
   struct Live {
@@ -123,6 +138,13 @@ class AsyncEngine {
 
   void loop();
   void add_pending(std::vector<Pending>& adds);
+  // Hands the engine what the fair queue lets go now.
+  void admit();
+  void fail_generation(Pending& p, const std::string& message);
+  void fail_held(const std::string& message);
+  // Drops what of a generation has not reached the engine; returns how many choices.
+  size_t drop_held(uint64_t generation);
+  void release_work(const std::string& client, int64_t work);
   // Aborts the choices of `cancels` (or every live choice); true when anything was aborted.
   bool apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>& cancels, bool all);
   void deliver(std::vector<RequestOutput>& outputs);
@@ -145,6 +167,12 @@ class AsyncEngine {
   int64_t live_generations_ = 0;          // submitted, not yet fully finished
   std::condition_variable idle_cv_;
   std::atomic<int64_t> unstarted_{0};     // choices submitted that have no output yet
+  int64_t waiting_work_ = 0;              // tokens of the choices not yet in the engine
+  std::unordered_map<std::string, int64_t> client_work_;  // the same, per named client
+  uint64_t next_generation_ = 1;
+
+  FairQueue fair_;                         // engine thread only
+  std::unordered_map<uint64_t, Pending> held_;  // generations with choices not yet in the engine
 
   std::unordered_map<int64_t, Live> live_;  // engine thread only
   int64_t last_preemptions_ = 0;

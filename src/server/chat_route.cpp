@@ -56,7 +56,8 @@ struct ChatStream {
 
 HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   require_generate_runner(ctx, "Chat Completions API");
-  ChatRequest r = parse_chat_request(parse_json_body(req.body), ctx.sampling_defaults);
+  const Json body = parse_json_body(req.body);
+  ChatRequest r = parse_chat_request(body, ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
   const std::string prompt_text = ctx.chat->render(r.prompt);
@@ -92,7 +93,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   const SamplingParams params = r.params;
   const bool logprobs = r.logprobs;
   const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
-  auto channel = submit(ctx, std::move(specs));
+  auto channel = submit(ctx, std::move(specs), fairness_client(body));
 
   if (!r.stream) {
     return whole_reply(

@@ -27,7 +27,8 @@ struct StreamState {
 
 HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
   require_generate_runner(ctx, "Completions API");
-  CompletionRequest r = parse_completion_request(parse_json_body(req.body), ctx.sampling_defaults);
+  const Json body = parse_json_body(req.body);
+  CompletionRequest r = parse_completion_request(body, ctx.sampling_defaults);
   if (r.constraint) r.params.grammar = compile_for_engine(ctx, *r.constraint);
   check_model_name(ctx, r.model);
   std::vector<ChoiceSpec> choices;
@@ -53,7 +54,7 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
   // Logprobs name tokens by their text, or as "token_id:N" (--return-tokens-as-token-ids).
   const Tokenizer* tok = ctx.options.return_tokens_as_token_ids ? nullptr : ctx.engine.tokenizer();
   const SamplingParams params = r.params;
-  auto channel = submit(ctx, std::move(choices));
+  auto channel = submit(ctx, std::move(choices), fairness_client(body));
 
   if (!r.stream) {
     auto acc = std::make_shared<std::vector<CompletionChoice>>(num_choices);

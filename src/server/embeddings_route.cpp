@@ -195,7 +195,8 @@ std::string base64_of_floats(const std::vector<float>& v) {
 HttpReply handle_embeddings(ServerContext& ctx, const HttpRequest& req) {
   if (!ctx.pooling) throw bad_request("The model does not support Embeddings API");  // vLLM's words
   const PoolingRunner& pr = *ctx.pooling;
-  const EmbeddingRequest r = parse_embedding_request(parse_json_body(req.body));
+  const Json body = parse_json_body(req.body);
+  const EmbeddingRequest r = parse_embedding_request(body);
   check_model_name(ctx, r.model);
   check_dimensions(ctx, pr, r.dimensions);
   std::vector<std::vector<int32_t>> prompts;
@@ -206,7 +207,7 @@ HttpReply handle_embeddings(ServerContext& ctx, const HttpRequest& req) {
   }
   const size_t n = prompts.size();
   std::string why;
-  auto channel = ctx.engine.submit_embedding(std::move(prompts), why);
+  auto channel = ctx.engine.submit_embedding(std::move(prompts), why, fairness_client(body));
   if (!channel) throw unavailable(why);
 
   auto pooled = std::make_shared<std::vector<std::vector<float>>>(n);

@@ -157,12 +157,20 @@ void check_budget(const ServerContext& ctx, const std::vector<ChoiceSpec>& choic
 
 }  // namespace
 
-std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<ChoiceSpec> choices) {
+std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<ChoiceSpec> choices,
+                                          const std::string& client) {
   check_budget(ctx, choices);
   std::string why;
-  auto channel = ctx.engine.submit(std::move(choices), why);
+  auto channel = ctx.engine.submit(std::move(choices), why, client);
   if (!channel) throw unavailable(why);
   return channel;
+}
+
+std::string fairness_client(const nlohmann::ordered_json& body) {
+  const auto it = body.find("user");
+  if (it == body.end() || !it->is_string()) return "";
+  const std::string& user = it->get_ref<const std::string&>();
+  return user.substr(0, 256);  // an identifier, not a payload kept per client
 }
 
 HttpReply whole_reply(std::shared_ptr<GenerationChannel> channel, std::function<void(ChoiceOutput&)> on_output,

@@ -48,7 +48,14 @@ void fan_out(const std::vector<int32_t>& prompt, const SamplingParams& params, s
 // Checks the request against ServerOptions::request (stop strings, logprobs, the output budget),
 // then submits it. Throws ApiError 400 naming the limit, or 503 (with Retry-After) when the engine
 // is overloaded or shutting down.
-std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<ChoiceSpec> choices);
+// `client` groups requests for fair scheduling (fairness_client).
+std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<ChoiceSpec> choices,
+                                          const std::string& client = "");
+
+// Who a request is for fairness between clients: OpenAI's `user` field (the end-user the
+// application serves) when it is a string, else "" (every request without it shares one client,
+// and is still taken in turn with the others of that client).
+std::string fairness_client(const nlohmann::ordered_json& body);
 
 // A whole response: `on_output` sees each output as it arrives, `finish` makes the body after the
 // last one (a channel error becomes a 500 instead).

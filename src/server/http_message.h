@@ -20,6 +20,7 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // as sent: path and query
   std::string path;    // target without the query
+  unsigned version = 11;  // 10 = HTTP/1.0: no chunked replies, no 1xx
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::string body;    // decoded (Content-Encoding undone)
 

@@ -37,9 +37,24 @@ std::string inflate_capped(const std::string& in, bool raw, int64_t limit) {
   std::string out;
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   zs.avail_in = static_cast<uInt>(in.size());
+  const auto gzip_magic = [&zs] {
+    return zs.avail_in >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b;
+  };
+  const bool gzip = !raw && gzip_magic();
   int rc = Z_OK;
   char chunk[64 << 10];
-  while (rc != Z_STREAM_END) {
+  for (;;) {
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      // A gzip body may be several members back to back (RFC 1952 §2.2, what `cat a.gz b.gz` makes):
+      // each is inflated in turn. Anything else after the end is not part of the stream.
+      if (!gzip || !gzip_magic()) {
+        inflateEnd(&zs);
+        throw ApiError(400, "the request body has data after the end of its compressed stream",
+                       "invalid_request_error");
+      }
+      inflateReset(&zs);
+    }
     zs.next_out = reinterpret_cast<Bytef*>(chunk);
     zs.avail_out = sizeof chunk;
     rc = inflate(&zs, Z_NO_FLUSH);
@@ -100,6 +115,7 @@ HttpRequest request_head(const RequestParser& parser) {
   req.method = std::string(msg.method_string());
   req.target = std::string(msg.target());
   req.path = req.target.substr(0, req.target.find('?'));
+  req.version = msg.version();
   for (const auto& f : msg) req.headers.emplace_back(lower(std::string(f.name_string())), std::string(f.value()));
   return req;
 }

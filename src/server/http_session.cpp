@@ -1,8 +1,10 @@
 #include "server/http_session.h"
 
 #include <malloc.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <memory>
@@ -39,8 +41,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Clamped: a timeout of 1e10 s in nanoseconds overflows 64 bits (and would expire at once).
 std::chrono::steady_clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  constexpr double kLongest = 1e7;  // ~116 days: "never", as far as a connection is concerned
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::clamp(s, 0.0, kLongest)));
 }
 
 // A deadline on a socket: when it passes, the socket's pending operations are cancelled and
@@ -109,13 +113,20 @@ awaitable<T> offload(net::thread_pool& pool, F& fn) {
       use_awaitable);
 }
 
-// The client closed its end (or reset it). Data waiting instead is a pipelined request: not gone.
-bool peer_gone(tcp::socket& socket) {
-  char c;
-  const ssize_t n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return true;
-  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-  return false;
+// What the socket says of the client while its generation runs, without reading anything.
+enum class Peer {
+  quiet,      // nothing new
+  pipelined,  // bytes wait (a next request, or garbage): the client is still there
+  finished,   // it sent FIN: it closed, or only shut down its sending side (half-close) and waits
+  gone,       // reset, or closed both ways
+};
+
+Peer peer_state(tcp::socket& socket) {
+  pollfd p{socket.native_handle(), static_cast<short>(POLLIN | POLLRDHUP), 0};
+  if (::poll(&p, 1, 0) <= 0) return Peer::quiet;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return Peer::gone;
+  if (p.revents & POLLRDHUP) return Peer::finished;
+  return (p.revents & POLLIN) ? Peer::pipelined : Peer::quiet;
 }
 
 // Over a plain socket (HTTP) or a TLS stream on one (HTTPS). Reads and writes go through the
@@ -146,14 +157,15 @@ class Connection {
     }
   }
   awaitable<bool> handshake();
-  awaitable<bool> client_gone();
+  awaitable<Peer> check_peer();
+  awaitable<bool> probe(const GenerationReply& g, unsigned version);
   awaitable<void> tls_close();
   awaitable<bool> read_request(bool first, HttpRequest& req, bool& keep_alive);
   awaitable<HttpReply> answer(const HttpRequest& req);
   awaitable<bool> write_reply(HttpReply& reply, bool keep_alive, bool head);
   awaitable<bool> fail(HttpReply& reply);
-  awaitable<bool> drive(GenerationReply& g, bool keep_alive);
-  awaitable<bool> write_stream_text(const std::string& text);
+  awaitable<bool> drive(GenerationReply& g, bool keep_alive, unsigned version);
+  awaitable<bool> write_stream_text(const std::string& text, bool chunked);
   awaitable<void> linger_close();
   void trim_memory(size_t request_bytes);
 
@@ -184,7 +196,7 @@ awaitable<void> Connection<Stream>::run() {
     const size_t request_bytes = req.body.size() + reply.body.size();
     bool keep;
     if (reply.generation) {
-      keep = co_await drive(*reply.generation, keep_alive);
+      keep = co_await drive(*reply.generation, keep_alive, req.version);
     } else {
       keep = co_await write_reply(reply, keep_alive, req.method == "HEAD");
     }
@@ -312,20 +324,26 @@ awaitable<bool> Connection<Stream>::write_reply(HttpReply& reply, bool keep_aliv
 }
 
 template <typename Stream>
-awaitable<bool> Connection<Stream>::write_stream_text(const std::string& text) {
+awaitable<bool> Connection<Stream>::write_stream_text(const std::string& text, bool chunked) {
   error_code ec;
   deadline_.arm(limits_.write_timeout_s);
-  const auto chunk = http::make_chunk(net::buffer(text));
-  co_await net::async_write(stream_, chunk, net::redirect_error(use_awaitable, ec));
+  if (chunked) {
+    const auto chunk = http::make_chunk(net::buffer(text));
+    co_await net::async_write(stream_, chunk, net::redirect_error(use_awaitable, ec));
+  } else {  // HTTP/1.0: the body is what comes until the connection closes
+    co_await net::async_write(stream_, net::buffer(text), net::redirect_error(use_awaitable, ec));
+  }
   deadline_.disarm();
   co_return !ec;
 }
 
 // Takes the generation's outputs as the engine makes them, waiting on a timer that the engine (new
-// outputs) or the socket (the client sent something or left) cancels. Returns whether the
-// connection stays open.
+// outputs) or the socket (the client sent something or left) cancels. Once the client has sent
+// more (a pipelined request, or a FIN) the socket stays readable, so from then on it is polled a
+// few times a second instead of waited on: a client that hangs up is noticed whatever it sent
+// before. Returns whether the connection stays open.
 template <typename Stream>
-awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
+awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive, unsigned version) {
   auto waker = std::make_shared<Waker>(raw().get_executor());
   g.channel->set_notify([w = std::weak_ptr<Waker>(waker)] {
     auto s = w.lock();
@@ -335,8 +353,9 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
       s->timer.cancel();
     });
   });
-  bool watching = true;
+  bool watching = false;
   auto watch = [&] {
+    watching = true;
     raw().async_wait(tcp::socket::wait_read, [waker](error_code ec) {
       if (ec) return;
       waker->peer_event = true;
@@ -345,6 +364,9 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
   };
   watch();
 
+  // HTTP/1.0 has no chunked encoding: a stream is the body until the connection closes.
+  const bool chunked = version >= 11;
+  if (!chunked && g.stream) keep_alive = false;
   bool ok = true;
   if (g.stream) {
     http::response<http::empty_body> res;
@@ -353,7 +375,7 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
     res.set(http::field::server, "pagoda");
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
-    res.chunked(true);
+    res.chunked(chunked);
     res.keep_alive(keep_alive);
     http::response_serializer<http::empty_body> sr(res);
     error_code ec;
@@ -363,18 +385,37 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
     ok = !ec;
   }
   constexpr auto kPingEvery = std::chrono::seconds(15);  // keeps proxies from closing a quiet stream
+  constexpr auto kPollEvery = std::chrono::milliseconds(100);
   auto last_write = Clock::now();
+  bool polling = false;            // the socket is polled on each wake-up instead of waited on
+  bool half_closed = false;        // FIN seen, and the client was still there after a probe
+  auto last_probe = Clock::now();
   std::vector<ChoiceOutput> items;
   bool finished = false;
   std::optional<HttpReply> whole;
   while (ok && !finished) {
-    if (waker->peer_event) {
+    if (waker->peer_event || polling) {
+      const bool event = waker->peer_event;
       waker->peer_event = false;
-      if (co_await client_gone()) {
+      if (event) watching = false;
+      const Peer peer = co_await check_peer();
+      if (peer == Peer::gone) {
         ok = false;
         break;
       }
-      watching = false;  // a pipelined request is waiting: nothing more to learn from the socket
+      if (peer == Peer::finished && (!half_closed || Clock::now() - last_probe > kPingEvery)) {
+        // A FIN alone cannot tell a client that left from one that half-closed and waits for its
+        // answer: send it something harmless; a client that left answers with a reset, which the
+        // next poll sees.
+        if (!co_await probe(g, version)) {
+          ok = false;
+          break;
+        }
+        half_closed = true;
+        last_probe = Clock::now();
+      }
+      if (peer == Peer::quiet && event && !polling) watch();  // woken for nothing: wait again
+      else polling = true;
     }
     items.clear();
     const bool more = g.channel->poll(items);
@@ -388,10 +429,10 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
       }
       if (text.empty() && Clock::now() - last_write > kPingEvery) text = kSsePing;
       if (!text.empty()) {
-        ok = co_await write_stream_text(text);
+        ok = co_await write_stream_text(text, chunked);
         last_write = Clock::now();
       }
-      if (ok && finished) {
+      if (ok && finished && chunked) {
         error_code ec;
         deadline_.arm(limits_.write_timeout_s);
         const auto last = http::make_chunk_last();
@@ -422,7 +463,8 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
       }
     }
     if (!finished && items.empty()) {
-      waker->timer.expires_after(kPingEvery);
+      waker->timer.expires_after(polling ? std::chrono::duration_cast<Clock::duration>(kPollEvery)
+                                         : std::chrono::duration_cast<Clock::duration>(kPingEvery));
       error_code ec;
       co_await waker->timer.async_wait(net::redirect_error(use_awaitable, ec));
     }
@@ -436,8 +478,25 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive) {
     env_.ctx.engine.cancel(g.channel);  // the client is gone: free its blocks at the next step
     co_return false;
   }
-  if (whole) co_return co_await write_reply(*whole, keep_alive, false);
-  co_return ok && keep_alive;
+  if (whole) co_return co_await write_reply(*whole, keep_alive && !half_closed, false);
+  co_return ok && keep_alive && !half_closed;
+}
+
+// Something a live client ignores, to learn whether a client that sent FIN is still there: an SSE
+// comment in a stream; before a whole answer, an interim "100 Continue", which every HTTP/1.1
+// client must accept (RFC 9110 §15.2). HTTP/1.0 forbids 1xx, and TLS clients close with
+// close_notify: there a FIN means gone (false).
+template <typename Stream>
+awaitable<bool> Connection<Stream>::probe(const GenerationReply& g, unsigned version) {
+  if (kTls) co_return false;
+  if (g.stream) co_return co_await write_stream_text(kSsePing, version >= 11);
+  if (version < 11) co_return false;
+  static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+  error_code ec;
+  deadline_.arm(limits_.write_timeout_s);
+  co_await net::async_write(stream_, net::buffer(kContinue, sizeof kContinue - 1), net::redirect_error(use_awaitable, ec));
+  deadline_.disarm();
+  co_return !ec;
 }
 
 // HTTPS: the TLS handshake first, under the request deadline (a client that connects and says
@@ -466,21 +525,25 @@ awaitable<bool> Connection<Stream>::handshake() {
   co_return true;
 }
 
-// The socket became readable while a generation runs. Plain: see peer_gone. TLS: the bytes waiting
-// may be a close_notify (curl sends one before it closes), so they are read through the TLS layer,
-// briefly: end of stream or an error is a client gone; a request (pipelined) stays in buffer_.
+// The socket became readable (or is being polled) while a generation runs. Plain: see peer_state.
+// TLS: the bytes waiting may be a close_notify (curl sends one before it closes), so they are read
+// through the TLS layer, briefly: end of stream or an error is a client gone; a request (pipelined)
+// stays in buffer_.
 template <typename Stream>
-awaitable<bool> Connection<Stream>::client_gone() {
-  if (peer_gone(raw())) co_return true;
+awaitable<Peer> Connection<Stream>::check_peer() {
+  const Peer peer = peer_state(raw());
   if constexpr (kTls) {
+    if (peer != Peer::pipelined) co_return peer;
+    constexpr size_t kMaxBuffered = 1 << 20;  // a pipelined request is kept, not a flood of them
+    if (buffer_.size() > kMaxBuffered) co_return peer;
     error_code ec;
     deadline_.arm(0.25);  // only a record that does not come whole waits; its end comes with it
     const size_t n = co_await stream_.async_read_some(buffer_.prepare(16 << 10), net::redirect_error(use_awaitable, ec));
     deadline_.disarm();
     if (!ec) buffer_.commit(n);
-    co_return ec && !deadline_.expired();
+    co_return ec && !deadline_.expired() ? Peer::gone : Peer::pipelined;
   }
-  co_return false;
+  co_return peer;
 }
 
 // HTTPS: close_notify, so that the client knows that nothing was cut. One way: the client's own

@@ -7,13 +7,18 @@
 namespace pagoda::server {
 
 HttpReply handle_models(ServerContext& ctx, const HttpRequest&) {
+  // vLLM's root is the model path; only its last part here: where the model lives on this machine
+  // is no client's business.
+  std::string root = ctx.options.model_dir;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  if (const size_t slash = root.rfind('/'); slash != std::string::npos) root = root.substr(slash + 1);
   Json data = Json::array();
   for (const std::string& name : ctx.options.served_model_names) {
     data.push_back({{"id", name},
                     {"object", "model"},
                     {"created", unix_now()},
                     {"owned_by", "pagoda"},
-                    {"root", ctx.options.model_dir},
+                    {"root", root},
                     {"parent", nullptr},
                     {"max_model_len", ctx.engine.max_model_len()},
                     {"vocab_size", ctx.engine.model_config().vocab_size}});

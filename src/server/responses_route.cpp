@@ -7,6 +7,7 @@
 #include "server/openai_response.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/pooling_runner.h"
 #include "server/routes.h"
 
 namespace pagoda::server {
@@ -138,7 +139,9 @@ void emit_start(const ResponseHead& h, ResponseState& s) {
 }  // namespace
 
 HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
-  ResponsesRequest r = parse_responses_request(parse_json_body(req.body), ctx.sampling_defaults);
+  require_generate_runner(ctx, "Responses API");
+  const Json body = parse_json_body(req.body);
+  ResponsesRequest r = parse_responses_request(body, ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "input");
   const std::string prompt_text = ctx.chat->render(r.prompt);
@@ -171,7 +174,7 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   head->top_p = r.params.top_p;
   head->max_output_tokens = r.params.max_tokens.value_or(0);
   head->input_tokens = static_cast<int64_t>(ids.size());
-  auto channel = submit(ctx, std::move(specs));
+  auto channel = submit(ctx, std::move(specs), fairness_client(body));
 
   if (!r.stream) {
     return whole_reply(

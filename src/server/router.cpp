@@ -1,5 +1,6 @@
 #include "server/router.h"
 
+#include <cctype>
 #include <iterator>
 
 #include "core/error.h"
@@ -19,19 +20,19 @@ HttpReply handle_load(ServerContext& ctx, const HttpRequest&) {
 }
 
 constexpr Route kRoutes[] = {
-    {"GET", "/health", handle_health, true},
-    {"GET", "/ping", handle_health, true},
-    {"POST", "/ping", handle_health, true},
-    {"GET", "/version", handle_version, true},
-    {"GET", "/load", handle_load, true},
-    {"GET", "/v1/models", handle_models, true},
-    {"GET", "/metrics", handle_metrics, true},
-    {"POST", "/v1/completions", handle_completions, false},
-    {"POST", "/v1/chat/completions", handle_chat_completions, false},
-    {"POST", "/v1/responses", handle_responses, false},
-    {"POST", "/v1/embeddings", handle_embeddings, false},
-    {"POST", "/tokenize", handle_tokenize, false},
-    {"POST", "/detokenize", handle_detokenize, false},
+    {"GET", "/health", handle_health, true, false},
+    {"GET", "/ping", handle_health, true, false},
+    {"POST", "/ping", handle_health, true, false},
+    {"GET", "/version", handle_version, true, false},
+    {"GET", "/load", handle_load, true, false},
+    {"GET", "/v1/models", handle_models, true, false},
+    {"GET", "/metrics", handle_metrics, true, false},
+    {"POST", "/v1/completions", handle_completions, false, true},
+    {"POST", "/v1/chat/completions", handle_chat_completions, false, true},
+    {"POST", "/v1/responses", handle_responses, false, true},
+    {"POST", "/v1/embeddings", handle_embeddings, false, true},
+    {"POST", "/tokenize", handle_tokenize, false, true},
+    {"POST", "/detokenize", handle_detokenize, false, true},
 };
 
 // Equal length and bytes, in time that depends only on the length of `given`.
@@ -87,7 +88,25 @@ HttpReply error_reply(const ApiError& e) {
   return r;
 }
 
+bool is_json_content_type(std::string_view ct) {
+  ct = ct.substr(0, ct.find(';'));
+  while (!ct.empty() && (ct.back() == ' ' || ct.back() == '\t')) ct.remove_suffix(1);
+  while (!ct.empty() && (ct.front() == ' ' || ct.front() == '\t')) ct.remove_prefix(1);
+  std::string lower(ct);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "application/json") return true;
+  return lower.rfind("application/", 0) == 0 && lower.size() > 17 && lower.ends_with("+json");
+}
+
 HttpReply run_route(const Route& route, ServerContext& ctx, const HttpRequest& req) {
+  if (route.json_body && !is_json_content_type(req.header("content-type"))) {
+    const std::string_view given = req.header("content-type");
+    return error_reply(ApiError(415,
+                                "the body of " + req.path + " must be JSON sent with 'Content-Type: application/json'" +
+                                    (given.empty() ? std::string(" (the request has no Content-Type)")
+                                                   : "; got '" + std::string(given.substr(0, 100)) + "'"),
+                                "invalid_request_error"));
+  }
   try {
     return route.handler(ctx, req);
   } catch (const ApiError& e) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "server/api_error.h"
 #include "server/http_message.h"
@@ -19,6 +20,9 @@ struct Route {
   // Cheap and never waiting on the engine: answered on the I/O thread itself, so it is never
   // queued behind requests being parsed and tokenized (/health under load).
   bool on_io_thread;
+  // The body is JSON: any other Content-Type is refused (415), so that a web page cannot post here
+  // with a "simple" text/plain or form request that browsers send without a CORS preflight.
+  bool json_body = false;
 };
 
 // The route for method + path; null with `error` set (404 unknown path, 405 wrong method).
@@ -28,7 +32,10 @@ const Route* find_route(const std::string& method, const std::string& path, Http
 // Compared in constant time.
 bool authorized(const ServerContext& ctx, const HttpRequest& req);
 
-// Runs a route; whatever it throws becomes an OpenAI error object with its status.
+// True for application/json and application/*+json, whatever the parameters (charset) and case.
+bool is_json_content_type(std::string_view content_type);
+
+// Runs a route (415 first when it takes JSON and the request says it sends something else); whatever it throws becomes an OpenAI error object with its status.
 HttpReply run_route(const Route& route, ServerContext& ctx, const HttpRequest& req);
 
 // The reply for an error (503 carries Retry-After).

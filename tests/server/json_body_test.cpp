@@ -46,5 +46,42 @@ TEST(JsonBody, IntegersBeyond64BitsAreRefusedNotRounded) {
   }
 }
 
+TEST(JsonBody, RepeatedKeysKeepFirstPlaceAndLastValue) {
+  std::string body = "{";
+  for (int i = 0; i < 40; ++i) body += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";  // past the scan
+  body += "\"k3\":\"late\",\"k39\":[1]}";
+  std::string error;
+  const auto j = parse_json_bounded(body, 64, error);
+  ASSERT_FALSE(j.is_discarded()) << error;
+  EXPECT_EQ(j.size(), 40u);
+  EXPECT_EQ(j["k3"], "late");
+  EXPECT_EQ(j["k39"], nlohmann::ordered_json::array({1}));
+  EXPECT_EQ(std::next(j.begin(), 3).key(), "k3");
+  EXPECT_EQ(std::prev(j.end()).key(), "k39");
+}
+
+TEST(JsonBody, KeyCountsAreBounded) {
+  JsonLimits limits;
+  limits.max_object_keys = 100;
+  limits.max_keys = 1000;
+  auto object = [](int keys) {
+    std::string s = "{";
+    for (int i = 0; i < keys; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    return s + "}";
+  };
+  EXPECT_EQ(parse_json_limited(object(100), limits).fault, JsonFault::none);
+  EXPECT_EQ(parse_json_limited(object(101), limits).fault, JsonFault::object_keys);
+  std::string many = "[";
+  for (int i = 0; i < 20; ++i) many += (i ? "," : "") + object(50);
+  EXPECT_EQ(parse_json_limited(many + "]", limits).fault, JsonFault::none);  // 1,000 keys
+  EXPECT_EQ(parse_json_limited(many + ",{\"x\":1}]", limits).fault, JsonFault::total_keys);
+  // A repeated key counts each time it is parsed (its work is done each time).
+  std::string repeated = "{";
+  for (int i = 0; i < 1001; ++i) repeated += i ? ",\"a\":0" : "\"a\":0";
+  const JsonParse p = parse_json_limited(repeated + "}", limits);
+  EXPECT_EQ(p.fault, JsonFault::total_keys);
+  EXPECT_NE(describe_json_fault(p, limits, "the body").find("1000 object keys"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pagoda::server

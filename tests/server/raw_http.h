@@ -52,6 +52,9 @@ class RawConn {
     fd_ = -1;
   }
 
+  // Half-close: no more bytes from this side; the server's answer can still be read.
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
   // Sends everything; false once the server has closed or reset the connection.
   bool send(const std::string& data) {
     size_t off = 0;
@@ -144,6 +147,21 @@ inline std::string gzip_of_repeated(char byte, size_t size) {
       out.append(buf, sizeof buf - zs.avail_out);
     } while (zs.avail_out == 0);
   }
+  deflateEnd(&zs);
+  return out;
+}
+
+// `text` gzip-compressed as one member.
+inline std::string gzip_of(const std::string& text) {
+  z_stream zs{};
+  deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&zs, text.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(out.size() - zs.avail_out);
   deflateEnd(&zs);
   return out;
 }

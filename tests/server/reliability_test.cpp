@@ -341,5 +341,170 @@ TEST_F(Reliability, ErrorsCarryNoPaths) {
   EXPECT_EQ(status_of(raw_exchange("this is not http\r\n\r\n")), 400);
 }
 
+// `{"k0":0,"k1":0,...}`: `keys` distinct keys in one object.
+std::string object_of_keys(size_t keys) {
+  std::string s = "{";
+  for (size_t i = 0; i < keys; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+  return s + "}";
+}
+
+// 9. Parsing is linear in the number of keys (nlohmann's ordered_json scanned all earlier keys on
+// each insert: 200,000 keys took 77 s), and a body with more keys than any request needs is refused.
+TEST_F(Reliability, JsonKeysParseInLinearTimeAndAreBounded) {
+  const std::string many = R"({"prompt": "hi", "x": )" + object_of_keys(200000) + "}";  // 2.5 MiB
+  std::vector<double> latencies;
+  std::atomic<int> heavy_done{0};
+  std::vector<std::thread> heavy;
+  for (int i = 0; i < 2; ++i)  // both HTTP workers
+    heavy.emplace_back([&] {
+      const HttpResult r = server_.request("POST", "/tokenize", many);
+      EXPECT_TRUE(r.status == 200 || r.status == 400) << r.body.substr(0, 300);
+      ++heavy_done;
+    });
+  const auto t = Clock::now();
+  while (heavy_done < 2 && ms_since(t) < 30000) {
+    const auto q = Clock::now();
+    EXPECT_EQ(server_.request("POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 4})").status, 200);
+    latencies.push_back(ms_since(q));
+  }
+  for (auto& h : heavy) h.join();
+  const double heavy_ms = ms_since(t);
+  std::sort(latencies.begin(), latencies.end());
+  if (kTimingsMeaningful) {
+    EXPECT_LT(heavy_ms, 5000) << "two bodies of 200,000 keys";
+    EXPECT_LT(latencies[latencies.size() * 99 / 100], 1000) << "p99 of a 4-token completion meanwhile";
+  }
+  // 1,100,000 keys in small objects (9 MiB): past the total bound.
+  std::string objects = R"({"prompt": "hi", "x": [)";
+  for (int i = 0; i < 1100000; ++i) objects += i ? ",{\"a\":0}" : "{\"a\":0}";
+  objects += "]}";
+  HttpResult r = server_.request("POST", "/v1/completions", objects);
+  EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);
+  EXPECT_NE(r.body.find("object keys in all"), std::string::npos) << r.body.substr(0, 300);
+  // A repeated key keeps its first place and takes the last value, as Python's json.loads.
+  r = server_.request("POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 1000000, "ignore_eos": true, "max_tokens": 2})");
+  EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 2);
+  expect_recovered();
+}
+
+// 10. JSON routes take JSON only: a web page's "simple" text/plain or form post (no CORS preflight)
+// is refused before the body is read as JSON.
+TEST_F(Reliability, NonJsonContentTypeIsRefused) {
+  const std::string body = R"({"prompt": "hi", "max_tokens": 2})";
+  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""}) {
+    const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
+                             (type.empty() ? std::string() : "Content-Type: " + type + "\r\n") +
+                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+    const std::string resp = raw_exchange(head + body);
+    EXPECT_EQ(status_of(resp), 415) << type << ": " << resp.substr(0, 300);
+  }
+  const std::string ok = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
+                         "Application/JSON; charset=utf-8\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  EXPECT_EQ(status_of(raw_exchange(ok + body)), 200);
+  // No absolute path in any response: /v1/models names the model's folder, not where it lives.
+  const HttpResult models = server_.get("/v1/models");
+  ASSERT_EQ(models.status, 200);
+  const std::string root = models.json()["data"][0]["root"];
+  EXPECT_EQ(root.find('/'), std::string::npos) << root;
+  EXPECT_EQ(models.body.find(dir_.path), std::string::npos) << models.body;
+}
+
+// 11. HTTP/1.0 framing (no chunked encoding: the stream ends with the connection), and a gzip body
+// of several members (what `cat a.gz b.gz` makes) inflated whole.
+TEST_F(Reliability, Http10StreamsAndMultiMemberGzip) {
+  const std::string body = R"({"prompt": "hi", "max_tokens": 4, "stream": true})";
+  const std::string resp = raw_exchange("POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_EQ(status_of(resp), 200) << resp.substr(0, 300);
+  EXPECT_EQ(resp.find("chunked"), std::string::npos) << resp.substr(0, 300);
+  EXPECT_NE(body_of(resp).rfind("data: [DONE]\n\n"), std::string::npos) << resp;
+
+  const std::string json = R"({"prompt": "hi", "max_tokens": 3, "temperature": 0})";
+  const std::string gz = gzip_of(json.substr(0, 20)) + gzip_of(json.substr(20));
+  const std::string r = raw_exchange(post_request("/v1/completions", gz, "Content-Encoding: gzip\r\nConnection: close\r\n"));
+  EXPECT_EQ(status_of(r), 200) << r.substr(0, 300);
+  // Bytes after the end of the stream that are no gzip member: refused, not ignored.
+  const std::string junk = raw_exchange(post_request("/v1/completions", gzip_of(json) + "junk",
+                                                     "Content-Encoding: gzip\r\nConnection: close\r\n"));
+  EXPECT_EQ(status_of(junk), 400) << junk.substr(0, 300);
+}
+
+// 12. A client that half-closes (SHUT_WR) after its request still gets its answer; one that sends
+// another byte (a pipelined request, or garbage) and then hangs up is noticed and aborted.
+TEST_F(Reliability, HalfCloseIsAnsweredAndHangUpAfterPipelinedBytesAborts) {
+  for (const bool stream : {false, true}) {
+    RawConn c(server_.port());
+    const std::string body = std::string(R"({"prompt": "hi", "max_tokens": 8, "stream": )") + (stream ? "true}" : "false}");
+    ASSERT_TRUE(c.send(post_request("/v1/completions", body)));
+    c.shutdown_write();
+    std::string resp = c.read_all(10s);
+    // The server may have probed with interim 100 responses (RFC 9110 §15.2) before the answer.
+    while (resp.rfind("HTTP/1.1 100 ", 0) == 0) resp = body_of(resp);
+    EXPECT_EQ(status_of(resp), 200) << resp.substr(0, 300);
+    EXPECT_NE(resp.find(stream ? "data: [DONE]" : "\"choices\""), std::string::npos) << resp;
+  }
+  std::vector<std::unique_ptr<RawConn>> conns;
+  const std::string body = R"({"prompt": "tell me", "max_tokens": 1500, "ignore_eos": true})";
+  for (int i = 0; i < 4; ++i) {
+    conns.push_back(std::make_unique<RawConn>(server_.port()));
+    ASSERT_TRUE(conns.back()->send(post_request("/v1/completions", body) + (i % 2 ? "G" : "GET /health HTTP/1.1\r\n")));
+  }
+  std::this_thread::sleep_for(500ms);
+  EXPECT_GT(server_.metric("pagoda:num_requests_running"), 0);
+  conns.clear();
+  const auto t = Clock::now();
+  while (ms_since(t) < 5000 && server_.metric("pagoda:num_requests_running") > 0) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(server_.metric("pagoda:num_requests_running"), 0);
+  EXPECT_LT(ms_since(t), 1000) << "the hang-ups after pipelined bytes went unnoticed";
+  expect_recovered();
+}
+
+// 13. Flags that would disable a guard or overflow are refused or clamped; a second SIGTERM during
+// the grace period exits at once.
+TEST(ReliabilityFlags, EmptyApiKeyTimeoutsAndSecondSignal) {
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string serve = std::string(PAGODA_BINARY) + " serve " + dir.path + " --host 127.0.0.1 --port 0 ";
+  CommandResult r = run_command(serve + "--api-key '' 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--api-key is empty"), std::string::npos) << r.out;
+  r = run_command(serve + "--keep-alive-timeout nan 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+
+  // 1e10 s overflowed into "expired": each connection closed after one response.
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--keep-alive-timeout", "1e10", "--shutdown-timeout", "1e300"})) << s.log();
+  RawConn c(s.port());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_EQ(status_of(c.read_response(5s)), 200) << "request " << i << " on one keep-alive connection";
+  }
+  // A long request in flight: the first SIGTERM waits for it (1e300 s, clamped, not "at once"); the
+  // second ends the server.
+  RawConn busy(s.port());
+  ASSERT_TRUE(busy.send(post_request("/v1/completions", R"({"prompt": "x", "max_tokens": 1900, "n": 8, "ignore_eos": true})")));
+  std::this_thread::sleep_for(300ms);
+  kill(s.pid(), SIGTERM);
+  std::this_thread::sleep_for(500ms);
+  int status = 0;
+  ASSERT_EQ(waitpid(s.pid(), &status, WNOHANG), 0) << "the first signal should wait for the request in flight";
+  const auto t = Clock::now();
+  const int code = s.stop(std::chrono::seconds(10));
+  EXPECT_NE(code, -1) << "a second signal should end the server at once";
+  EXPECT_LT(ms_since(t), 2000);
+}
+
+// 14. An embedding server has no generation routes, /v1/responses included.
+TEST(ReliabilityPooling, ResponsesRouteRefusedOnPoolingRunner) {
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--runner", "pooling"})) << s.log();
+  const HttpResult r = s.request("POST", "/v1/responses", R"({"input": "hi", "max_output_tokens": 4})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("does not support Responses API"), std::string::npos) << r.body;
+}
+
 }  // namespace
 }  // namespace pagoda::server::test
