@@ -62,9 +62,16 @@ Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& ra
     // A row-parallel bias is added once, by rank 0, before the sum.
     if (!p.bias.empty() && (l.shard_ != ShardKind::Row || rank.rank == 0)) {
       check(p.order.empty(), "a bias on a reordered part is not supported (" + p.bias + ")");
-      const Tensor full = ws.load(p.bias, DType::F32, {p.rows});
-      const int64_t first = p.begin + lo, n = hi - lo;
-      Tensor slice = full.reshape({p.rows, 1}).rows(first, first + n).reshape({n});
+      // The bias covers either the part alone (q_proj.bias beside q_proj) or, like the weight, the
+      // whole fused tensor (qkv_proj.bias): then the part's range applies to it too.
+      const std::vector<int64_t>& bshape = ws.shape_of(p.bias);
+      const int64_t brows = bshape.size() == 1 ? bshape[0] : -1;
+      check(brows == p.rows || brows == p.num_rows(),
+            "bias '" + p.bias + "' has " + std::to_string(brows) + " entries; its projection part has " +
+                std::to_string(p.num_rows()) + " rows (of " + std::to_string(p.rows) + ")");
+      const Tensor full = ws.load(p.bias, DType::F32, {brows});
+      const int64_t first = (brows == p.rows ? p.begin : 0) + lo, n = hi - lo;
+      Tensor slice = full.reshape({brows, 1}).rows(first, first + n).reshape({n});
       l.biases_.push_back({col, slice});
     }
     col += hi - lo;

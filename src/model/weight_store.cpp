@@ -71,6 +71,12 @@ void WeightStore::loaded(const Tensor& src) {
   LOG_INFO(line);
 }
 
+const std::vector<int64_t>& WeightStore::shape_of(const std::string& name) const {
+  auto it = by_name_.find(name);
+  check(it != by_name_.end(), "checkpoint is missing tensor '" + name + "'");
+  return it->second->shape;
+}
+
 const TensorView& WeightStore::find(const std::string& name, const std::vector<int64_t>& shape) const {
   auto it = by_name_.find(name);
   check(it != by_name_.end(), "checkpoint is missing tensor '" + name + "'");

@@ -39,6 +39,8 @@ class WeightStore {
   static DType native_dtype(const Checkpoint& ckpt);
 
   bool has(const std::string& name) const { return by_name_.count(name) > 0; }
+  // The checkpoint shape of tensor `name`; throws naming it when absent.
+  const std::vector<int64_t>& shape_of(const std::string& name) const;
   // Uploads tensor `name` as `dtype`; throws naming the tensor when absent or of another shape.
   Tensor load(const std::string& name, DType dtype, const std::vector<int64_t>& shape);
   // Row-wise concatenation of 2-D tensors with the same number of columns. `row_orders[i]`, when
