@@ -71,13 +71,15 @@ TEST(ReliabilityFairness, ManyChoicesOfOneClientDoNotStarveAnother) {
   }
 }
 
-// One embeddings request of 128 inputs x 1,000 tokens (many steps of prefill at 256 tokens a step):
+// One embeddings request of 128 inputs x 1,000 tokens (many steps of prefill at 256 tokens a step;
+// prefix caching off, or the identical inputs would cost one prefill):
 // a one-input request of another client goes in between, not after it.
 TEST(ReliabilityFairness, LongEmbeddingBatchIsSplitAcrossSteps) {
   const TestModelDir dir;
   ASSERT_FALSE(dir.path.empty());
   ServerProcess s;
-  ASSERT_TRUE(s.start(dir.path, {"--runner", "pooling", "--max-num-batched-tokens", "256", "--max-model-len", "1024"}))
+  ASSERT_TRUE(s.start(dir.path, {"--runner", "pooling", "--max-num-batched-tokens", "256", "--max-model-len", "1024",
+                                 "--no-enable-prefix-caching"}))
       << s.log();
   std::string inputs = "[";
   for (int i = 0; i < 128; ++i) inputs += (i ? "," : "") + token_prompt(1000);
