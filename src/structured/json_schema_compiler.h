@@ -216,7 +216,7 @@ class SchemaCompiler {
       if (uses({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
       if (uses({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})) types.push_back("number");
     }
-    if (s.value("nullable", false)) types.push_back("null");
+    // OpenAPI's `nullable` is not JSON Schema: validators ignore it, so null is not added.
     outer_lists_values_ = s.contains("enum") || s.contains("const");
     if (s.contains("not")) types = not_types(s["not"], types);
     // integer beside number adds nothing and would compile the range twice

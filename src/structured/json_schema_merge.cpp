@@ -87,7 +87,7 @@ bool is_assertion(const std::string& key) {
       "propertyNames", "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas",
       "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
       "maxContains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-      "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref", "nullable",
+      "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref",
       "$dynamicRef", "$recursiveRef", "$pagodaOmit"};
   return keys.count(key) > 0;
 }
@@ -158,9 +158,39 @@ json SchemaMerger::inline_all(const json& s, int depth) const {
     if (!s["$ref"].is_string()) schema_fail("$ref must be a string");
     merge_into(acc, inline_all(resolve(s["$ref"].get<std::string>()), depth + 1));
   }
+  // additionalProperties: false closes an object to the properties declared beside it: a part's
+  // properties the other parts' closures do not list can never be written.
+  std::vector<std::set<std::string>> closed;
+  auto note_closed = [&closed](const json& part) {
+    if (!part.is_object() || !part.contains("additionalProperties") || part["additionalProperties"] != json(false)) return;
+    std::set<std::string> names;
+    if (part.contains("properties") && part["properties"].is_object())
+      for (auto& [k, v] : part["properties"].items()) names.insert(k);
+    closed.push_back(std::move(names));
+  };
+  note_closed(acc);
+  if (s.contains("$ref")) note_closed(resolve(s["$ref"].get<std::string>()));
   if (s.contains("allOf")) {
     if (!s["allOf"].is_array() || s["allOf"].empty()) schema_fail("'allOf' must be a non-empty array");
-    for (const json& part : s["allOf"]) merge_into(acc, inline_all(part, depth + 1));
+    for (const json& part : s["allOf"]) {
+      json inlined = inline_all(part, depth + 1);
+      note_closed(inlined);
+      merge_into(acc, inlined);
+    }
+  }
+  if (closed.size() > 0 && acc.contains("properties") && acc["properties"].is_object()) {
+    json kept = json::object();
+    for (auto& [k, v] : acc["properties"].items()) {
+      bool allowed = true;
+      for (const auto& names : closed) allowed = allowed && names.count(k) > 0;
+      if (allowed) kept[k] = v;
+    }
+    acc["properties"] = kept;
+    for (const json& r : acc.value("required", json::array()))
+      if (r.is_string() && !kept.contains(r.get<std::string>()))
+        for (const auto& names : closed)
+          if (!names.count(r.get<std::string>()))
+            schema_empty("property '" + r.get<std::string>() + "' is required, yet additionalProperties: false beside another part's properties forbids it");
   }
   return acc;
 }
@@ -249,8 +279,6 @@ void SchemaMerger::merge_into(json& a, const json& b) const {
       for (const json& r : v) x.push_back(r);
     } else if (k == "const") {
       schema_empty("allOf: two different 'const' values: no value satisfies both");
-    } else if (k == "nullable") {
-      x = x.get<bool>() && v.get<bool>();
     } else {
       conflict();
     }
@@ -298,7 +326,6 @@ std::set<std::string> schema_types(const SchemaMerger& m, const json& s, bool ou
     if (uses({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})) out.insert("number");
     if (out.empty()) return kAllTypes;
   }
-  if (s.value("nullable", false)) out.insert("null");
   return out;
 }
 
@@ -331,8 +358,10 @@ std::vector<std::vector<std::string>> SchemaMerger::one_of_omissions(const json&
         return true;
       };
       if (disjoint(listed_values(merged[i]), listed_values(merged[j]))) continue;
+      // Property-based separation holds only for objects: any other value skips `properties`.
+      const bool objects_only = out_types == std::set<std::string>{"object"};
       bool separated = false;
-      for (const auto& p : req_i) {
+      for (const auto& p : objects_only ? req_i : std::vector<std::string>{}) {
         auto prop = [&](const json& m) -> std::optional<json> {
           if (!m.contains("properties") || !m["properties"].contains(p)) return std::nullopt;
           return listed_values(flatten(json{{"allOf", json::array({m["properties"][p]})}}, depth + 1));
@@ -341,7 +370,7 @@ std::vector<std::vector<std::string>> SchemaMerger::one_of_omissions(const json&
       }
       if (separated) continue;
       // An object output of i leaves out a property j requires and i does not.
-      if (out_types == std::set<std::string>{"object"}) {
+      if (objects_only) {
         std::string drop;
         for (const auto& p : required_of(merged[j]))
           if (drop.empty() && std::find(req_i.begin(), req_i.end(), p) == req_i.end()) drop = p;
