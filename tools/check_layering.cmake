@@ -32,7 +32,7 @@ foreach(layer ${layers})
 endforeach()
 if(problems)
   message(FATAL_ERROR "layering: an include reaches outside the folders a layer may use "
-                      "(DESIGN.md, the map in CMakeLists.txt):\n${problems}")
+                      "(docs/design.md, the map in CMakeLists.txt):\n${problems}")
 endif()
 list(LENGTH layers n)
 message(STATUS "layering: ${n} layers, every include within its layer's map")

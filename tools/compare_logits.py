@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Teacher-forced logits of pagoda against transformers (PERF.md / issue: cosine >= 0.999 per
+"""Teacher-forced logits of pagoda against transformers (docs/performance.md / issue: cosine >= 0.999 per
 position, top-1 agreement >= 99%, tie-aware as below).
 
     python3 tools/compare_logits.py --model /tmp/ckpt/qwen3-0.6b --pagoda build/pagoda --device cuda

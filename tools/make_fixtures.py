@@ -16,7 +16,7 @@ the safetensors file(s) as transformers' save_pretrained writes them, and refere
 
 The reference is computed by reloading the SAVED checkpoint with from_pretrained(dtype=float32,
 attn_implementation="eager"), so it is exactly what a loader of these files must reproduce, and it
-is cross-checked against an independent float64 implementation of /work/shared/MODELS.md written
+is cross-checked against an independent float64 implementation of docs/models.md written
 in this file (`naive_logits`), which reads only the safetensors files and config.json.
 
 transformers 5.x facts this relies on (read from the transformers source, models/qwen3_5/
@@ -356,7 +356,7 @@ def absent_config_keys(cfg_json):
 
 
 def expected_tensors(cfg_json):
-    """name -> shape, exactly per /work/shared/MODELS.md 'Weight names'."""
+    """name -> shape, exactly per docs/models.md 'Weight names'."""
     mm = "text_config" in cfg_json
     t = cfg_json["text_config"] if mm else cfg_json
     H, V, I = t["hidden_size"], t["vocab_size"], t["intermediate_size"]
@@ -445,7 +445,7 @@ def verify_checkpoint(spec, model_dir):
 
 
 # --------------------------------------------------------------------------------------------------
-# Independent float64 implementation of MODELS.md (reads files only)
+# Independent float64 implementation of docs/models.md (reads files only)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -479,7 +479,7 @@ def _rope(x, pos, theta, rot):
 
 
 def naive_logits(model_dir, ids, dtype=torch.float64, perturb_seed=None):
-    """Logits [T, V] for token ids, following /work/shared/MODELS.md literally (sequential
+    """Logits [T, V] for token ids, following docs/models.md literally (sequential
     delta-rule recurrence).  dtype float64 is the cross-check; float32 shows the fp32 noise."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
@@ -682,13 +682,13 @@ def build_reference(spec, model_dir, device):
             prompt = make_prompt(spec["seed"], idx, attempt, length, vocab)
             gen, first, margin = greedy(model, prompt, device)
             # independent float64 check on the whole sequence the engine will see: this must
-            # always pass (a failure is a semantic difference between HF and MODELS.md)
+            # always pass (a failure is a semantic difference between HF and docs/models.md)
             full = prompt + gen[:-1]
             ref = hf_logits(model, full, device).double()
             n64 = naive_logits(model_dir, full)
             diff = float((ref - n64).abs().max())
             assert diff < NAIVE_TOL, \
-                f"{spec['name']} len {length}: HF vs MODELS.md float64 diff {diff}"
+                f"{spec['name']} len {length}: HF vs docs/models.md float64 diff {diff}"
             # float64 greedy tokens must equal HF's wherever HF's own margin exceeds 2*diff
             top2 = torch.topk(ref[len(prompt) - 1:], 2, dim=-1).values
             for j, (a, b) in enumerate(zip(n64[len(prompt) - 1:].argmax(-1).tolist(), gen)):
@@ -765,7 +765,7 @@ def save_model(spec, out_dir):
     assert rp.get("rope_theta") is not None, rp
     if spec["family"] == "qwen3_5":
         assert rp.get("partial_rotary_factor") == 0.25, rp
-        # Verify the q_proj layout claim of MODELS.md on the live module: [2*nH*hd, H]
+        # Verify the q_proj layout claim of docs/models.md on the live module: [2*nH*hd, H]
         qps = [(n, m) for n, m in model.named_modules()
                if n.endswith("self_attn.q_proj") and ".visual." not in n]
         assert len(qps) == tcfg.layer_types.count("full_attention"), [n for n, _ in qps]
@@ -889,9 +889,9 @@ def main():
             "prompt_last_logits_note": (
                 "stored row = HF fp32 forward of the prompt alone. Prompts were reseeded until "
                 "every fp32 estimate of this row (HF prompt-only / whole sequence, sequential fp32 "
-                "MODELS.md implementation on both, float64 with 2^-24-perturbed weights) was within "
+                "docs/models.md implementation on both, float64 with 2^-24-perturbed weights) was within "
                 f"{ROW_TOL} of float64, so a correct fp32 engine should match to ~1e-4"),
-            "naive_f64_check": ("tools/make_fixtures.py naive_logits (float64, MODELS.md, reads "
+            "naive_f64_check": ("tools/make_fixtures.py naive_logits (float64, docs/models.md, reads "
                                 f"only the files); max |HF fp32 - f64| = {worst:.3e} over all "
                                 "positions of prompt+generated"),
             "torch_version": torch.__version__,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Random-weight checkpoints of the released shapes (PERF.md), for speed and parity on the GPU.
+"""Random-weight checkpoints of the released shapes (docs/performance.md), for speed and parity on the GPU.
 
     python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --out /tmp/ckpt/qwen3-0.6b
 
@@ -17,7 +17,7 @@ import time
 import torch
 
 SHAPES = {
-    # name: (family, kwargs)  — values from /work/shared/MODELS.md
+    # name: (family, kwargs)  — values from docs/models.md
     "qwen3-0.6b": ("qwen3", dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                                  num_attention_heads=16, num_key_value_heads=8, tie_word_embeddings=True)),
     "qwen3-1.7b": ("qwen3", dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
@@ -102,7 +102,7 @@ def main():
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     if SHAPES[args.shape][0] == "qwen3_5":
-        # Released Qwen3.5 checkpoints keep A_log and the GDN norm weight in fp32 (MODELS.md).
+        # Released Qwen3.5 checkpoints keep A_log and the GDN norm weight in fp32 (docs/models.md).
         for name, p in model.named_parameters():
             if name.endswith("A_log") or name.endswith("linear_attn.norm.weight"):
                 p.data = p.data.float()

@@ -10,7 +10,7 @@ Same config.json fields, tensor names, shapes and dtype (bf16) as the released c
 byte read and every FLOP is real. Values: one seeded block of normal(0, 0.02) bf16 numbers (norm
 weights 1.0 where the model multiplies by w, 0 where by 1 + w) repeated through each tensor: the text
 is meaningless, the speed is not. Qwen3.5: the text-only layout (`model.`, flat config), with A_log and
-the Gated DeltaNet norm in fp32 as released (shapes from /work/shared/MODELS.md, Qwen/Qwen3.5-0.8B).
+the Gated DeltaNet norm in fp32 as released (shapes from docs/models.md, Qwen/Qwen3.5-0.8B).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// Attention planned once per step (FlashInfer's plan/run; DESIGN.md §3). The work partition of a
+// Attention planned once per step (FlashInfer's plan/run; docs/design.md §3). The work partition of a
 // step's paged attention — query tiles of each sequence, how the GQA group and the keys are split —
 // depends only on the step's lengths and the model's attention shape, not on the layer, so the
 // ModelRunner asks the backend for it once (Backend::plan_attention), stores it in

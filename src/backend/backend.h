@@ -1,4 +1,4 @@
-// The Backend contract (DESIGN.md §3): device memory, a stream, a small set of PRIMITIVE ops that
+// The Backend contract (docs/design.md §3): device memory, a stream, a small set of PRIMITIVE ops that
 // every backend implements, and FUSED fast paths that a backend may override (ggml's private
 // fusion). A model is written once against this interface and runs on every backend; it calls the
 // fused entry points, whose defaults (backend.cpp) are compositions of the primitives, so a new
@@ -222,7 +222,7 @@ class Backend {
   // out = a * sigmoid(gate), elementwise (Qwen3.5 attention output gate); out may alias a.
   virtual void sigmoid_gate(const Tensor& a, const Tensor& gate, Tensor& out) = 0;
 
-  // ---- Gated DeltaNet primitives (MODELS.md) --------------------------------------------------
+  // ---- Gated DeltaNet primitives (docs/models.md) --------------------------------------------------
   // Common to the two state ops: sequence s owns rows cu_seqlens_q[s]..cu_seqlens_q[s+1] and state
   // slot state_slots[s] (distinct within a step, in [0, slots)); meta.num_tokens == T. A slot
   // whose has_initial_state is 0 is read as zeros (stale contents, NaNs included, are ignored).
@@ -244,7 +244,7 @@ class Backend {
   // (any float dtype), state [slots, Hv, dk, dv] fp32 → out [T, Hv, dv] (must not alias q, k, v).
   // Value head h reads key head h / (Hv / Hk). Chunked form (chunks of 64, the last one shorter)
   // for sequences with q_len > 1, recurrent step for q_len == 1; both are the same math
-  // (MODELS.md) and agree to ~1e-5 in fp32. The CPU backend takes any dk, dv; a backend with a
+  // (docs/models.md) and agree to ~1e-5 in fp32. The CPU backend takes any dk, dv; a backend with a
   // limit throws pagoda::Error naming it.
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& b, const Tensor& a, const Tensor& A_log,

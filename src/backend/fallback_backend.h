@@ -1,7 +1,7 @@
 // A partial backend made whole: the ops a device backend does not support run on the CPU backend,
 // on the same memory, which is why the device's memory must be host-visible (CPU, unified memory).
 // And the check at model load: a backend that lacks an op the model needs, with no way to run it
-// elsewhere, is refused with a message naming the ops and the backend (DESIGN.md §3).
+// elsewhere, is refused with a message naming the ops and the backend (docs/design.md §3).
 #pragma once
 
 #include <memory>

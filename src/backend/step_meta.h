@@ -1,4 +1,4 @@
-// What the kernels of one step need to know about its varlen batch (DESIGN.md §4), as tensors on
+// What the kernels of one step need to know about its varlen batch (docs/design.md §4), as tensors on
 // the backend's device plus a few host scalars for launch planning. Built by the engine's
 // ModelRunner from a StepBatch; kernels never see requests or the scheduler.
 #pragma once

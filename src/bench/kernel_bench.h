@@ -1,4 +1,4 @@
-// `pagoda bench kernels` (PERF.md item 3; also `pagoda bench ops`): the op table's perf cases
+// `pagoda bench kernels` (docs/performance.md item 3; also `pagoda bench ops`): the op table's perf cases
 // (bench/op_table.h) — each hot op alone, through the Backend interface, at the shapes of the
 // models we serve. Reports time, achieved bandwidth (bytes that must move:
 // each input read once, each output written once) and arithmetic rate, and both as fractions of

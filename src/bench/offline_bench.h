@@ -1,6 +1,6 @@
 // `pagoda bench offline`: fixed batches through one engine, as llama.cpp's llama-batched-bench
 // (B prompts of P tokens, G generated tokens each) and llama-bench (pp512, tg128) measure them,
-// so the numbers line up (PERF.md).
+// so the numbers line up (docs/performance.md).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The op table (DESIGN.md §3, §9): every backend op's cases written once — shapes, ragged varlen
+// The op table (docs/design.md §3, §9): every backend op's cases written once — shapes, ragged varlen
 // batches (decodes, chunked prefills, shuffled block tables), GQA ratios, head dims, dtypes — and
 // run on any backend through the Backend interface. Two modes over the same runners:
 //  - test (tests/backend/op_table_test.cpp): each test case on every compiled backend, against the
@@ -36,7 +36,7 @@ struct HostTensor {
   float at(int64_t idx) const { return f[static_cast<size_t>(idx)]; }
 };
 
-// The step metadata of a case, on the host (DESIGN.md §4).
+// The step metadata of a case, on the host (docs/design.md §4).
 struct HostMeta {
   std::vector<int32_t> token_ids, positions, cu_seqlens_q, seq_lens, block_tables, slot_mapping,
       state_slots, has_initial_state;

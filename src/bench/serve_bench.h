@@ -1,4 +1,4 @@
-// `pagoda bench serve`: PERF.md item 2. A client for any OpenAI-compatible server (pagoda's,
+// `pagoda bench serve`: docs/performance.md item 2. A client for any OpenAI-compatible server (pagoda's,
 // llama.cpp's, vLLM's): N streaming requests from a dataset (serve_dataset.h), sent at a Poisson
 // arrival rate and/or under a concurrency limit, each timed (serve_http.h), summed up as vLLM's
 // `bench serve` sums them (serve_stats.h); flags as vLLM's where one exists.

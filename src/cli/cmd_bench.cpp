@@ -1,6 +1,6 @@
-// `pagoda bench offline`: PERF.md item 1 (llama-bench's pp512/tg128 and llama-batched-bench's
+// `pagoda bench offline`: docs/performance.md item 1 (llama-bench's pp512/tg128 and llama-batched-bench's
 // B x P x G points) through one engine; prints a table and, with --json, writes the numbers.
-// `pagoda bench kernels`: PERF.md item 3. `pagoda bench serve`: PERF.md item 2, a client for any
+// `pagoda bench kernels`: docs/performance.md item 3. `pagoda bench serve`: docs/performance.md item 2, a client for any
 // OpenAI-compatible server (src/bench/serve_bench.h).
 #include <chrono>
 #include <cstdio>

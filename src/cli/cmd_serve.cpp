@@ -1,5 +1,5 @@
 // `pagoda serve [MODEL_DIR]`: the OpenAI-compatible HTTP server, with vllm serve's flags
-// (DESIGN.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
+// (docs/design.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
 // the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0.
 #include <malloc.h>
 #include <pthread.h>

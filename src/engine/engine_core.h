@@ -1,4 +1,4 @@
-// EngineCore: token ids in, token ids out (vLLM v1's EngineCore, DESIGN.md §1, §7): a scheduler,
+// EngineCore: token ids in, token ids out (vLLM v1's EngineCore, docs/design.md §1, §7): a scheduler,
 // an executor (engine/executor.h: one worker per device, each holding its backend, model, KV pool,
 // recurrent state and runner) and the sampler. One step() = schedule, run the model on every
 // worker, sample, update; it returns each request's new token ids, the finishes the core decides

@@ -3,7 +3,7 @@
 // of every row on the device and brings back only the token ids plus the rows that the host
 // sampler needs (execute_greedy).
 //
-// Decode steps (every sequence one new token) may run as CUDA graphs (DESIGN.md §3): one graph per
+// Decode steps (every sequence one new token) may run as CUDA graphs (docs/design.md §3): one graph per
 // batch-size bucket, captured by capture_decode_graphs(). A step is padded to its bucket with
 // harmless sequences (token 0 at position 0, context of one key read from block 0, slot -1: no
 // cache write, the reserved dummy state slot with no initial state); their rows are discarded.
@@ -47,7 +47,7 @@ struct RowMasks {
 // Called once the step's forward pass is enqueued: the masks are computed while it runs.
 using RowMaskSource = std::function<const RowMasks&()>;
 
-// Where the wall time of the steps went, summed since construction (PERF.md: the host's share of
+// Where the wall time of the steps went, summed since construction (docs/performance.md: the host's share of
 // a decode step is what CUDA graphs and overlap are for).
 struct StepTimes {
   int64_t steps = 0;

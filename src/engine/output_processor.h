@@ -1,4 +1,4 @@
-// OutputProcessor: token ids → what a client sees (vLLM v1's OutputProcessor, DESIGN.md §1, §7).
+// OutputProcessor: token ids → what a client sees (vLLM v1's OutputProcessor, docs/design.md §1, §7).
 // Per request it detokenizes incrementally, finds stop strings and builds the RequestOutput of
 // each step (text delta, token ids, logprob samples, finish). A stop string finishes the request
 // here, not in the core: process() returns its id in reqs_to_abort, and the driver aborts it in

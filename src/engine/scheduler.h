@@ -1,4 +1,4 @@
-// Continuous batching (DESIGN.md §6). Each step takes, in order: one decode token of every running
+// Continuous batching (docs/design.md §6). Each step takes, in order: one decode token of every running
 // sequence, the next chunk of running sequences whose prefill is unfinished, then prefill chunks of
 // waiting sequences in FIFO order, within --max-num-batched-tokens and --max-num-seqs. When a
 // sequence needs a block and none is free, the most recently admitted running sequence that is not
@@ -12,7 +12,7 @@
 //   scheduler.update_from_output(out, tokens);               // appends, checks stops, frees
 //   for (auto& seq : scheduler.take_finished()) ...          // done: stop / length / abort
 //
-// Prefix caching (DESIGN.md §5): a waiting sequence starts from the longest run of cached full
+// Prefix caching (docs/design.md §5): a waiting sequence starts from the longest run of cached full
 // blocks of its tokens (never its last token: that one must be computed for its logits). On a
 // hybrid model the run also needs a state snapshot at its end; snapshots are taken at the end of
 // prefill chunks, so chunks are cut at the snapshot boundaries of a prompt: its last full block,

@@ -1,4 +1,4 @@
-// One engine step flattened into a varlen batch (DESIGN.md §4), on the host. The Scheduler fills
+// One engine step flattened into a varlen batch (docs/design.md §4), on the host. The Scheduler fills
 // it; the ModelRunner uploads it into a StepMeta for the kernels.
 #pragma once
 

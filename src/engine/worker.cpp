@@ -79,7 +79,7 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
     in.activation_bytes += static_cast<int64_t>(
         draft_->reserve(sc.max_num_batched_tokens, sc.max_num_seqs, max_blocks_per_seq + lookahead_blocks));
   }
-  // The conv state is kept in the activation dtype of the backend (DESIGN.md §5).
+  // The conv state is kept in the activation dtype of the backend (docs/design.md §5).
   in.state_bytes_per_seq = mc.state_bytes_per_sequence(config_.activation_dtype);
   // Decode graphs pad a step with sequences that need a state slot of their own: one more slot,
   // never handed to a sequence (the scheduler's pool has max_num_seqs).

@@ -1,4 +1,4 @@
-// The common core of config.json / generation_config.json (MODELS.md). Field names and defaults
+// The common core of config.json / generation_config.json (docs/models.md). Field names and defaults
 // follow transformers' configs; every value is range-checked, since the files are outside input and
 // the sizes feed allocations.
 #include "io/config_reader.h"

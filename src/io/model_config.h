@@ -1,6 +1,6 @@
 // The common core of a checkpoint's config.json + generation_config.json: what the engine, the KV
 // cache and `pagoda info` need of any model. Every value is read from the files; nothing is
-// hard-coded per model (MODELS.md). Each family parses its config (src/model/<family>.cpp, found
+// hard-coded per model (docs/models.md). Each family parses its config (src/model/<family>.cpp, found
 // through src/model/registry.h); config_reader.h has the shared readers.
 #pragma once
 
@@ -81,7 +81,7 @@ struct ModelConfig {
   // KV cache bytes per token over all full-attention layers, for a cache of element type `kv`.
   int64_t kv_bytes_per_token(DType kv) const;
   // Recurrent state bytes per sequence over all GDN layers: the conv state, whose element type is
-  // the backend's activation dtype (cpu F32, cuda BF16), plus the fp32 recurrent state (MODELS.md).
+  // the backend's activation dtype (cpu F32, cuda BF16), plus the fp32 recurrent state (docs/models.md).
   int64_t state_bytes_per_sequence(DType conv_state_dtype) const;
   // The same with the conv state in the checkpoint's dtype (what `pagoda info` reports before any
   // device is chosen).

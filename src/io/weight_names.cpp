@@ -1,4 +1,4 @@
-// Normalises the decoder prefixes of Qwen3 / Qwen3.5 checkpoints (MODELS.md, "Weight names").
+// Normalises the decoder prefixes of Qwen3 / Qwen3.5 checkpoints (docs/models.md, "Weight names").
 #include "io/weight_names.h"
 
 #include <string_view>

@@ -1,4 +1,4 @@
-// The pool of physical KV cache blocks (DESIGN.md §5). A block holds the K/V of `block_size`
+// The pool of physical KV cache blocks (docs/design.md §5). A block holds the K/V of `block_size`
 // consecutive tokens of one sequence in every full-attention layer; the pool only hands out ids.
 // Running out of blocks is normal operation: allocate() reports it, it never throws for it.
 //

@@ -1,5 +1,5 @@
 // Per-sequence KV block tables over a KvBlockPool, and the pool of recurrent-state slots of hybrid
-// models (DESIGN.md §5). Sequences are named by their id; the manager knows nothing else of them.
+// models (docs/design.md §5). Sequences are named by their id; the manager knows nothing else of them.
 //
 // A sequence's tokens 0, 1, 2, ... live in its blocks in order: token i is in logical block
 // i / block_size at offset i % block_size, so its pool slot is

@@ -1,4 +1,4 @@
-// The start-up memory plan (DESIGN.md §5): how the usable memory of the device splits between
+// The start-up memory plan (docs/design.md §5): how the usable memory of the device splits between
 // weights, the activation workspace, recurrent-state slots and KV blocks. The plan is pure
 // arithmetic; the caller measures the inputs (weights loaded, a forward pass at
 // max_num_batched_tokens for the workspace) and then allocates exactly what the plan says.

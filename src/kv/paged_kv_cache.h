@@ -1,5 +1,5 @@
 // The memory of the paged KV cache: for every full-attention layer one K and one V pool of shape
-// [num_blocks, block_size, num_kv_heads, head_dim] (DESIGN.md §5). Block bookkeeping lives in the
+// [num_blocks, block_size, num_kv_heads, head_dim] (docs/design.md §5). Block bookkeeping lives in the
 // KV cache manager; this class only owns the bytes.
 #pragma once
 

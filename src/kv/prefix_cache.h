@@ -1,4 +1,4 @@
-// The prefix cache (DESIGN.md §5): which physical KV blocks hold which full blocks of tokens, so
+// The prefix cache (docs/design.md §5): which physical KV blocks hold which full blocks of tokens, so
 // that a request that starts with a cached prefix reuses those blocks instead of computing them.
 //
 // A full block is named by a hash chained over (parent block's hash, its token ids, extra keys:

@@ -1,4 +1,4 @@
-// The memory of the recurrent-state slots of a hybrid model (DESIGN.md §5): for every Gated
+// The memory of the recurrent-state slots of a hybrid model (docs/design.md §5): for every Gated
 // DeltaNet layer a conv state [slots, conv_dim, kernel-1] in the activation dtype and a recurrent
 // state [slots, Hv, dk, dv] in fp32. One slot per live sequence; slot bookkeeping lives in the
 // scheduler (StateSlotPool), this class only owns the bytes.

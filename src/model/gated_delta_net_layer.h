@@ -1,4 +1,4 @@
-// The Gated DeltaNet mixer of Qwen3.5's linear-attention layers (MODELS.md "Gated DeltaNet"): one
+// The Gated DeltaNet mixer of Qwen3.5's linear-attention layers (docs/models.md "Gated DeltaNet"): one
 // fused input projection, causal conv + SiLU, the gated delta rule over the layer's recurrent
 // state, the gated RMSNorm and the output projection.
 #pragma once

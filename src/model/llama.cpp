@@ -1,6 +1,6 @@
 // Llama 3.x (`llama` / LlamaForCausalLM, transformers' modeling_llama.py): the dense decoder block
 // without q/k norms, with optional biases on q/k/v/o_proj (attention_bias), RoPE over the whole head
-// with transformers' `llama3` frequency scaling (MODELS.md "Llama 3.x"), tied or untied embeddings,
+// with transformers' `llama3` frequency scaling (docs/models.md "Llama 3.x"), tied or untied embeddings,
 // head_dim explicit or hidden_size / num_attention_heads. (RoPE scaling is read with the common core.)
 #include "core/error.h"
 #include "io/config_reader.h"

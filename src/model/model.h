@@ -1,5 +1,5 @@
 // A model: weights on a backend and a forward pass over one step's varlen batch. Models never see
-// requests (DESIGN.md §1): they read a StepMeta and the caches, and write logits.
+// requests (docs/design.md §1): they read a StepMeta and the caches, and write logits.
 #pragma once
 
 #include <cstdint>

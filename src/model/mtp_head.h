@@ -1,4 +1,4 @@
-// A multi-token-prediction head (Qwen3.5's `mtp.*`, mtp_num_hidden_layers = 1; MODELS.md), run as a
+// A multi-token-prediction head (Qwen3.5's `mtp.*`, mtp_num_hidden_layers = 1; docs/models.md), run as a
 // model of its own by the speculative-decoding proposer. For a token at position t it reads the
 // main model's final-norm hidden state h_t and the token t + 1:
 //   x = fc([norm_e(embed(token t+1)); norm_h(h_t)])        fc: 2H → H, zero-centred norms

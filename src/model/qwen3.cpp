@@ -1,4 +1,4 @@
-// Qwen3 (dense, `qwen3` / Qwen3ForCausalLM): MODELS.md "Qwen3 attention" (per-head q/k RMSNorm,
+// Qwen3 (dense, `qwen3` / Qwen3ForCausalLM): docs/models.md "Qwen3 attention" (per-head q/k RMSNorm,
 // NeoX RoPE over the whole head) with the SwiGLU MLP and plain-w RMSNorm: the dense decoder block.
 #include "io/config_reader.h"
 #include "model/dense_decoder.h"

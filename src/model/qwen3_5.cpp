@@ -1,5 +1,5 @@
 // Qwen3.5 (hybrid, `qwen3_5` / `qwen3_5_text`): Gated DeltaNet layers mixed with output-gated full
-// attention (partial RoPE), SwiGLU MLP, zero-centred (1 + w) RMSNorm everywhere (MODELS.md). Text
+// attention (partial RoPE), SwiGLU MLP, zero-centred (1 + w) RMSNorm everywhere (docs/models.md). Text
 // decoder only; the multimodal checkpoints keep its settings under text_config. Its hybrid loop
 // (qwen3_5.h) also runs Qwen3.5-MoE, whose config carries MoeFields: the experts in place of the MLP.
 #include "model/qwen3_5.h"

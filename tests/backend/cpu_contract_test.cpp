@@ -33,7 +33,7 @@ void rope_ref(float* x, int64_t rot, int pos, double theta, bool interleaved, do
   const int64_t half = rot / 2;
   for (int64_t j = 0; j < half; ++j) {
     double f = std::pow(theta, -2.0 * static_cast<double>(j) / static_cast<double>(rot));
-    if (llama3_factor > 0) {  // low 1, high 4, original 64: the three bands of MODELS.md
+    if (llama3_factor > 0) {  // low 1, high 4, original 64: the three bands of docs/models.md
       const double wavelen = 2 * M_PI / f;
       if (wavelen > 64.0) f /= llama3_factor;
       else if (wavelen >= 16.0) {

@@ -1,5 +1,5 @@
 // The Gated DeltaNet ops of the CPU backend (causal_conv1d_silu, gated_delta_rule, gated_rms_norm)
-// against naive formulas written here in double precision: MODELS.md step 2 for the conv, the
+// against naive formulas written here in double precision: docs/models.md step 2 for the conv, the
 // token-by-token recurrence of step 6 for the (chunked) delta rule, step 7 for the gated norm.
 // Batches mix prefill chunks (crossing several 64-token chunks, odd lengths) with decodes, fresh
 // and continuing sequences, and state slots in shuffled order.
@@ -208,7 +208,7 @@ void call_gdn(Backend& be, GdnInputs& in, int64_t row0, int64_t rows, std::vecto
   be.gated_delta_rule(q, k, v, b, a, A_log, dt_bias, st, meta, ot);
 }
 
-// MODELS.md steps 4-6, token by token, in double: out [T, Hv, dv], state updated.
+// docs/models.md steps 4-6, token by token, in double: out [T, Hv, dv], state updated.
 void naive_gdn(const GdnInputs& in, const Varlen& vl, std::vector<double>& state,
                std::vector<double>& out) {
   const GdnShape& d = in.d;
@@ -304,7 +304,7 @@ TEST(CpuGdn, DeltaRuleReleasedModelHeadDims) {
 }
 
 // The state after N tokens prefilled (chunked form) vs decoded one at a time (recurrent step) vs
-// prefilled in chunks of odd sizes: equal to fp32 accuracy (MODELS.md: ~1e-5).
+// prefilled in chunks of odd sizes: equal to fp32 accuracy (docs/models.md: ~1e-5).
 TEST(CpuGdn, PrefillDecodeAndSplitPrefillAgree) {
   const GdnShape d{2, 4, 32, 48};
   const int64_t N = 200;

@@ -1,4 +1,4 @@
-// qk_norm_rope_and_cache against the formulas of MODELS.md: per-head RMSNorm, NeoX RoPE on the
+// qk_norm_rope_and_cache against the formulas of docs/models.md: per-head RMSNorm, NeoX RoPE on the
 // leading rotary_dim dims, then K/V in the paged cache at slot_mapping.
 #include <gtest/gtest.h>
 

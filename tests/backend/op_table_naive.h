@@ -1,5 +1,5 @@
 // The op table's independent references: each op's formula in plain loops with double
-// accumulation, from the contract in backend.h and MODELS.md (never from a backend's code). Each
+// accumulation, from the contract in backend.h and docs/models.md (never from a backend's code). Each
 // takes a case's inputs and returns its outputs by name; a result that a backend stores in a
 // narrower dtype is rounded to it, once, as the contract says.
 #pragma once

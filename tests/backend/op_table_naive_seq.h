@@ -1,5 +1,5 @@
 // The op table's references of the ops over a step's sequences: q/k norm + RoPE + cache write, RoPE
-// alone, the cache write alone, paged attention, and Gated DeltaNet (MODELS.md), plain loops in double.
+// alone, the cache write alone, paged attention, and Gated DeltaNet (docs/models.md), plain loops in double.
 #pragma once
 
 #include "op_table_naive.h"
@@ -199,7 +199,7 @@ inline Outputs causal_conv1d_silu(const OpData& in) {
   return {{"out", out}, {"conv_state", state}};
 }
 
-// MODELS.md's gated delta rule, token by token (the recurrent form), in double.
+// docs/models.md's gated delta rule, token by token (the recurrent form), in double.
 inline Outputs gated_delta_rule(const OpData& in) {
   const int64_t hk = static_cast<int64_t>(in.param("hk")), hv = static_cast<int64_t>(in.param("hv"));
   const int64_t dk = static_cast<int64_t>(in.param("dk")), dv = static_cast<int64_t>(in.param("dv"));

@@ -29,7 +29,7 @@ TEST(RopeScaling, LinearDividesEveryFrequencyByTheFactor) {
   }
 }
 
-// MODELS.md: wavelen = 2π/f; f/factor where wavelen > old/low; f where wavelen < old/high; between
+// docs/models.md: wavelen = 2π/f; f/factor where wavelen > old/low; f where wavelen < old/high; between
 // them (1 - s)·f/factor + s·f with s = (old/wavelen - low)/(high - low). Here in double.
 TEST(RopeScaling, Llama3InverseFrequenciesFollowTheFormula) {
   RopeParams rope;

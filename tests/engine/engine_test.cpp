@@ -1,4 +1,4 @@
-// The engine invariants of DESIGN.md §6 on the CPU, against Hugging Face's greedy tokens:
+// The engine invariants of docs/design.md §6 on the CPU, against Hugging Face's greedy tokens:
 // batch independence, chunked prefill = one-shot prefill, preemption + recompute = no preemption.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Prefix caching through the whole engine (DESIGN.md §5), on a dense (Qwen3) and a hybrid
+// Prefix caching through the whole engine (docs/design.md §5), on a dense (Qwen3) and a hybrid
 // (Qwen3.5: Gated DeltaNet state snapshots) fixture: requests that share prefixes of lengths around
 // block and snapshot boundaries give the same greedy tokens (and logprobs) with the cache as
 // without it — one at a time, and all at once with chunked prefill, preemption and eviction forced

@@ -30,7 +30,7 @@ Ints iota_tokens(int n, int first) {
   return v;
 }
 
-// Slot of position p in `seq`'s block table, as DESIGN.md §4 defines it.
+// Slot of position p in `seq`'s block table, as docs/design.md §4 defines it.
 int32_t slot_of(const Scheduler& s, int64_t seq, int32_t p) {
   const auto& t = s.kv().block_table(seq);
   const int32_t bs = s.config().block_size;

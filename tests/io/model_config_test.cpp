@@ -114,7 +114,7 @@ TEST(ModelConfig, Qwen3_0_6B) {
   // generation_config.json first, then config.json's (already present) id.
   EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151645, 151643}));
   EXPECT_EQ(c.bos_token_id, 151643);
-  // MODELS.md: 112 KiB of KV per token in bf16.
+  // docs/models.md: 112 KiB of KV per token in bf16.
   EXPECT_EQ(c.kv_bytes_per_token(DType::BF16), 112 * KiB);
   EXPECT_EQ(c.kv_bytes_per_token(DType::F32), 224 * KiB);
   EXPECT_EQ(c.state_bytes_per_sequence(), 0);
@@ -148,9 +148,9 @@ TEST(ModelConfig, Qwen3_5_0_8B_Nested) {
   EXPECT_EQ(c.conv_dim(), 2 * 16 * 128 + 16 * 128);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{248044}));
   EXPECT_EQ(c.bos_token_id, -1);
-  // MODELS.md: 12 KiB of KV per token.
+  // docs/models.md: 12 KiB of KV per token.
   EXPECT_EQ(c.kv_bytes_per_token(DType::BF16), 12 * KiB);
-  // MODELS.md's "18 MiB" is the fp32 recurrent state (1 MiB per layer); the bf16 conv state adds
+  // docs/models.md's "18 MiB" is the fp32 recurrent state (1 MiB per layer); the bf16 conv state adds
   // 3 rows of conv_dim per layer.
   EXPECT_EQ(c.state_bytes_per_sequence(), 18 * (1 * MiB + 3 * c.conv_dim() * 2));
   EXPECT_GE(c.state_bytes_per_sequence(), 18 * MiB);

@@ -3,7 +3,7 @@
 # `pagoda bench offline` against llama.cpp's llama-bench (pp512, tg128) and llama-batched-bench
 # (B = 1, 16, 64, 128 independent sequences, 256-token prompts, 256 generated tokens each), in one
 # run on the same GPU, on random bf16 checkpoints of the Qwen3-8B, Qwen3-0.6B and Qwen3.5-0.8B shapes
-# (tools/make_random_checkpoint.py) and the GGUF conversion of the same checkpoints (PERF.md).
+# (tools/make_random_checkpoint.py) and the GGUF conversion of the same checkpoints (docs/performance.md).
 #
 #   tools/device/llama_bench_run.sh LLAMA_CPP_SOURCE_DIR
 #
@@ -44,7 +44,7 @@
 #               holds two 8B-class shapes with their GGUFs at most)
 #   BUILD_TIMEOUT  seconds for each build (default 900); a later call resumes them
 #   BENCH_TIMEOUT  seconds for each benchmark command (default 300)
-#   COPY_BW     the copy bandwidth of the weight-bandwidth limit, bytes/s (default 4.28e12, PERF.md's
+#   COPY_BW     the copy bandwidth of the weight-bandwidth limit, bytes/s (default 4.28e12, docs/performance.md's
 #               H200 anchor); the limit with this GPU's own copy rate (pagoda bench kernels) is given too
 set -uo pipefail
 [[ $# -eq 1 && -d $1 ]] || { echo "usage: $0 LLAMA_CPP_SOURCE_DIR" >&2; exit 2; }
@@ -200,7 +200,7 @@ gpu = (load(f"{res}/gpu.txt") or "").strip()
 print(f"# pagoda vs llama.cpp, same GPU, one run{': ' + gpu if gpu else ''}\n")
 print("pagoda: `pagoda bench offline` (tg128 and B=N decode: tokens after each request's first over the decode "
       "time); llama.cpp: llama-bench -p 512 -n 128 -fa 1 (avg_ts) and llama-batched-bench -npp 256 -ntg 256 "
-      "(S_PP, S_TG, S). Target: PERF.md's, as pagoda / llama.cpp.")
+      "(S_PP, S_TG, S). Target: docs/performance.md's, as pagoda / llama.cpp.")
 for shape in shapes:
     lb, bb, pg = llama_bench(shape), batched_bench(shape), pagoda(shape)
     if not (lb or bb or pg):
@@ -240,8 +240,8 @@ for shape in shapes:
                 print(f"| {name} | {tps:,.1f} | {label} | {bw / total:,.0f} | {tps * total / bw * 100:.1f}% "
                       f"| {bw / per_step:,.0f} | {tps * per_step / bw * 100:.1f}% |")
         if shape == "qwen3-8b":
-            print("\nTarget (PERF.md): pagoda >= 85% of the weight-bandwidth limit "
-                  "(PERF.md's 16.4 GB / 4.28 TB/s convention: the 'all weights' column at COPY_BW).")
+            print("\nTarget (docs/performance.md): pagoda >= 85% of the weight-bandwidth limit "
+                  "(docs/performance.md's 16.4 GB / 4.28 TB/s convention: the 'all weights' column at COPY_BW).")
 EOF
 }
 

@@ -1,5 +1,5 @@
 // Causal depthwise conv1d + SiLU over a varlen batch, with each sequence's last K-1 inputs kept in
-// its state slot (MODELS.md, Gated DeltaNet step 2).
+// its state slot (docs/models.md, Gated DeltaNet step 2).
 #include <algorithm>
 #include <cmath>
 #include <vector>

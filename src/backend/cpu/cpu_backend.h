@@ -1,4 +1,4 @@
-// The CPU backend: host memory, fp32 activations, ops on a thread pool (DESIGN.md §3). It is the
+// The CPU backend: host memory, fp32 activations, ops on a thread pool (docs/design.md §3). It is the
 // reference every other backend is tested against, and the portable way to run a model.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The gated delta rule (MODELS.md, Gated DeltaNet steps 4-6) over a varlen batch, in fp32: the
+// The gated delta rule (docs/models.md, Gated DeltaNet steps 4-6) over a varlen batch, in fp32: the
 // chunked form for prefill chunks, the recurrent step for decodes, one task per (sequence, value
 // head), each starting from its slot's state and writing the final state back in place.
 #include <algorithm>
@@ -117,7 +117,7 @@ void recurrent_step(const float* q, const float* k, float* v, float beta, float 
   }
 }
 
-// One chunk of L <= kChunk tokens in the chunked form of MODELS.md, from the scratch that
+// One chunk of L <= kChunk tokens in the chunked form of docs/models.md, from the scratch that
 // load_chunk filled. Running only the L real rows is exactly the padded computation: padded rows
 // (β = 0, g = 0) add nothing to U, W or the state, and leave γ_last unchanged.
 // S [dk, dv] is updated in place; output row r goes to o_rows[r] (dv floats each).

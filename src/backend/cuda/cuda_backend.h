@@ -1,4 +1,4 @@
-// The CUDA backend (DESIGN.md §3): bf16 activations (or fp32 ones, on request) with fp32 math inside, cuBLASLt GEMMs and our
+// The CUDA backend (docs/design.md §3): bf16 activations (or fp32 ones, on request) with fp32 math inside, cuBLASLt GEMMs and our
 // own kernels, every op enqueued on one non-default stream owned by the backend. copy_to_host and
 // synchronize are the only host synchronisations.
 #pragma once

@@ -1,4 +1,4 @@
-// Gated DeltaNet ops of the CUDA backend (MODELS.md): thin wrappers over the launchers of
+// Gated DeltaNet ops of the CUDA backend (docs/models.md): thin wrappers over the launchers of
 // gdn_conv_norm.cu and gdn_delta_rule.cu.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gdn_kernels.cuh"

@@ -1,4 +1,4 @@
-// The gated delta rule (MODELS.md, Gated DeltaNet steps 4-6) over a varlen step: a recurrent kernel
+// The gated delta rule (docs/models.md, Gated DeltaNet steps 4-6) over a varlen step: a recurrent kernel
 // for sequences with few new tokens (decodes) and a chunked kernel (chunk 64, all fp32) for prefill
 // chunks. Both run over every sequence of the step and skip those of the other kind, so a mixed
 // step needs no host knowledge of the lengths. State [slots, Hv, dk, dv] fp32 is read and written
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArg
 //   A  = strictly lower β_r e^{γ_r−γ_s} k̂_r·k̂_s          QK = lower e^{γ_r−γ_s} q̃_r·k̂_s
 //   R  = β ⊙ (V − e^γ ⊙ (K̂ S))                          Vnew = (I + A)⁻¹ R  (forward substitution)
 //   O  = e^γ ⊙ (Q̃ S) + QK · Vnew                        S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew
-// (Vnew = U − W S of MODELS.md with U and W folded: (I+A)⁻¹ (β V − β e^γ K̂ S).) The K̂ K̂ᵀ and Q̃ K̂ᵀ
+// (Vnew = U − W S of docs/models.md with U and W folded: (I+A)⁻¹ (β V − β e^γ K̂ S).) The K̂ K̂ᵀ and Q̃ K̂ᵀ
 // products are recomputed by each dv tile of a head. Plain fp32 FMA; matmuls with 4x4 (or 8x4)
 // register tiles over float4 shared-memory reads.
 constexpr int kChunk = 64;

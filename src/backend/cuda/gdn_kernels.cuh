@@ -1,4 +1,4 @@
-// Launchers of the Gated DeltaNet kernels (MODELS.md): the causal depthwise conv + SiLU, the gated
+// Launchers of the Gated DeltaNet kernels (docs/models.md): the causal depthwise conv + SiLU, the gated
 // delta rule (a recurrent kernel for decodes, a chunked kernel for prefill chunks) and the gated
 // RMSNorm. Host declarations only (C++17-clean), so CudaBackend's .cpp can include this file; each
 // launcher checks its arguments, enqueues on `stream` and never synchronises. Internal to

@@ -1,4 +1,4 @@
-// The Vulkan backend (DESIGN.md §3): GLSL compute shaders (shaders/) on any Vulkan 1.2 device with
+// The Vulkan backend (docs/design.md §3): GLSL compute shaders (shaders/) on any Vulkan 1.2 device with
 // buffer device addresses — Mesa's lavapipe in CI, NVIDIA/AMD/Intel GPUs, Apple GPUs through
 // MoltenVK. fp32 activations with fp32 math; weights and KV caches stored as f32, bf16 or f16. A
 // tensor's data pointer is its device address; every op is recorded into one command stream

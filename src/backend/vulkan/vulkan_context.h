@@ -1,4 +1,4 @@
-// The Vulkan instance, one physical device and its compute queue (DESIGN.md §3, backend/vulkan).
+// The Vulkan instance, one physical device and its compute queue (docs/design.md §3, backend/vulkan).
 // What the backend needs of the device: Vulkan 1.2+, buffer device addresses (every tensor is a
 // 64-bit device address, so the Backend contract's pointers carry over unchanged and shaders need
 // no descriptor sets), 64- and 16-bit integers in shaders, 16-bit storage (bf16/f16 tensors).

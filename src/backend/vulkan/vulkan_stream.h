@@ -1,4 +1,4 @@
-// The Vulkan backend's one command stream (DESIGN.md §3: "one command stream per step"): every op
+// The Vulkan backend's one command stream (docs/design.md §3: "one command stream per step"): every op
 // is recorded into the current command buffer, with a full memory barrier between commands (ops
 // read what the previous one wrote); the buffer is submitted when the host needs a result
 // (copy_to_host, synchronize) or when it grows long. Host→device copies go through staging memory

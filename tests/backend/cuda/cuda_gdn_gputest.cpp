@@ -1,5 +1,5 @@
 // Gated DeltaNet ops on CUDA (causal_conv1d_silu, gated_delta_rule, gated_rms_norm) against a naive
-// double-precision formula written here (MODELS.md, token by token) and against the CPU backend, on
+// double-precision formula written here (docs/models.md, token by token) and against the CPU backend, on
 // seeded random inputs: Qwen3.5-0.8B head shapes and GQA / dk != dv / odd-size cases, varlen steps
 // mixing prefill chunks (crossing 64-token chunk boundaries, odd lengths, chunks starting
 // mid-sequence) with decodes, shuffled state slots, untouched slots left as they were.
@@ -280,7 +280,7 @@ std::vector<float> random_fused(std::mt19937& rng, const GdnShape& sh, int64_t t
   return f;
 }
 
-// The naive recurrence (MODELS.md steps 4-6) in double, token by token, over one step. `state` is
+// The naive recurrence (docs/models.md steps 4-6) in double, token by token, over one step. `state` is
 // [slots, Hv, dk, dv] and is updated in place; returns out [T, Hv, dv]. β is held in `act` (the
 // activation dtype: the CUDA backend's bf16 β, as the reference's bf16 tensor).
 std::vector<float> naive_rule(const GdnShape& sh, const std::vector<float>& fused, const GdnParams& prm,

@@ -1,4 +1,4 @@
-// The gated delta rule, recurrent form, over each sequence's new tokens (MODELS.md, Gated DeltaNet):
+// The gated delta rule, recurrent form, over each sequence's new tokens (docs/models.md, Gated DeltaNet):
 // workgroup (sequence s, value head h, 64 columns of the state); invocation j owns column j of the
 // state S [dk, dv] (fp32, in registers for the whole sequence) and per token computes
 //   S *= exp(g);  delta = (v_j - S[:, j]·k) * beta;  S[:, j] += k * delta;  out_j = S[:, j]·q

@@ -6,7 +6,7 @@
 //   R    = β V − (β e^γ |k|⁻¹) ⊙ (K S)           Vnew = T R
 //   O    = (e^γ |q|⁻¹/sqrt(dk)) ⊙ (Q S) + QK Vnew  (to out)
 //   S    ← e^{γ_L} S + Kᵀ ((e^{γ_L−γ} |k|⁻¹) ⊙ Vnew)
-// (the WY / UT form of fla's chunk_gated_delta_rule; MODELS.md's Vnew = U − W S with U, W folded).
+// (the WY / UT form of fla's chunk_gated_delta_rule; docs/models.md's Vnew = U − W S with U, W folded).
 // Shared memory: S (dk <= 128 rows of 32) + V / R / Vnew (64 x 32) + row scalars = 25.3 KiB, under
 // lavapipe's and Apple's 32 KiB. No subgroup operations: any subgroup size.
 #version 450
