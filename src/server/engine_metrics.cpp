@@ -162,6 +162,7 @@ Counter& EngineMetrics::request_success(FinishReason reason) {
   switch (reason) {
     case FinishReason::Length: return success_length_;
     case FinishReason::Abort: return success_abort_;
+    case FinishReason::Error: return success_error_;
     default: return success_stop_;
   }
 }
