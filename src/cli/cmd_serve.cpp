@@ -1,12 +1,19 @@
 // `pagoda serve [MODEL_DIR]`: the OpenAI-compatible HTTP server, with vllm serve's flags
 // (DESIGN.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
-// the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0.
+// the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0. A fatal engine
+// fault (FatalDeviceError: a CUDA sticky error, a device lost) takes the same way out with
+// /health already 503 and exits kExitEngineFault (4) so that a supervisor restarts the server
+// (docs/faults.md).
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -184,7 +191,14 @@ void run_serve(ServeArgs& a) {
   if (!chat) LOG_WARN(dir << " has no chat template: /v1/chat/completions will answer 400");
 
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
-  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.logging});
+  // Set by the engine thread before it raises SIGTERM: the signal thread then shuts down for a fault.
+  std::atomic<bool> fatal{false};
+  server::AsyncEngineOptions async_options{a.max_waiting_requests, a.logging, {}};
+  async_options.on_fatal = [&fatal](const std::string&) {
+    fatal = true;
+    kill(getpid(), SIGTERM);
+  };
+  server::AsyncEngine async(std::move(engine), metrics, std::move(async_options));
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   if (tls) http.use_tls(tls);
   const int port = http.bind();
@@ -198,10 +212,18 @@ void run_serve(ServeArgs& a) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     if (http_done) return;  // woken by run_serve itself after the server ended on its own
-    LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
-                       << " s for the ones in flight");
     const auto start = std::chrono::steady_clock::now();
     const auto grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+    if (fatal) {
+      // Every request has its error already; /health answers 503 for a moment (at most 1 s, within
+      // the shutdown timeout) so that probes and load balancers see the server leave before its
+      // port closes.
+      LOG_ERROR("shutting down after a fatal engine fault; exit code " << kExitEngineFault);
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(grace / 2, std::chrono::seconds(1)));
+    } else {
+      LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
+                         << " s for the ones in flight");
+    }
     http.stop_accepting();
     async.stop_accepting();
     if (!async.wait_idle(grace)) {
@@ -219,6 +241,13 @@ void run_serve(ServeArgs& a) {
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // no-op in effect if it already returned
   signal_thread.join();
   async.stop();
+  if (fatal) {
+    // The engine's device memory and threads are not torn down: a failed device may hang or throw
+    // in its destructors. The log says why the process ended.
+    LOG_ERROR("server stopped after a fatal engine fault; exiting with code " << kExitEngineFault);
+    std::fflush(nullptr);
+    std::_Exit(kExitEngineFault);
+  }
   LOG_INFO("server stopped");
 }
 
