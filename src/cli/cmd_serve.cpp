@@ -23,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/generation_defaults.h"

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "cli/commands.h"
+#include "core/device_error.h"
 #include "core/error.h"
 
 namespace {

@@ -1,14 +1,10 @@
-// Three kinds of failure, told apart by type:
+// Two kinds of failure, told apart by type:
 //  - pagoda::Error: something the user can fix (a bad flag, a malformed checkpoint, a request
 //    that does not fit); its message says what went wrong and what to do. The CLI exits 1.
 //  - pagoda::InternalError: a broken invariant of pagoda itself (a bug). The CLI prints
-//    "internal error: ... — please report it" and exits 3; the server fails the requests of the
-//    engine step it happened in with a 500 and goes on.
-//  - pagoda::FatalDeviceError: the device can no longer be trusted (a CUDA sticky error, a device
-//    lost). Nothing on it can be rolled back: the server answers what is in flight and exits with
-//    kExitEngineFault so that a supervisor restarts it (docs/faults.md).
-// Neither of the last two is an Error: code that turns user mistakes into 400s must not swallow
-// bugs or a dead device.
+//    "internal error: ... — please report it" and exits 3; the server fails the requests in
+//    flight with a 500.
+// InternalError is not an Error: code that turns user mistakes into 400s must not swallow bugs.
 #pragma once
 
 #include <stdexcept>
@@ -24,11 +20,6 @@ class Error : public std::runtime_error {
 class InternalError : public std::logic_error {
  public:
   explicit InternalError(const std::string& what) : std::logic_error(what) {}
-};
-
-class FatalDeviceError : public std::runtime_error {
- public:
-  explicit FatalDeviceError(const std::string& what) : std::runtime_error(what) {}
 };
 
 // Throws pagoda::Error with `message` when `cond` is false. For outside input and user mistakes,
@@ -47,6 +38,5 @@ inline void check_invariant(bool cond, const std::string& message) {
 inline constexpr int kExitUserError = 1;      // pagoda::Error
 inline constexpr int kExitUsage = 2;          // bad command line (unknown flag, missing argument)
 inline constexpr int kExitInternalError = 3;  // pagoda::InternalError and other unexpected exceptions
-inline constexpr int kExitEngineFault = 4;    // serve: FatalDeviceError, the engine cannot go on
 
 }  // namespace pagoda

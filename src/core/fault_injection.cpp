@@ -4,6 +4,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "core/device_error.h"
 #include "core/error.h"
 
 namespace pagoda {

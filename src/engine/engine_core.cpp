@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/fault_injection.h"
 #include "core/log.h"

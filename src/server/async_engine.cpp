@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../model/reference_fixture.h"
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/fault_injection.h"
 #include "engine/engine.h"

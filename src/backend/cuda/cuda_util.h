@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
