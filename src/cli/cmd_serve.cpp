@@ -25,6 +25,7 @@
 #include "cli/engine_flags.h"
 #include "core/device_error.h"
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "core/log.h"
 #include "engine/generation_defaults.h"
 #include "io/model_config.h"
@@ -140,6 +141,7 @@ void run_serve(ServeArgs& a) {
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 4 << 20);
 
+  FaultInjector::global();  // a malformed PAGODA_INJECT_FAULT stops serve here, not in an engine step
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
   check(a.shutdown_timeout >= 0, "--shutdown-timeout cannot be negative");

@@ -1,5 +1,6 @@
 #include "core/fault_injection.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
