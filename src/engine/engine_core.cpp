@@ -368,6 +368,10 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
         rows[i]->matcher->accept(samples[i].front().token);
       } catch (const Error& e) {
         LOG_WARN("structured output of request " << rows[i]->id() << ": " << e.what());
+      } catch (const std::exception& e) {
+        // e.g. bad_alloc of a parser state its grammar made large: that request fails alone.
+        rows[i]->matcher.reset();
+        rows[i]->step_error = std::string("advancing its structured-output state failed (") + e.what() + ")";
       }
     }
   hidden_out.assign(seqs.size(), {});
