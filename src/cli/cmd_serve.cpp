@@ -1,14 +1,20 @@
 // `pagoda serve [MODEL_DIR]`: the OpenAI-compatible HTTP server, with vllm serve's flags
 // (docs/design.md §7). The engine runs on its own thread; SIGINT / SIGTERM stop taking requests, let
-// the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0.
+// the ones in flight finish (up to --shutdown-timeout), abort the rest and exit 0. A fatal engine
+// fault (FatalDeviceError: a CUDA sticky error, a device lost) takes the same way out with
+// /health already 503 and exits kExitEngineFault (4) so that a supervisor restarts the server
+// (docs/faults.md).
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -19,7 +25,9 @@
 #include "cli/commands.h"
 #include "server/chat_output_parser.h"
 #include "cli/engine_flags.h"
+#include "core/device_error.h"
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "core/log.h"
 #include "engine/generation_defaults.h"
 #include "io/model_config.h"
@@ -160,6 +168,7 @@ void run_serve(ServeArgs& a) {
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 4 << 20);
 
+  FaultInjector::global();  // a malformed PAGODA_INJECT_FAULT stops serve here, not in an engine step
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
   check(a.max_waiting_tokens >= 0, "--max-waiting-tokens cannot be negative");
@@ -232,7 +241,14 @@ void run_serve(ServeArgs& a) {
   if (chat && engine->tokenizer()) chat->protect_special_tokens(*engine->tokenizer());
 
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
-  server::AsyncEngine async(std::move(engine), metrics, {a.max_waiting_requests, a.max_waiting_tokens, a.logging});
+  // Set by the engine thread before it raises SIGTERM: the signal thread then shuts down for a fault.
+  std::atomic<bool> fatal{false};
+  server::AsyncEngineOptions async_options{a.max_waiting_requests, a.max_waiting_tokens, a.logging, {}};
+  async_options.on_fatal = [&fatal](const std::string&) {
+    fatal = true;
+    kill(getpid(), SIGTERM);
+  };
+  server::AsyncEngine async(std::move(engine), metrics, std::move(async_options));
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   if (tls) http.use_tls(tls);
   const int port = http.bind();
@@ -255,10 +271,18 @@ void run_serve(ServeArgs& a) {
       std::fflush(stderr);
       _exit(128 + again);
     }).detach();
-    LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
-                       << " s for the ones in flight");
     const auto start = std::chrono::steady_clock::now();
     const auto grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+    if (fatal) {
+      // Every request has its error already; /health answers 503 for a moment (at most 1 s, within
+      // the shutdown timeout) so that probes and load balancers see the server leave before its
+      // port closes.
+      LOG_ERROR("shutting down after a fatal engine fault; exit code " << kExitEngineFault);
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(grace / 2, std::chrono::seconds(1)));
+    } else {
+      LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
+                         << " s for the ones in flight");
+    }
     http.stop_accepting();
     async.stop_accepting();
     if (!async.wait_idle(grace)) {
@@ -276,6 +300,13 @@ void run_serve(ServeArgs& a) {
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // no-op in effect if it already returned
   signal_thread.join();
   async.stop();
+  if (fatal) {
+    // The engine's device memory and threads are not torn down: a failed device may hang or throw
+    // in its destructors. The log says why the process ended.
+    LOG_ERROR("server stopped after a fatal engine fault; exiting with code " << kExitEngineFault);
+    std::fflush(nullptr);
+    std::_Exit(kExitEngineFault);
+  }
   LOG_INFO("server stopped");
 }
 

@@ -1,10 +1,12 @@
 // pagoda: the command line. Subcommands live in src/cli/cmd_*.cpp; this file only dispatches and
-// turns exceptions into exit codes (core/error.h): user errors 1, usage 2, internal errors 3.
+// turns exceptions into exit codes (core/error.h): user errors 1, usage 2, internal errors 3,
+// a device that failed for good 4.
 #include <cstdio>
 #include <exception>
 #include <new>
 
 #include "cli/commands.h"
+#include "core/device_error.h"
 #include "core/error.h"
 
 namespace {
@@ -24,6 +26,10 @@ int main(int argc, char** argv) {
     return pagoda::kExitUserError;
   } catch (const pagoda::InternalError& e) {
     return internal_error(e.what());
+  } catch (const pagoda::FatalDeviceError& e) {
+    std::fprintf(stderr, "error: the device failed and cannot be used any more: %s; restart pagoda (check the "
+                 "device with nvidia-smi if it happens again)\n", e.what());
+    return pagoda::kExitEngineFault;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "error: out of host memory; lower --max-num-seqs, --max-model-len or --kv-cache-memory\n");
     return pagoda::kExitUserError;

@@ -6,7 +6,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/device_error.h"
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "engine/grammar_masks.h"
@@ -110,24 +112,31 @@ void EngineCore::sample_on_host(const StepLogits& logits, std::span<const Sampli
   const auto vocab = static_cast<size_t>(model_config_.vocab_size);
   // Each sequence uses only its own parameters, history and RNG: sequences run in parallel. A
   // row costs a few passes over the vocabulary plus a partial sort.
+  auto sample_one = [&](const SamplingRows& r) -> std::vector<SampleResult> {
+    Sequence& seq = *r.seq;
+    const auto first = static_cast<size_t>(logits.host_row_of[static_cast<size_t>(r.first_row)]);
+    const std::span<const float> rows(logits.host_logits.data() + first * vocab,
+                                      static_cast<size_t>(r.num_drafts + 1) * vocab);
+    // A sequence with a grammar never brings drafts: its one row is masked.
+    if (r.num_drafts == 0)
+      return {sampler_->sample_row(rows, seq.params(), seq.prompt(), seq.output(), seq.rng(),
+                                   seq.matcher ? &seq.grammar_mask : nullptr)};
+    const std::span<const int32_t> drafts(seq.draft_tokens.data(), static_cast<size_t>(r.num_drafts));
+    return sampler_->sample_with_drafts(rows, vocab, drafts, seq.params(), seq.prompt(), seq.output(), seq.rng());
+  };
   host_pool().parallel_for(
       static_cast<int64_t>(on_host.size()),
       [&](int64_t begin, int64_t end) {
         for (int64_t n = begin; n < end; ++n) {
           const size_t i = on_host[static_cast<size_t>(n)];
-          const SamplingRows& r = seqs[i];
-          Sequence& seq = *r.seq;
-          const auto first = static_cast<size_t>(logits.host_row_of[static_cast<size_t>(r.first_row)]);
-          const std::span<const float> rows(logits.host_logits.data() + first * vocab,
-                                            static_cast<size_t>(r.num_drafts + 1) * vocab);
-          if (r.num_drafts == 0) {
-            // A sequence with a grammar never brings drafts: its one row is masked.
-            samples[i] = {sampler_->sample_row(rows, seq.params(), seq.prompt(), seq.output(), seq.rng(),
-                                               seq.matcher ? &seq.grammar_mask : nullptr)};
-            continue;
+          try {
+            samples[i] = sample_one(seqs[i]);
+          } catch (const std::exception& e) {
+            // Its buffers are sized by its own parameters (logprobs, penalties): it fails alone;
+            // a placeholder token keeps the step's shape and is dropped with the request.
+            seqs[i].seq->step_error = std::string("sampling its token failed (") + e.what() + ")";
+            samples[i] = {SampleResult{seqs[i].seq->last_token(), 0.0f, {}}};
           }
-          const std::span<const int32_t> drafts(seq.draft_tokens.data(), static_cast<size_t>(r.num_drafts));
-          samples[i] = sampler_->sample_with_drafts(rows, vocab, drafts, seq.params(), seq.prompt(), seq.output(), seq.rng());
         }
       },
       1, 16.0 * static_cast<double>(vocab));
@@ -164,8 +173,17 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     if (s->embed || !s->params().grammar) continue;
     // Until grammar_after_token is sampled the sequence has no matcher: unconstrained.
     const int32_t after = s->params().grammar_after_token;
-    if (!s->matcher && (after < 0 || (!s->output().empty() && s->output().back() == after)))
-      s->matcher.emplace(s->params().grammar);
+    if (!s->matcher && (after < 0 || (!s->output().empty() && s->output().back() == after))) {
+      // Its size is the request's doing (a large grammar): a failure fails this request alone.
+      try {
+        fault_point(FaultSite::GrammarAllocation);
+        s->matcher.emplace(s->params().grammar);
+      } catch (const std::exception& e) {
+        s->matcher.reset();
+        s->step_error = std::string("making its structured-output state failed (") + e.what() + ")";
+        continue;
+      }
+    }
     any_matcher |= s->matcher.has_value();
   }
   // If the forward pass throws, the workers still read `rows`: wait for them before it goes.
@@ -197,7 +215,8 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     if (pending.w) std::exchange(pending.w, nullptr)->wait();
     const size_t width = (static_cast<size_t>(model_config_.vocab_size) + 63) / 64;
     for (const SamplingRows& r : seqs) {
-      if (!r.seq->matcher || host[static_cast<size_t>(r.first_row)]) continue;
+      // A row whose mask failed is sampled unmasked and its token dropped (the request fails).
+      if (!r.seq->matcher || !r.seq->step_error.empty() || host[static_cast<size_t>(r.first_row)]) continue;
       masks.rows.push_back(r.first_row);
       const std::vector<uint64_t>& m = r.seq->grammar_mask;
       const size_t n = std::min(m.size(), width);
@@ -206,12 +225,16 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     }
     return masks;
   };
+  fault_point(FaultSite::Step);
+  fault_point(FaultSite::FatalStep);
   // Prefix-cache state snapshots are restored and taken, and pre-step state copies for drafts
   // kept, by each worker around its forward pass.
   const StepLogits& out = executor_->execute(
       sched, host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>(),
       any_device_mask ? mask_source : RowMaskSource{});
   if (pending.w) std::exchange(pending.w, nullptr)->wait();
+  for (Sequence* s : rows)
+    if (!s->step_error.empty()) s->matcher.reset();  // no mask: the host samples it unmasked
   std::vector<std::vector<SampleResult>> samples(seqs.size());
   sample_on_host(out, seqs, samples);
   for (size_t i = 0; i < rows.size(); ++i)
@@ -220,6 +243,10 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
         rows[i]->matcher->accept(samples[i].front().token);
       } catch (const Error& e) {
         LOG_WARN("structured output of request " << rows[i]->id() << ": " << e.what());
+      } catch (const std::exception& e) {
+        // e.g. bad_alloc of a parser state its grammar made large: that request fails alone.
+        rows[i]->matcher.reset();
+        rows[i]->step_error = std::string("advancing its structured-output state failed (") + e.what() + ")";
       }
     }
   hidden_out.assign(seqs.size(), {});
@@ -268,12 +295,7 @@ void fill_from(const Sequence& seq, EngineCoreOutput& o) {
 
 }  // namespace
 
-EngineCoreOutputs EngineCore::step() {
-  const auto t_start = Clock::now();
-  EngineCoreOutputs result;
-  SchedulerOutput sched = scheduler_->schedule();
-  for (const ScheduledSequence& s : sched.scheduled) result.stats.step_scheduled.push_back(s.seq->id());
-  std::vector<EngineCoreOutput>& outs = result.outputs;
+void EngineCore::run_scheduled(const SchedulerOutput& sched, std::vector<EngineCoreOutput>& outs) {
   if (!sched.empty()) {
     std::vector<std::vector<float>> hidden;
     std::vector<std::vector<SampleResult>> samples = execute_and_sample(sched, hidden);
@@ -281,6 +303,10 @@ EngineCoreOutputs EngineCore::step() {
     for (size_t i = 0; i < samples.size(); ++i)
       for (const SampleResult& r : samples[i]) tokens[i].push_back(r.token);
     const std::vector<Sequence*> rows = sched.sampling_seqs();
+    for (Sequence* s : rows)
+      if (!s->step_error.empty())
+        scheduler_->fail(s->id(), "request " + std::to_string(s->id()) + " failed: " + std::exchange(s->step_error, {}) +
+                                      "; the other requests were not affected");
     std::vector<int32_t> before(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) before[i] = rows[i]->num_tokens();
     settle_drafts(sched, tokens);
@@ -301,6 +327,39 @@ EngineCoreOutputs EngineCore::step() {
     }
     if (proposer_ && config_.speculative.enabled())
       proposer_->propose(*scheduler_, sched, config_.speculative.num_speculative_tokens);
+  }
+}
+
+EngineCoreOutputs EngineCore::step() {
+  const auto t_start = Clock::now();
+  EngineCoreOutputs result;
+  std::vector<EngineCoreOutput>& outs = result.outputs;
+  SchedulerOutput sched;
+  bool failed = false;
+  std::string failure;
+  try {
+    sched = scheduler_->schedule();
+    for (const ScheduledSequence& s : sched.scheduled) result.stats.step_scheduled.push_back(s.seq->id());
+    run_scheduled(sched, outs);
+  } catch (const FatalDeviceError&) {
+    throw;  // nothing on the device can be trusted: the caller ends the process
+  } catch (const std::exception& e) {
+    failed = true;
+    failure = e.what();
+  } catch (...) {
+    failed = true;
+    failure = "an exception that is not a std::exception";
+  }
+  if (failed) {
+    // The step's tokens are not delivered: its requests fail, every other goes on. (A throw from
+    // schedule() left `sched` empty: the scheduler has failed that step's requests already.)
+    outs.clear();
+    ++step_failures_;
+    result.stats.step_failed = true;
+    result.stats.step_error = failure;
+    scheduler_->fail_step(sched, "the engine step that ran this request failed (" + failure +
+                                     "); the requests of that step were stopped and the others go on: retry this "
+                                     "request");
   }
   // Finished sequences leave the scheduler here: their outputs get the finish fields; those that
   // finished without a new token in this step (abort, can never fit) get an output of their own.
@@ -347,6 +406,7 @@ void EngineCore::refresh_state(EngineStats& s) const {
   s.spec_num_draft_tokens = spec_totals_.spec_num_draft_tokens;
   s.spec_num_accepted_tokens = spec_totals_.spec_num_accepted_tokens;
   s.spec_accepted_per_pos = spec_totals_.spec_accepted_per_pos;
+  s.num_step_failures = step_failures_;
 }
 
 StepTimes EngineCore::step_times() const {

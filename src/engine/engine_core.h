@@ -67,6 +67,10 @@ struct EngineStats {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;  // empty when speculative decoding is off
+  // Steps that threw since start; whether this one did, and what (docs/faults.md).
+  int64_t num_step_failures = 0;
+  bool step_failed = false;
+  std::string step_error;
 };
 
 struct EngineCoreOutputs {
@@ -110,6 +114,10 @@ class EngineCore {
   bool abort(int64_t id) { return scheduler_->abort(id); }
   bool has_unfinished() const { return scheduler_->has_unfinished(); }
 
+  // A step that throws fails the requests it ran (finish reason error, the exception's message
+  // in finish_detail) and leaves the scheduler, the KV pool, the state slots and the prefix cache
+  // consistent; stats.step_failed says so and the next step runs normally. Only a
+  // FatalDeviceError (the device cannot be trusted any more) leaves step() (docs/faults.md).
   EngineCoreOutputs step();
 
   // Test hook: with speculative decoding on, drafts come from `proposer` (the sequence's tokens
@@ -119,6 +127,8 @@ class EngineCore {
 
  private:
   void plan_and_allocate();
+  // step() without its fault handling: runs the scheduled step and appends its outputs.
+  void run_scheduled(const SchedulerOutput& sched, std::vector<EngineCoreOutput>& outs);
   void check_prompt(const std::vector<int32_t>& prompt) const;
   // Runs the model on the step and samples every sampling sequence (in
   // SchedulerOutput::sampling_seqs order): its accepted drafts and one more token; `hidden` gets
@@ -151,6 +161,7 @@ class EngineCore {
   Proposer* proposer_ = nullptr;            // speculative decoding's: own_proposer_ or the driver's draft model
   int64_t next_id_ = 0;
   int64_t steps_ = 0;
+  int64_t step_failures_ = 0;
   double step_s_ = 0;
 };
 

@@ -56,7 +56,11 @@ void GrammarMaskWorkers::run_rows() {
   for (size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < rows.size();) {
     try {
       fill_grammar_mask(*rows[i], max_model_len_);
-    } catch (...) {  // e.g. bad_alloc: the engine thread rethrows it from wait()
+    } catch (const std::exception& e) {
+      // e.g. bad_alloc of a mask its grammar made large: that request fails alone (the engine
+      // reads step_error after wait(); each row is one thread's).
+      rows[i]->step_error = std::string("computing its structured-output mask failed (") + e.what() + ")";
+    } catch (...) {  // the engine thread rethrows it from wait()
       std::lock_guard lock(error_mu_);
       if (!error_) error_ = std::current_exception();
     }

@@ -205,6 +205,7 @@ void Scheduler::schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& b
       ++i;
       continue;
     }
+    scheduling_ = seq;
     if (reserve_running(i, 1, false) == 0) continue;  // seq left running_; i now names the next
     const int32_t start = seq->num_computed_tokens;
     const int32_t d = drafts_that_fit(i, 1, budget);
@@ -225,6 +226,7 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
       ++i;
       continue;
     }
+    scheduling_ = seq;
     const int32_t start = seq->num_computed_tokens;
     const int32_t want = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed_tokens(), budget));
     const int32_t n = reserve_running(i, want, true);
@@ -248,6 +250,7 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
 void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budget) {
   while (!waiting_.empty() && budget > 0 && num_running() < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
+    scheduling_ = seq;
     if (blocks_for_tokens(seq->num_tokens(), config_.block_size) > kv_.pool().num_blocks()) {
       seq->finish_detail = "the KV cache (" + std::to_string(kv_.pool().num_blocks()) + " blocks of " +
                            std::to_string(kv_.block_size()) + " tokens) cannot hold " +
@@ -289,6 +292,22 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
 SchedulerOutput Scheduler::schedule() {
   if (in_flight_) throw std::logic_error("Scheduler::schedule: the previous step was not updated");
   SchedulerOutput out;
+  try {
+    schedule_steps(out);
+  } catch (const std::exception& e) {
+    // The sequences already in the step and the one being scheduled when it threw (a KV table or a
+    // batch array that could not grow) are the ones it can be blamed on; the rest stay queued.
+    if (scheduling_ != nullptr && !scheduling_->finished() && in_step_.count(scheduling_) == 0)
+      out.scheduled.push_back(ScheduledSequence{scheduling_, scheduling_->num_computed_tokens, 0, false});
+    scheduling_ = nullptr;
+    fail_step(out, std::string("the engine step failed while scheduling (") + e.what() +
+                       "); the requests of that step were stopped and the others go on: retry this request");
+    throw;
+  }
+  return out;
+}
+
+void Scheduler::schedule_steps(SchedulerOutput& out) {
   in_step_.clear();
   preempted_this_step_ = 0;
   int32_t budget = config_.max_num_batched_tokens;
@@ -300,10 +319,10 @@ SchedulerOutput Scheduler::schedule() {
   // 3. New (or preempted) sequences in FIFO order; none in a step that had to preempt.
   if (preempted_this_step_ == 0) admit_waiting(out.scheduled, budget);
   out.num_preempted = preempted_this_step_;
-  in_step_.clear();
+  scheduling_ = nullptr;
   build_batch(out);
+  in_step_.clear();
   in_flight_ = !out.empty();
-  return out;
 }
 
 void Scheduler::build_batch(SchedulerOutput& out) const {
@@ -413,9 +432,36 @@ void Scheduler::update_from_output(const SchedulerOutput& out, std::span<const s
     cache_computed_blocks(s);
     if (reason != FinishReason::None) finish(seq, reason);
   }
-  std::vector<int64_t> aborts;
-  aborts.swap(pending_aborts_);
-  for (int64_t id : aborts) abort(id);
+  apply_pending_finishes();
+}
+
+void Scheduler::apply_pending_finishes() {
+  std::vector<std::pair<int64_t, FinishReason>> pending;
+  pending.swap(pending_finishes_);
+  for (const auto& [id, reason] : pending)
+    if (Sequence* seq = find(id); seq != nullptr && !seq->finished()) finish(seq, reason);
+}
+
+void Scheduler::fail_step(const SchedulerOutput& out, const std::string& why) {
+  in_flight_ = false;
+  in_step_.clear();
+  scheduling_ = nullptr;
+  PrefixCache* cache = kv_.prefix_cache();
+  for (const ScheduledSequence& s : out.scheduled) {
+    // A snapshot taken after a forward pass that did not finish holds a state nobody may resume.
+    if (cache != nullptr && s.take_snapshot >= 0 && cache->is_reserved_snapshot(s.take_snapshot))
+      cache->release_snapshot(s.take_snapshot);
+    Sequence* seq = s.seq;
+    seq->draft_tokens.clear();
+    seq->step_error.clear();
+    seq->finish_detail = why;
+    // Finished by the part of update_from_output that ran: its last tokens were never delivered.
+    if (seq->finished()) seq->finish_reason = FinishReason::Error;
+    else finish(seq, FinishReason::Error);  // frees its blocks: none of this step's were registered
+  }
+  // A draft pass that threw after the update may have kept lookahead slots of sequences that go on.
+  for (Sequence* seq : running_) drop_lookahead(*seq);
+  apply_pending_finishes();
 }
 
 bool Scheduler::reserve_lookahead(const Sequence& seq, int32_t num_tokens) {
@@ -433,12 +479,27 @@ bool Scheduler::abort(int64_t id) {
   Sequence* seq = find(id);
   if (seq == nullptr || seq->finished()) return false;
   if (in_flight_) {
-    if (!seq->abort_requested) pending_aborts_.push_back(id);
+    if (!seq->abort_requested) pending_finishes_.emplace_back(id, FinishReason::Abort);
     seq->abort_requested = true;
     return true;
   }
   seq->abort_requested = true;
   finish(seq, FinishReason::Abort);
+  return true;
+}
+
+bool Scheduler::fail(int64_t id, const std::string& why) {
+  Sequence* seq = find(id);
+  if (seq == nullptr || seq->finished()) return false;
+  seq->finish_detail = why;
+  if (in_flight_) {
+    // Ahead of an abort asked for in the same step: the error is what the client should see.
+    pending_finishes_.insert(pending_finishes_.begin(), {id, FinishReason::Error});
+    seq->abort_requested = true;  // its token of this step is dropped
+    return true;
+  }
+  seq->abort_requested = true;
+  finish(seq, FinishReason::Error);
   return true;
 }
 

@@ -30,8 +30,10 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -125,6 +127,16 @@ class Scheduler {
   // Finishes a sequence with reason abort (at once, or at the end of the step in flight).
   // Returns false for an unknown or already finished id.
   bool abort(int64_t id);
+  // Finishes a sequence with reason error and `why` as its finish_detail (at once, or at the end
+  // of the step in flight, its token of that step dropped): something only it needed failed.
+  // Returns false for an unknown or already finished id.
+  bool fail(int64_t id, const std::string& why);
+  // The step `out` (from schedule()) threw before update_from_output finished: every sequence of
+  // it finishes with reason error and `why`, and what the step had taken is given back — its KV
+  // blocks (never registered in the prefix cache: their K/V may be half written), its state slots,
+  // the snapshots reserved for it, lookahead slots a draft pass kept. The next schedule() runs
+  // normally. Also called by schedule() itself when it throws (then rethrows).
+  void fail_step(const SchedulerOutput& out, const std::string& why);
   // Finished sequences (stop / length / abort), in the order they finished, handed to the caller.
   std::vector<std::unique_ptr<Sequence>> take_finished();
 
@@ -152,6 +164,9 @@ class Scheduler {
   void schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& budget);
   void schedule_running_prefills(std::vector<ScheduledSequence>& out, int32_t& budget);
   void admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budget);
+  void schedule_steps(SchedulerOutput& out);
+  // Requests to end a sequence that came while a step was in flight, applied after it.
+  void apply_pending_finishes();
   void preempt(Sequence* seq);
   void finish(Sequence* seq, FinishReason reason);
   // The finish reason the sequence's last token gives it (None: it goes on); sets stop_token.
@@ -177,7 +192,8 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   std::deque<Sequence*> waiting_;
   std::vector<std::unique_ptr<Sequence>> finished_;
-  std::vector<int64_t> pending_aborts_;
+  std::vector<std::pair<int64_t, FinishReason>> pending_finishes_;  // abort() / fail() during a step
+  Sequence* scheduling_ = nullptr;  // during schedule(): the sequence being scheduled
   std::unordered_set<const Sequence*> in_step_;  // during schedule(): already in the step
   uint64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;

@@ -15,10 +15,12 @@
 namespace pagoda {
 
 enum class SequenceStatus { Waiting, Running, Finished };
-enum class FinishReason { None, Stop, Length, Abort };
+// Error: the engine failed the request (an exception in a step it was part of, or in something
+// only it needed); finish_detail says what went wrong. vLLM's FinishReason.ERROR.
+enum class FinishReason { None, Stop, Length, Abort, Error };
 
 const char* sequence_status_name(SequenceStatus s);
-// OpenAI's finish_reason strings: "stop", "length", "abort" ("" for None).
+// OpenAI's finish_reason strings: "stop", "length", "abort", "error" ("" for None).
 const char* finish_reason_name(FinishReason r);
 
 class Sequence {
@@ -72,6 +74,9 @@ class Sequence {
   // mask of the next token is computed into grammar_mask before sampling.
   std::optional<structured::Matcher> matcher;
   structured::TokenMask grammar_mask;
+  // Set during a step when something only this sequence needed failed (its grammar state, its mask,
+  // its sampling): the engine fails this request alone at the end of the step.
+  std::string step_error;
 
   bool finished() const { return status == SequenceStatus::Finished; }
   // Tokens not yet in the cache.

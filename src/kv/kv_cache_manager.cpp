@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/fault_injection.h"
 
 namespace pagoda {
 
@@ -99,6 +100,7 @@ int32_t KvCacheManager::max_appendable(int64_t seq) const {
 }
 
 bool KvCacheManager::append_slots(int64_t seq, int32_t num_new_tokens, std::vector<int32_t>* slots) {
+  fault_point(FaultSite::KvAllocation);
   const int32_t need = blocks_needed(seq, num_new_tokens);
   if (!pool_.can_allocate(need)) return false;
   Table& t = tables_[seq];

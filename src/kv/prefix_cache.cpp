@@ -171,4 +171,8 @@ int32_t PrefixCache::num_bound_snapshots() const {
   return static_cast<int32_t>(std::count_if(snap_block_.begin(), snap_block_.end(), [](int32_t b) { return b >= 0; }));
 }
 
+int32_t PrefixCache::num_reserved_snapshots() const {
+  return static_cast<int32_t>(std::count(snap_block_.begin(), snap_block_.end(), kReserved));
+}
+
 }  // namespace pagoda

@@ -64,6 +64,10 @@ class PrefixCache {
   void touch_snapshot(int32_t snapshot);
   int32_t snapshot_of(int32_t block) const { return entries_[static_cast<size_t>(block)].snapshot; }
   int32_t num_bound_snapshots() const;
+  // Reserved by reserve_snapshot() and neither bound nor released yet (a step in flight, or one
+  // that failed and must release it).
+  bool is_reserved_snapshot(int32_t snapshot) const { return snap_block_[static_cast<size_t>(snapshot)] == kReserved; }
+  int32_t num_reserved_snapshots() const;
 
  private:
   struct Entry {

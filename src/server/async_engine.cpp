@@ -2,12 +2,19 @@
 
 #include <algorithm>
 
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace pagoda::server {
 
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+// Step failures are logged at most this often (the metric counts every one).
+constexpr auto kFailureLogInterval = 10s;
+}  // namespace
 
 namespace {
 
@@ -107,7 +114,8 @@ std::shared_ptr<GenerationChannel> AsyncEngine::enqueue(Pending p, std::string& 
   {
     std::lock_guard lock(mu_);
     if (!accepting_) {
-      why = "the server is shutting down";
+      why = dead_ ? "the engine hit a fatal fault and the server is restarting; retry shortly"
+                  : "the server is shutting down";
       return nullptr;
     }
     if (options_.max_waiting_requests > 0 && unstarted_.load() + n > options_.max_waiting_requests) {
@@ -158,6 +166,17 @@ void AsyncEngine::cancel(const std::shared_ptr<GenerationChannel>& channel) {
 void AsyncEngine::stop_accepting() {
   std::lock_guard lock(mu_);
   accepting_ = false;
+}
+
+bool AsyncEngine::serving() const {
+  std::lock_guard lock(mu_);
+  return accepting_ && !dead_;
+}
+
+std::string AsyncEngine::not_serving_reason() const {
+  std::lock_guard lock(mu_);
+  if (dead_) return "the engine hit a fatal fault (" + dead_reason_ + ") and the server is exiting for a restart";
+  return accepting_ ? "" : "the server is shutting down";
 }
 
 bool AsyncEngine::wait_idle(std::chrono::milliseconds timeout) {
@@ -334,6 +353,12 @@ void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
     }
     const bool finished = o.finished;
     std::shared_ptr<GenerationChannel> channel = l.channel;
+    if (finished && o.finish_reason == FinishReason::Error) {
+      fair_.finished(o.id);
+      live_.erase(it);
+      fail_generation(channel, o.finish_detail.empty() ? std::string("the engine failed this request") : o.finish_detail);
+      continue;
+    }
     channel->push(ChoiceOutput{l.choice, std::move(o)});
     if (finished) {
       fair_.finished(o.id);
@@ -361,6 +386,82 @@ void AsyncEngine::publish_gauges(const EngineStats& s) {
   metrics_.prefix_cache_hits.inc(static_cast<double>(s.prefix_cache_hits - last_prefix_hits_));
   last_prefix_queries_ = s.prefix_cache_queries;
   last_prefix_hits_ = s.prefix_cache_hits;
+  metrics_.engine_step_failures.inc(static_cast<double>(s.num_step_failures - last_step_failures_));
+  last_step_failures_ = s.num_step_failures;
+}
+
+void AsyncEngine::fail_generation(const std::shared_ptr<GenerationChannel>& channel, const std::string& message) {
+  const auto now = Clock::now();
+  for (int64_t id : channel->engine_ids_) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    engine_->abort(id);
+    stats_.failed(id, now);
+    if (!it->second.started) --unstarted_;
+    live_.erase(it);
+  }
+  channel->fail(message);
+  finish_generation();
+}
+
+void AsyncEngine::note_step(const EngineStats& s) {
+  if (!s.step_failed) {
+    if (s.step_num_tokens > 0) consecutive_failures_ = 0;
+    return;
+  }
+  ++consecutive_failures_;
+  ++failures_unlogged_;
+  const auto now = Clock::now();
+  if (last_failure_log_ != Clock::time_point{} && now - last_failure_log_ < kFailureLogInterval) return;
+  if (last_failure_log_ == Clock::time_point{})
+    LOG_ERROR("engine step failed: " << s.step_error << "; its requests were answered with an error and the "
+              "engine goes on (further failures are reported at most every 10 s and counted in "
+              "engine_step_failures_total)");
+  else
+    LOG_ERROR(failures_unlogged_ << " engine step(s) failed since the last report; the last: " << s.step_error);
+  failures_unlogged_ = 0;
+  last_failure_log_ = now;
+}
+
+void AsyncEngine::pause_after_failures() {
+  if (consecutive_failures_ == 0) return;
+  // A fault that repeats (memory that stays short) must not turn into a loop that burns a core.
+  const auto pause = std::min<std::chrono::milliseconds>(1000ms, 10ms * (int64_t{1} << std::min(consecutive_failures_ - 1, 7)));
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, pause, [&] { return stopping_ || abort_all_; });
+}
+
+void AsyncEngine::die(const std::string& what) {
+  {
+    std::lock_guard lock(mu_);
+    dead_ = true;
+    dead_reason_ = what;
+    accepting_ = false;
+  }
+  LOG_ERROR("fatal engine fault: " << what << " — the device cannot be used any more; failing every request in "
+            "flight and exiting with code " << kExitEngineFault << " so that a supervisor restarts the server");
+  const std::string message = "the engine hit a fatal fault (" + what + ") and the server is restarting; retry shortly";
+  fail_all(message);
+  bool told = false;
+  for (;;) {
+    std::vector<Pending> adds;
+    bool stop = false;
+    {
+      std::unique_lock lock(mu_);
+      if (told) cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      adds.swap(pending_);
+      cancels_.clear();
+      stop = stopping_;
+    }
+    for (Pending& p : adds) {  // queued before accepting_ turned false
+      unstarted_ -= static_cast<int64_t>(p.choices.size());
+      p.channel->fail(message);
+      finish_generation();
+    }
+    if (!told && options_.on_fatal) options_.on_fatal(what);
+    told = true;
+    if (stop) return;
+  }
 }
 
 void AsyncEngine::fail_all(const std::string& message) {
@@ -392,6 +493,7 @@ void AsyncEngine::step() {
   for (int64_t id : r.reqs_to_abort) engine_->core().abort(id);
   stats_.step_finished(r.outputs, core_out.stats, Clock::now());
   deliver(r.outputs);
+  note_step(core_out.stats);
 }
 
 void AsyncEngine::loop() {
@@ -418,15 +520,22 @@ void AsyncEngine::loop() {
     if (abort_everything || stopping) fail_held("the server is shutting down");
     admit();
     if (engine_->has_unfinished() || aborted) {
+      // The core fails a step's own requests itself (EngineCore::step); what reaches here came from
+      // outside a step (the output processor), or is fatal.
       try {
         step();
+      } catch (const FatalDeviceError& e) {
+        die(e.what());
+        return;
       } catch (const InternalError& e) {
-        LOG_ERROR("internal error in an engine step: " << e.what() << " — please report it; failing every "
+        LOG_ERROR("internal error after an engine step: " << e.what() << " — please report it; failing every "
                   "request in flight");
         fail_all(std::string("internal engine error: ") + e.what());
+        ++consecutive_failures_;
       } catch (const std::exception& e) {
-        LOG_ERROR("engine step failed: " << e.what() << "; failing every request in flight");
+        LOG_ERROR("processing an engine step failed: " << e.what() << "; failing every request in flight");
         fail_all(std::string("internal engine error: ") + e.what());
+        ++consecutive_failures_;
       }
     }
     if (!engine_->has_unfinished() && fair_.engine_idle())
@@ -435,6 +544,7 @@ void AsyncEngine::loop() {
     const EngineStats now = engine_->core().stats();
     publish_gauges(now);
     stats_.tick(now, Clock::now());
+    pause_after_failures();
     if (stopping && !engine_->has_unfinished()) {
       if (!live_.empty()) fail_all("the server is shutting down");
       std::lock_guard lock(mu_);

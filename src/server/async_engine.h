@@ -5,6 +5,12 @@
 // One generation is the set of choices one HTTP request asked for (prompts x n); each choice is one
 // engine request. A client that goes away cancels its generation: the engine aborts every choice
 // and frees their blocks at the end of the step in flight.
+//
+// Faults (docs/faults.md): a choice the engine failed (finish reason error) fails its whole
+// generation with the engine's message (a 500); other generations go on. Steps that keep failing
+// are retried with a growing pause (10 ms to 1 s), logged once per 10 s and counted in
+// pagoda:engine_step_failures_total. A FatalDeviceError ends the engine: everything in flight and
+// queued fails, serving() turns false (/health 503) and on_fatal is called once.
 #pragma once
 
 #include <atomic>
@@ -80,6 +86,9 @@ struct AsyncEngineOptions {
   int64_t max_waiting_tokens = 0;
   // The per-request line and the periodic stats line (--enable-log-requests, --disable-log-stats).
   RequestLogOptions logging;
+  // Called once, on the engine thread, after a FatalDeviceError has failed every request: the
+  // server exits (cli/cmd_serve.cpp). The engine is never stepped again.
+  std::function<void(const std::string& what)> on_fatal;
 };
 
 class AsyncEngine {
@@ -110,6 +119,10 @@ class AsyncEngine {
   // Shutdown, in order: stop taking requests; wait for the live ones (up to `grace`); abort the rest
   // and wait for their final outputs; stop the thread.
   void stop_accepting();
+  // False once the engine cannot serve: shutting down, or dead after a fatal fault (/health: 503
+  // with not_serving_reason()).
+  bool serving() const;
+  std::string not_serving_reason() const;
   bool wait_idle(std::chrono::milliseconds timeout);
   void abort_all();
   void stop();
@@ -152,6 +165,14 @@ class AsyncEngine {
   void publish_gauges(const EngineStats& stats);
   void finish_generation();
   void fail_all(const std::string& message);
+  // Fails the generation of a choice the engine failed: its other choices are aborted.
+  void fail_generation(const std::shared_ptr<GenerationChannel>& channel, const std::string& message);
+  // A step that threw (stats.step_failed): counted, logged at most once per interval; the pause
+  // before the next step grows while steps keep failing.
+  void note_step(const EngineStats& stats);
+  void pause_after_failures();
+  // FatalDeviceError: fail everything, stop serving, tell the server, and wait for stop().
+  void die(const std::string& what);
 
   std::unique_ptr<Engine> engine_;
   EngineMetrics& metrics_;
@@ -173,10 +194,17 @@ class AsyncEngine {
 
   FairQueue fair_;                         // engine thread only
   std::unordered_map<uint64_t, Pending> held_;  // generations with choices not yet in the engine
+  bool dead_ = false;                     // guarded by mu_: a fatal fault ended the engine
+  std::string dead_reason_;               // guarded by mu_
 
   std::unordered_map<int64_t, Live> live_;  // engine thread only
   int64_t last_preemptions_ = 0;
   int64_t last_prefix_queries_ = 0, last_prefix_hits_ = 0;
+  // Step failures (engine thread only).
+  int64_t last_step_failures_ = 0;
+  int32_t consecutive_failures_ = 0;
+  int64_t failures_unlogged_ = 0;
+  std::chrono::steady_clock::time_point last_failure_log_{};
   RequestStats stats_;  // engine thread only
   std::thread thread_;
 };

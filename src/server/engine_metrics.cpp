@@ -121,6 +121,9 @@ EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
       request_decode_time_seconds(r.histogram(prefix_ + "request_decode_time_seconds",
                                               "Histogram of time spent in DECODE phase for request.",
                                               kRequestLatencyBuckets, labels_)),
+      engine_step_failures(r.counter("pagoda:engine_step_failures",
+                                     "Engine steps that failed; their requests got an error and the engine went on.",
+                                     labels_)),
       success_stop_(r.counter(prefix_ + "request_success", "Count of successfully processed requests.",
                               with(labels_, "finished_reason", "stop"))),
       success_length_(r.counter(prefix_ + "request_success", "Count of successfully processed requests.",
@@ -162,6 +165,7 @@ Counter& EngineMetrics::request_success(FinishReason reason) {
   switch (reason) {
     case FinishReason::Length: return success_length_;
     case FinishReason::Abort: return success_abort_;
+    case FinishReason::Error: return success_error_;
     default: return success_stop_;
   }
 }

@@ -75,6 +75,10 @@ class EngineMetrics {
   Histogram& request_inference_time_seconds;
   Histogram& request_prefill_time_seconds;
   Histogram& request_decode_time_seconds;
+  // pagoda's own (vLLM has none): engine steps that threw and failed their requests
+  // (docs/faults.md). Always named pagoda:engine_step_failures_total, whatever --metrics-prefix:
+  // it must not pass for a vLLM metric.
+  Counter& engine_step_failures;
 
   // Speculative decoding (only with --speculative-config, as vLLM): spec_decode_num_drafts,
   // _num_draft_tokens, _num_accepted_tokens and _num_accepted_tokens_per_pos{position}.

@@ -10,7 +10,12 @@
 namespace pagoda::server {
 namespace {
 
-HttpReply handle_health(ServerContext&, const HttpRequest&) { return text_reply("", "text/plain"); }
+// 503 from the moment the engine stops serving (shutting down, or a fatal fault): a load balancer
+// or Kubernetes probe stops sending work before the process goes (docs/faults.md).
+HttpReply handle_health(ServerContext& ctx, const HttpRequest&) {
+  if (!ctx.engine.serving()) return error_reply(unavailable(ctx.engine.not_serving_reason()));
+  return text_reply("", "text/plain");
+}
 
 HttpReply handle_version(ServerContext&, const HttpRequest&) { return json_reply({{"version", PAGODA_VERSION}}); }
 

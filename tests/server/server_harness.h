@@ -213,6 +213,21 @@ class ServerProcess {
     return -1;
   }
 
+  // Waits up to `timeout` for the server to exit on its own; its exit status (-1 when it did not).
+  int wait_exit(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return -1;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+
   int port() const { return port_; }
   int pid() const { return pid_; }
   std::string url(const std::string& path) const { return scheme + "://127.0.0.1:" + std::to_string(port_) + path; }

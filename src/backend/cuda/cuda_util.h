@@ -11,14 +11,42 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 namespace pagoda::cuda {
 
+// Errors after which the CUDA context is unusable ("sticky": every later call fails the same way
+// until the process ends) or the device is gone. Nothing can be rolled back from them.
+inline bool is_fatal_cuda_error(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorContextIsDestroyed:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A sticky error is a FatalDeviceError (the server exits for a restart); any other CUDA error is
+// an Error that fails one engine step and its requests.
 [[noreturn]] inline void throw_cuda_error(const char* call, cudaError_t err, const char* file, int line) {
-  throw Error(std::string("CUDA error: ") + call + " failed: " + cudaGetErrorString(err) + " (" +
-              file + ":" + std::to_string(line) + ")");
+  const std::string what = std::string("CUDA error: ") + call + " failed: " + cudaGetErrorString(err) + " (" +
+                           file + ":" + std::to_string(line) + ")";
+  if (is_fatal_cuda_error(err)) throw FatalDeviceError(what);
+  throw Error(what);
 }
 
 #define PAGODA_CUDA_CHECK(call)                                                      \

@@ -1,0 +1,64 @@
+// Test hooks that make a chosen operation throw, so that the recovery paths of the engine and the
+// server can be exercised on purpose (docs/faults.md). Off unless armed: by a test through
+// FaultInjector::global().arm(), or in a whole process by PAGODA_INJECT_FAULT, read once:
+//
+//   PAGODA_INJECT_FAULT=site:N[:TIMES][,site:N[:TIMES]...]
+//
+// The N-th time (1-based) the program reaches `site`, and the TIMES - 1 times after it (default 1),
+// it throws. Sites:
+//   step           an engine step, before its forward pass: std::runtime_error (a backend error)
+//   kv-alloc       a KV slot allocation (KvCacheManager::append_slots): std::bad_alloc
+//   grammar-alloc  a request's structured-output state being made: std::bad_alloc
+//   fatal-step     an engine step, before its forward pass: FatalDeviceError (a device lost)
+//
+// When nothing is armed a site costs one relaxed atomic load.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace pagoda {
+
+enum class FaultSite : int { Step, KvAllocation, GrammarAllocation, FatalStep };
+inline constexpr int kNumFaultSites = 4;
+
+class FaultInjector {
+ public:
+  // The process's injector; armed from PAGODA_INJECT_FAULT the first time it is used. A malformed
+  // value throws pagoda::Error naming it.
+  static FaultInjector& global();
+
+  // `site` throws the nth time it is reached from now on, and the `times - 1` times after that.
+  void arm(FaultSite site, int64_t nth, int64_t times = 1);
+  // Every site off, every count back to 0.
+  void disarm();
+  // Parses a PAGODA_INJECT_FAULT value and arms what it names.
+  void arm_from_spec(const std::string& spec);
+  // How many times `site` has thrown since it was armed.
+  int64_t num_thrown(FaultSite site) const;
+
+  // Throws when `site` is due.
+  void reach(FaultSite site) {
+    if (armed_.load(std::memory_order_relaxed)) reach_armed(site);
+  }
+
+ private:
+  struct Plan {
+    int64_t first = 0;  // 0: not armed
+    int64_t last = 0;
+    int64_t reached = 0;
+    int64_t thrown = 0;
+  };
+  void reach_armed(FaultSite site);
+
+  std::atomic<bool> armed_{false};
+  mutable std::mutex mu_;
+  std::array<Plan, kNumFaultSites> plans_{};
+};
+
+inline void fault_point(FaultSite site) { FaultInjector::global().reach(site); }
+
+}  // namespace pagoda
