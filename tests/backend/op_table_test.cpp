@@ -165,5 +165,31 @@ TEST(OpTableCases, ComparisonCatchesAWrongResult) {
   }
 }
 
+// The rope cases can tell a wrong pairing or a missing frequency scaling from the right one: the
+// CPU's result disagrees with the naive formula of the other style, and of no scaling.
+TEST(OpTableCases, RopeCasesCatchTheWrongStyleOrScaling) {
+  std::string why;
+  Backend* cpu = backend("cpu", &why);
+  ASSERT_NE(cpu, nullptr) << why;
+  for (const OpCase& c : cases()) {
+    if (c.op != "rope") continue;
+    SCOPED_TRACE(c.label);
+    const OpData in = c.make(DType::F32);
+    const auto got = optable::run_case(*cpu, c, in);
+    OpData other_style = in;
+    other_style.p["interleaved"] = in.param("interleaved") != 0 ? 0.0 : 1.0;
+    EXPECT_NONFATAL_FAILURE(expect_close(got.at("x"), naive::formulas().at("rope")(other_style).at("x"),
+                                         c.tol(DType::F32, "x"), "x"),
+                            "elements differ");
+    if (in.param("scaling") == 0) continue;
+    OpData unscaled = in;
+    unscaled.p["scaling"] = 0;
+    unscaled.p["attention_factor"] = 1;
+    EXPECT_NONFATAL_FAILURE(expect_close(got.at("x"), naive::formulas().at("rope")(unscaled).at("x"),
+                                         c.tol(DType::F32, "x"), "x"),
+                            "elements differ");
+  }
+}
+
 }  // namespace
 }  // namespace pagoda
