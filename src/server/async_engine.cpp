@@ -377,7 +377,9 @@ void AsyncEngine::publish_gauges(const EngineStats& s) {
   // Counters first: a scraper that sees the running gauge fall to 0 sees the last step's counts.
   metrics_.publish_spec_decode(s);
   metrics_.num_requests_running.set(s.num_running);
-  metrics_.num_requests_waiting.set(s.num_waiting);
+  // Waiting = in the engine's queue or held by the fair queue before it (vLLM's gauge counts both:
+  // requests not yet running).
+  metrics_.num_requests_waiting.set(static_cast<double>(s.num_waiting + fair_.waiting_choices()));
   metrics_.kv_cache_usage_perc.set(s.kv_usage);
   const int64_t preemptions = s.num_preemptions;
   metrics_.num_preemptions_total.inc(static_cast<double>(preemptions - last_preemptions_));

@@ -59,6 +59,7 @@ class FairQueue {
   size_t drop(uint64_t generation);
 
   bool has_waiting() const { return waiting_choices_ > 0; }
+  int64_t waiting_choices() const { return waiting_choices_; }
   // The engine has nothing left: whatever is still counted as in it is not (a safety net; the
   // bookkeeping should already agree). Returns whether anything was corrected.
   bool engine_idle();

@@ -108,7 +108,7 @@ test('structured outputs: schema, regex, choice and forced tool calls hold on th
   }
   // What cannot be enforced is a 400 naming the field and the keyword.
   await assert.rejects(client.chat.completions.create({ messages, max_tokens: 2,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', multipleOf: 3 } } } }),
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', multipleOf: 0.3 } } } }),
   (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /multipleOf/.test(e.message));
   await assert.rejects(client.completions.create({ prompt: 'x', max_tokens: 2, guided_regex: '(a)\\1' }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'guided_regex' && /backreference/.test(e.message));

@@ -50,10 +50,12 @@ TEST(ReliabilityFairness, ManyChoicesOfOneClientDoNotStarveAnother) {
       EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
       if (r.status == 200 && r.json()["choices"].size() == 8) ++heavy_ok;
     });
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(200ms);
   std::vector<double> light;
   int light_ok = 0;
+  double running = 0;  // the most heavy choices seen running while the light requests were measured
   for (int i = 0; i < 12; ++i) {
+    running = std::max(running, s.metric("pagoda:num_requests_running"));
     const auto t = Clock::now();
     const HttpResult r = s.request("POST", "/v1/completions",
                                    R"({"prompt": "hi", "max_tokens": 4, "ignore_eos": true, "user": "light"})");
@@ -61,7 +63,6 @@ TEST(ReliabilityFairness, ManyChoicesOfOneClientDoNotStarveAnother) {
     light_ok += r.status == 200;
     std::this_thread::sleep_for(50ms);
   }
-  const double running = s.metric("pagoda:num_requests_running");
   for (auto& t : heavy) t.join();
   EXPECT_EQ(light_ok, 12);
   EXPECT_GT(running, 0) << "the heavy requests ended before the light ones were measured";
@@ -114,13 +115,13 @@ TEST(ReliabilityFairness, WaitingWorkPastTheLimitGets503) {
   const TestModelDir dir;
   ASSERT_FALSE(dir.path.empty());
   ServerProcess s;
-  ASSERT_TRUE(s.start(dir.path, {"--max-num-seqs", "2", "--max-model-len", "1024", "--max-waiting-tokens", "6000"}))
+  ASSERT_TRUE(s.start(dir.path, {"--max-num-seqs", "2", "--max-model-len", "1024", "--max-waiting-tokens", "18000"}))
       << s.log();
-  // 8 choices of ~301 tokens of work: one runs, the others wait (2,100 tokens); another such request
-  // would take the client past half of 6,000.
-  const std::string heavy_body = R"({"prompt": "x", "n": 8, "max_tokens": 300, "ignore_eos": true, "user": "heavy"})";
+  // 8 choices of ~901 tokens of work (long enough to still be running on a quiet machine): two run,
+  // the others wait (5,406 tokens); another such request would take the client past half of 18,000.
+  const std::string heavy_body = R"({"prompt": "x", "n": 8, "max_tokens": 900, "ignore_eos": true, "user": "heavy"})";
   std::thread first([&] { EXPECT_EQ(s.request("POST", "/v1/completions", heavy_body).status, 200); });
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(300ms);
   const std::string refused = R"(curl -s -i -m 20 -H 'Content-Type: application/json' -d ')" + heavy_body + "' " +
                               s.url("/v1/completions");
   const auto t = Clock::now();
