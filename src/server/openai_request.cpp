@@ -36,44 +36,15 @@ std::vector<int32_t> token_id_list(const Json& v, const std::string& key) {
   return ids;
 }
 
-// Sampling fields both endpoints take. max_tokens is read by the caller.
+// Sampling fields both endpoints take (beyond the common ones). max_tokens is read by the caller.
 void read_sampling(const Json& j, SamplingParams& p) {
-  if (auto v = opt_number(j, "temperature")) p.temperature = *v;
-  if (auto v = opt_number(j, "top_p")) p.top_p = *v;
-  if (auto v = opt_int(j, "top_k")) p.top_k = static_cast<int32_t>(*v);
+  read_common_sampling(j, p);
   if (auto v = opt_number(j, "min_p")) p.min_p = *v;
-  if (const Json* v = field(j, "seed")) {
-    const int64_t s = as_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-    p.seed = static_cast<uint64_t>(s);
-  }
   if (auto v = opt_number(j, "presence_penalty")) p.presence_penalty = *v;
   if (auto v = opt_number(j, "frequency_penalty")) p.frequency_penalty = *v;
-  if (auto v = opt_number(j, "repetition_penalty")) p.repetition_penalty = *v;
   if (auto v = opt_int(j, "min_tokens")) p.min_tokens = static_cast<int32_t>(*v);
-  if (auto v = opt_bool(j, "ignore_eos")) p.ignore_eos = *v;
-  if (const Json* v = field(j, "cache_salt")) {  // vLLM: a non-empty string when given
-    if (!v->is_string()) wrong_type("cache_salt", "a non-empty string", *v);
-    if (v->get_ref<const std::string&>().empty())
-      throw bad_request("cache_salt must be a non-empty string when given", "cache_salt");
-    p.cache_salt = v->get<std::string>();
-  }
   if (auto v = opt_bool(j, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = opt_int(j, "n")) p.n = static_cast<int32_t>(*v);
-  if (const Json* v = field(j, "stop")) {
-    if (v->is_string()) {
-      p.stop = {v->get<std::string>()};
-    } else if (v->is_array()) {
-      std::vector<std::string> stop;
-      stop.reserve(v->size());
-      for (const Json& s : *v) {
-        if (!s.is_string()) wrong_type("stop", "a string or an array of strings", *v);
-        stop.push_back(s.get<std::string>());
-      }
-      p.stop = std::move(stop);
-    } else {
-      wrong_type("stop", "a string or an array of strings", *v);
-    }
-  }
   if (const Json* v = field(j, "stop_token_ids")) p.stop_token_ids = token_id_list(*v, "stop_token_ids");
   if (const Json* v = field(j, "logit_bias")) {
     // {"token id": bias}; ids are checked against the vocabulary once the model is known.

@@ -1,6 +1,8 @@
 #include "server/request_fields.h"
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "server/api_error.h"
 
@@ -60,5 +62,39 @@ std::optional<bool> opt_bool(const Json& j, const std::string& key) {
 }
 
 std::string param_of(const std::string& message) { return message.substr(0, message.find(' ')); }
+
+void read_common_sampling(const Json& j, SamplingParams& p) {
+  if (auto v = opt_number(j, "temperature")) p.temperature = *v;
+  if (auto v = opt_number(j, "top_p")) p.top_p = *v;
+  if (const Json* v = field(j, "top_k"))
+    p.top_k = static_cast<int32_t>(
+        as_int(*v, "top_k", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+  if (auto v = opt_number(j, "repetition_penalty")) p.repetition_penalty = *v;
+  if (const Json* v = field(j, "seed"))
+    p.seed = static_cast<uint64_t>(as_int(*v, "seed", std::numeric_limits<int64_t>::min(),
+                                          std::numeric_limits<int64_t>::max()));
+  if (auto v = opt_bool(j, "ignore_eos")) p.ignore_eos = *v;
+  if (const Json* v = field(j, "cache_salt")) {  // vLLM: a non-empty string when given
+    if (!v->is_string()) wrong_type("cache_salt", "a non-empty string", *v);
+    if (v->get_ref<const std::string&>().empty())
+      throw bad_request("cache_salt must be a non-empty string when given", "cache_salt");
+    p.cache_salt = v->get<std::string>();
+  }
+  if (const Json* v = field(j, "stop")) {
+    std::vector<std::string> stop;
+    if (v->is_string()) {
+      stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      stop.reserve(v->size());
+      for (const Json& s : *v) {
+        if (!s.is_string()) wrong_type("stop", "a string or an array of strings", *v);
+        stop.push_back(s.get<std::string>());
+      }
+    } else {
+      wrong_type("stop", "a string or an array of strings", *v);
+    }
+    p.stop = std::move(stop);
+  }
+}
 
 }  // namespace pagoda::server

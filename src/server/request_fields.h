@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/sampling_params.h"
+
 namespace pagoda::server {
 
 using Json = nlohmann::ordered_json;
@@ -24,5 +26,8 @@ int64_t as_int(const Json& v, const std::string& key, int64_t lo, int64_t hi);
 std::optional<bool> opt_bool(const Json& j, const std::string& key);
 // The field a validate_sampling_params message is about: its first word.
 std::string param_of(const std::string& message);
+// The sampling fields every generation request (chat, completions, responses) reads alike:
+// temperature, top_p, top_k, seed, repetition_penalty, ignore_eos, cache_salt and stop.
+void read_common_sampling(const Json& j, SamplingParams& p);
 
 }  // namespace pagoda::server

@@ -337,34 +337,7 @@ Json read_metadata(const Json& j) {
 }
 
 void read_sampling(const Json& j, SamplingParams& p) {
-  if (auto v = opt_number(j, "temperature")) p.temperature = *v;
-  if (auto v = opt_number(j, "top_p")) p.top_p = *v;
-  if (auto v = opt_int(j, "top_k", std::numeric_limits<int32_t>::min())) p.top_k = static_cast<int32_t>(*v);
-  if (auto v = opt_number(j, "repetition_penalty")) p.repetition_penalty = *v;
-  if (const Json* v = field(j, "seed"))
-    p.seed = static_cast<uint64_t>(as_int(*v, "seed", std::numeric_limits<int64_t>::min(),
-                                          std::numeric_limits<int64_t>::max()));
-  if (auto v = opt_bool(j, "ignore_eos")) p.ignore_eos = *v;
-  if (const Json* v = field(j, "cache_salt")) {  // vLLM: a non-empty string when given
-    if (!v->is_string()) wrong_type("cache_salt", "a non-empty string", *v);
-    if (v->get_ref<const std::string&>().empty())
-      throw bad_request("cache_salt must be a non-empty string when given", "cache_salt");
-    p.cache_salt = v->get<std::string>();
-  }
-  if (const Json* v = field(j, "stop")) {
-    std::vector<std::string> stop;
-    if (v->is_string()) {
-      stop.push_back(v->get<std::string>());
-    } else if (v->is_array()) {
-      for (const Json& s : *v) {
-        if (!s.is_string()) wrong_type("stop", "a string or an array of strings", *v);
-        stop.push_back(s.get<std::string>());
-      }
-    } else {
-      wrong_type("stop", "a string or an array of strings", *v);
-    }
-    p.stop = std::move(stop);
-  }
+  read_common_sampling(j, p);
   if (auto v = opt_int(j, "max_output_tokens", 1)) p.max_tokens = static_cast<int32_t>(*v);
 }
 
