@@ -208,16 +208,4 @@ Tensor WeightStore::load_parts(std::vector<WeightRows> parts, DType dtype, int64
   return dst;
 }
 
-Tensor WeightStore::load_rows(const std::vector<std::string>& names, DType dtype,
-                              const std::vector<std::vector<int64_t>>& shapes,
-                              const std::vector<std::vector<int64_t>>& row_orders) {
-  std::vector<WeightRows> parts;
-  for (size_t i = 0; i < names.size(); ++i) {
-    WeightRows part{names[i], shapes.at(i)};
-    if (i < row_orders.size()) part.order = row_orders[i];
-    parts.push_back(std::move(part));
-  }
-  return load_parts(std::move(parts), dtype);
-}
-
 }  // namespace pagoda

@@ -43,11 +43,6 @@ class WeightStore {
   const std::vector<int64_t>& shape_of(const std::string& name) const;
   // Uploads tensor `name` as `dtype`; throws naming the tensor when absent or of another shape.
   Tensor load(const std::string& name, DType dtype, const std::vector<int64_t>& shape);
-  // Row-wise concatenation of 2-D tensors with the same number of columns. `row_orders[i]`, when
-  // given and non-empty, lists which source row of tensor i lands at each destination row.
-  Tensor load_rows(const std::vector<std::string>& names, DType dtype,
-                   const std::vector<std::vector<int64_t>>& shapes,
-                   const std::vector<std::vector<int64_t>>& row_orders = {});
   // The row blocks of `parts` stacked in order, columns [col_begin, col_end) of each (col_end -1:
   // all; every part must have as many columns). A view of the mapping on the CPU when the blocks
   // are whole rows lying back to back in the file; otherwise one allocation, filled a run of
