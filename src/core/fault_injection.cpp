@@ -11,7 +11,8 @@
 namespace pagoda {
 namespace {
 
-constexpr const char* kSiteNames[kNumFaultSites] = {"step", "kv-alloc", "grammar-alloc", "fatal-step"};
+constexpr const char* kSiteNames[kNumFaultSites] = {"step",       "kv-alloc", "grammar-alloc",
+                                                     "fatal-step", "kernel",   "sticky-kernel"};
 
 int64_t parse_count(const std::string& text, const std::string& item) {
   size_t used = 0;
@@ -64,7 +65,7 @@ void FaultInjector::arm_from_spec(const std::string& spec) {
       if (name == kSiteNames[i]) site = i;
     check(site >= 0 && c1 != std::string::npos,
           "PAGODA_INJECT_FAULT: '" + item + "' is not site:N[:TIMES] with a site of step, kv-alloc, grammar-alloc, "
-          "fatal-step");
+          "fatal-step, kernel, sticky-kernel");
     const size_t c2 = item.find(':', c1 + 1);
     const int64_t nth = parse_count(item.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1), item);
     const int64_t times = c2 == std::string::npos ? 1 : parse_count(item.substr(c2 + 1), item);
@@ -76,6 +77,15 @@ void FaultInjector::arm_from_spec(const std::string& spec) {
 int64_t FaultInjector::num_thrown(FaultSite site) const {
   std::lock_guard lock(mu_);
   return plans_[static_cast<size_t>(site)].thrown;
+}
+
+bool FaultInjector::count_visit(FaultSite site) {
+  std::lock_guard lock(mu_);
+  Plan& p = plans_[static_cast<size_t>(site)];
+  const int64_t n = ++p.reached;
+  if (p.first == 0 || n < p.first || n > p.last) return false;
+  ++p.thrown;
+  return true;
 }
 
 void FaultInjector::reach_armed(FaultSite site) {
@@ -94,6 +104,8 @@ void FaultInjector::reach_armed(FaultSite site) {
     case FaultSite::FatalStep: throw FatalDeviceError(where);
     case FaultSite::KvAllocation:
     case FaultSite::GrammarAllocation: throw std::bad_alloc();
+    case FaultSite::KernelError:
+    case FaultSite::StickyKernelError: return;  // made by the backend that asked due()
   }
 }
 

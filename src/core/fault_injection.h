@@ -10,6 +10,14 @@
 //   kv-alloc       a KV slot allocation (KvCacheManager::append_slots): std::bad_alloc
 //   grammar-alloc  a request's structured-output state being made: std::bad_alloc
 //   fatal-step     an engine step, before its forward pass: FatalDeviceError (a device lost)
+//   kernel         the CUDA backend's device-to-host copy that ends each forward pass: a kernel
+//                  launched with an invalid configuration just before it, so the error is a real
+//                  one the CUDA runtime reports (not sticky: the step fails, the context lives)
+//   sticky-kernel  the same copy: a kernel that traps, a sticky error (the context is lost; the
+//                  server exits with code 4)
+// The two kernel sites do not throw themselves: the CUDA backend asks due() and makes the error.
+// They count only inside an engine step's forward pass (a StepScope), so N does not depend on how
+// many copies start-up made.
 //
 // When nothing is armed a site costs one relaxed atomic load.
 #pragma once
@@ -22,8 +30,8 @@
 
 namespace pagoda {
 
-enum class FaultSite : int { Step, KvAllocation, GrammarAllocation, FatalStep };
-inline constexpr int kNumFaultSites = 4;
+enum class FaultSite : int { Step, KvAllocation, GrammarAllocation, FatalStep, KernelError, StickyKernelError };
+inline constexpr int kNumFaultSites = 6;
 
 class FaultInjector {
  public:
@@ -44,6 +52,21 @@ class FaultInjector {
   void reach(FaultSite site) {
     if (armed_.load(std::memory_order_relaxed)) reach_armed(site);
   }
+  // For sites whose fault the caller makes itself (a real device error): counts the visit (only
+  // inside a StepScope) and says whether the fault is due now.
+  bool due(FaultSite site) {
+    return armed_.load(std::memory_order_relaxed) && in_step_.load(std::memory_order_relaxed) > 0 &&
+           count_visit(site);
+  }
+
+  // Marks an engine step's forward pass for due().
+  class StepScope {
+   public:
+    StepScope() { global().in_step_.fetch_add(1, std::memory_order_relaxed); }
+    ~StepScope() { global().in_step_.fetch_sub(1, std::memory_order_relaxed); }
+    StepScope(const StepScope&) = delete;
+    StepScope& operator=(const StepScope&) = delete;
+  };
 
  private:
   struct Plan {
@@ -53,12 +76,15 @@ class FaultInjector {
     int64_t thrown = 0;
   };
   void reach_armed(FaultSite site);
+  bool count_visit(FaultSite site);
 
   std::atomic<bool> armed_{false};
+  std::atomic<int> in_step_{0};
   mutable std::mutex mu_;
   std::array<Plan, kNumFaultSites> plans_{};
 };
 
 inline void fault_point(FaultSite site) { FaultInjector::global().reach(site); }
+inline bool fault_due(FaultSite site) { return FaultInjector::global().due(site); }
 
 }  // namespace pagoda

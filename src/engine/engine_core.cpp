@@ -229,9 +229,12 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   fault_point(FaultSite::FatalStep);
   // Prefix-cache state snapshots are restored and taken, and pre-step state copies for drafts
   // kept, by each worker around its forward pass.
-  const StepLogits& out = executor_->execute(
-      sched, host, any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>(),
-      any_device_mask ? mask_source : RowMaskSource{});
+  const StepLogits& out = [&]() -> const StepLogits& {
+    const FaultInjector::StepScope in_step;
+    return executor_->execute(sched, host,
+                              any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>(),
+                              any_device_mask ? mask_source : RowMaskSource{});
+  }();
   if (pending.w) std::exchange(pending.w, nullptr)->wait();
   for (Sequence* s : rows)
     if (!s->step_error.empty()) s->matcher.reset();  // no mask: the host samples it unmasked

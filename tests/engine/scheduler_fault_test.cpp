@@ -166,5 +166,25 @@ TEST(FaultInjector, SpecsArmTheNamedSitesAndBadOnesAreRefused) {
     EXPECT_THROW(f.arm_from_spec(bad), Error) << bad;
 }
 
+// The device-error sites (made by the CUDA backend) count only inside an engine step's forward
+// pass, so start-up work does not move N.
+TEST(FaultInjector, KernelSitesCountOnlyInsideAStep) {
+  FaultInjector& f = FaultInjector::global();
+  f.disarm();
+  f.arm_from_spec("kernel:2,sticky-kernel:1");
+  EXPECT_FALSE(f.due(FaultSite::KernelError));
+  EXPECT_FALSE(f.due(FaultSite::KernelError));
+  {
+    const FaultInjector::StepScope in_step;
+    EXPECT_FALSE(f.due(FaultSite::KernelError));
+    EXPECT_TRUE(f.due(FaultSite::KernelError));
+    EXPECT_FALSE(f.due(FaultSite::KernelError));
+    EXPECT_TRUE(f.due(FaultSite::StickyKernelError));
+  }
+  EXPECT_FALSE(f.due(FaultSite::StickyKernelError));
+  EXPECT_EQ(f.num_thrown(FaultSite::KernelError), 1);
+  f.disarm();
+}
+
 }  // namespace
 }  // namespace pagoda

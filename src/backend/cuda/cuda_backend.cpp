@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/lt_gemm.h"
+#include "core/fault_injection.h"
 
 namespace pagoda {
 
@@ -104,6 +105,10 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   activate();
+  // Every forward pass ends in this copy (its tokens or logits): the place a test makes a real
+  // device error land inside a step.
+  if (fault_due(FaultSite::KernelError)) cuda::launch_injected_fault(false, stream_);
+  if (fault_due(FaultSite::StickyKernelError)) cuda::launch_injected_fault(true, stream_);
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }

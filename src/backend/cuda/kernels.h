@@ -11,6 +11,11 @@
 
 namespace pagoda::cuda {
 
+// An injected device error (core/fault_injection.h): a launch that is refused (sticky = false:
+// too many threads a block, thrown here as Error) or a kernel that traps (sticky: FatalDeviceError at
+// the next check that syncs).
+void launch_injected_fault(bool sticky, cudaStream_t stream);
+
 void launch_embedding(const Tensor& table, const Tensor& ids, Tensor& out, cudaStream_t stream);
 void launch_gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, cudaStream_t stream);
 void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps,
