@@ -16,6 +16,7 @@
 #include "bench/offline_bench.h"
 #include "structured/compile.h"
 #include "bench/serve_bench.h"
+#include "bench/serve_presets.h"
 #include "bench/structured_bench.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -145,6 +146,10 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
                                             "throughput, TTFT, TPOT, ITL, end-to-end latency");
   auto o = std::make_shared<bench::ServeBenchOptions>();
   auto rate = std::make_shared<std::string>("inf");
+  auto preset = std::make_shared<std::string>();
+  sv->add_option("--preset", *preset,
+                 "A named workload: " + bench::serve_preset_names() +
+                     " (docs/performance.md); flags given beside it override its settings");
   sv->add_option("--base-url", o->base_url, "Server URL, e.g. http://127.0.0.1:8000 (default: http://HOST:PORT)");
   sv->add_option("--host", o->host, "Server host when no --base-url")->capture_default_str();
   sv->add_option("--port", o->port, "Server port when no --base-url")->capture_default_str();
@@ -206,7 +211,7 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
   sv->add_option("--label", o->label, "A name for this run, kept in the JSON");
   sv->add_flag_function("--disable-tqdm,!--progress", [o](int64_t n) { o->progress = n <= 0; },
                "No progress bar on stderr");
-  sv->callback([o, rate, exit_code] {
+  sv->callback([o, rate, preset, sv, exit_code] {
     if (*rate == "inf" || *rate == "infinity") {
       o->request_rate = std::numeric_limits<double>::infinity();
     } else {
@@ -216,6 +221,8 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
         throw Error("bench serve: --request-rate must be a number or inf (got '" + *rate + "')");
       }
     }
+    if (!preset->empty())
+      bench::apply_serve_preset(*preset, *o, [sv](const std::string& flag) { return sv->count(flag) > 0; });
     bench::serve_bench_main(*o);
     *exit_code = 0;
   });

@@ -10,6 +10,7 @@
 #include "bench/serve_bench.h"
 #include "bench/serve_dataset.h"
 #include "bench/serve_http.h"
+#include "bench/serve_presets.h"
 #include "bench/serve_stats.h"
 #include "bench/serve_vocab.h"
 #include "core/error.h"
@@ -541,6 +542,49 @@ TEST(ServeBench, FailedRequestsExitNonZero) {
   EXPECT_NE(r.out.find("more than the server's max_model_len " + std::to_string(max_len)), std::string::npos)
       << r.out;
   EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+// The published profiles (gpustack's performance lab, docs/performance.md), by name; a flag given
+// beside a preset wins.
+TEST(ServeBenchPresets, ProfilesAreThePublishedOnesAndFlagsOverrideThem) {
+  ServeBenchOptions o;
+  apply_serve_preset("throughput", o, [](const std::string&) { return false; });
+  EXPECT_EQ(o.dataset.name, "random");
+  EXPECT_EQ(o.dataset.num_prompts, 1000);
+  EXPECT_EQ(o.dataset.input_len, 1024);
+  EXPECT_EQ(o.dataset.output_len, 128);
+  EXPECT_EQ(o.dataset.range_ratio, 0.0);
+  EXPECT_TRUE(std::isinf(o.request_rate));
+  EXPECT_EQ(o.max_concurrency, 0);
+  EXPECT_EQ(o.label, "throughput");
+
+  ServeBenchOptions lc;
+  lc.dataset.num_prompts = 7;
+  apply_serve_preset("long-context", lc, [](const std::string& f) { return f == "--num-prompts"; });
+  EXPECT_EQ(lc.dataset.num_prompts, 7) << "an explicit --num-prompts must win";
+  EXPECT_EQ(lc.dataset.input_len, 32000);
+  EXPECT_EQ(lc.dataset.output_len, 100);
+  EXPECT_EQ(lc.request_rate, 1.0);
+
+  ServeBenchOptions gh;
+  apply_serve_preset("generation-heavy", gh, [](const std::string&) { return false; });
+  EXPECT_EQ(gh.dataset.num_prompts, 200);
+  EXPECT_EQ(gh.dataset.input_len, 1000);
+  EXPECT_EQ(gh.dataset.output_len, 2000);
+  EXPECT_EQ(gh.request_rate, 1.0);
+
+  ServeBenchOptions sg;
+  apply_serve_preset("sharegpt-like", sg, [](const std::string&) { return false; });
+  EXPECT_EQ(sg.dataset.name, "sharegpt-like");
+  EXPECT_EQ(sg.dataset.num_prompts, 1000);
+  EXPECT_EQ(sg.max_concurrency, 512);
+
+  try {
+    apply_serve_preset("fastest", sg, [](const std::string&) { return false; });
+    ADD_FAILURE() << "an unknown preset was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("throughput | long-context"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
