@@ -7,10 +7,8 @@
 // process exits with code 4 within --shutdown-timeout.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../server/server_harness.h"
@@ -74,26 +72,17 @@ TEST(CudaFaultServer, AStickyKernelErrorTurnsHealthTo503AndExitsWithCode4) {
   unsetenv("PAGODA_INJECT_FAULT");
   ASSERT_TRUE(started) << s.log();
   ASSERT_EQ(s.get("/health").status, 200);
-  std::atomic<bool> stop{false};
-  std::set<int> health_seen;
-  std::thread poller([&] {
-    while (!stop) {
-      const int status = s.get("/health").status;
-      if (status != 0) health_seen.insert(status);
-      std::this_thread::sleep_for(10ms);
-    }
-  });
-  const auto r = s.request("POST", "/v1/completions",
-                           R"({"model": "tiny", "prompt": "one two three", "max_tokens": 8, "ignore_eos": true})");
-  const auto answered = std::chrono::steady_clock::now();
-  EXPECT_TRUE(r.status == 500 || r.status == 503) << r.status << " " << r.body;
-  const int code = s.wait_exit(7s);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - answered).count();
-  stop = true;
-  poller.join();
-  EXPECT_EQ(code, 4) << s.log();
-  EXPECT_LT(secs, 4.5) << "not within --shutdown-timeout";
-  EXPECT_TRUE(health_seen.count(503)) << "/health never answered 503 before the exit";
+  const server::test::FatalExit e = server::test::watch_fatal_exit(
+      s,
+      [&] {
+        return s.request("POST", "/v1/completions",
+                         R"({"model": "tiny", "prompt": "one two three", "max_tokens": 8, "ignore_eos": true})");
+      },
+      7s);
+  EXPECT_TRUE(e.answer.status == 500 || e.answer.status == 503) << e.answer.status << " " << e.answer.body;
+  EXPECT_EQ(e.code, 4) << s.log();
+  EXPECT_LT(e.seconds, 4.5) << "not within --shutdown-timeout";
+  EXPECT_TRUE(e.health_seen.count(503)) << "/health never answered 503 before the exit";
   const std::string log = s.log();
   EXPECT_NE(log.find("unspecified launch failure"), std::string::npos) << log;
   EXPECT_NE(log.find("exiting with code 4"), std::string::npos) << log;

@@ -8,10 +8,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <functional>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,7 +21,6 @@ namespace pagoda::server::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 // Starts the server with PAGODA_INJECT_FAULT=spec (the child inherits it; this process unsets it).
 bool start_with_fault(ServerProcess& s, const std::string& dir, const std::string& spec,
@@ -168,26 +165,14 @@ TEST(EngineFault, AFatalFaultTurnsHealthTo503AndExitsWithCode4WithinTheShutdownT
   ServerProcess s;
   ASSERT_TRUE(start_with_fault(s, dir.path, "fatal-step:1", {"--shutdown-timeout", "4"})) << s.log();
   ASSERT_EQ(s.get("/health").status, 200);
-  std::atomic<bool> stop{false};
-  std::set<int> health_seen;
-  std::thread poller([&] {
-    while (!stop) {
-      const int status = s.get("/health").status;
-      if (status != 0) health_seen.insert(status);
-      std::this_thread::sleep_for(10ms);
-    }
-  });
-  const HttpResult r = s.request("POST", "/v1/completions", completion_body("the request that meets it", false));
-  const auto answered = Clock::now();
+  const FatalExit e = watch_fatal_exit(
+      s, [&] { return s.request("POST", "/v1/completions", completion_body("the request that meets it", false)); }, 7s);
+  const HttpResult& r = e.answer;
   EXPECT_TRUE(r.status == 500 || r.status == 503) << r.status << " " << r.body;
   EXPECT_NE(r.body.find("fatal fault"), std::string::npos) << r.body;
-  const int code = s.wait_exit(7s);
-  const double secs = std::chrono::duration<double>(Clock::now() - answered).count();
-  stop = true;
-  poller.join();
-  EXPECT_EQ(code, 4) << s.log();
-  EXPECT_LT(secs, 4.5) << "not within --shutdown-timeout";
-  EXPECT_TRUE(health_seen.count(503)) << "/health never answered 503 before the exit";
+  EXPECT_EQ(e.code, 4) << s.log();
+  EXPECT_LT(e.seconds, 4.5) << "not within --shutdown-timeout";
+  EXPECT_TRUE(e.health_seen.count(503)) << "/health never answered 503 before the exit";
   const std::string log = s.log();
   EXPECT_NE(log.find("fatal engine fault"), std::string::npos) << log;
   EXPECT_NE(log.find("exiting with code 4"), std::string::npos) << log;

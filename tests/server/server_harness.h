@@ -12,11 +12,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -275,5 +278,35 @@ class ServerProcess {
   std::string log_;
   static inline int instance_ = 0;
 };
+
+// What a server does after a request meets a fatal engine fault (docs/faults.md): `trigger` sends
+// that request; meanwhile /health is polled every 10 ms. The answer, the /health statuses seen, the
+// exit code (-1: still running after `timeout`) and the seconds from the answer to the exit.
+struct FatalExit {
+  HttpResult answer;
+  std::set<int> health_seen;
+  int code = -1;
+  double seconds = 0;
+};
+
+inline FatalExit watch_fatal_exit(ServerProcess& s, const std::function<HttpResult()>& trigger,
+                                  std::chrono::milliseconds timeout) {
+  FatalExit out;
+  std::atomic<bool> stop{false};
+  std::thread poller([&] {
+    while (!stop) {
+      const int status = s.get("/health").status;
+      if (status != 0) out.health_seen.insert(status);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  out.answer = trigger();
+  const auto answered = std::chrono::steady_clock::now();
+  out.code = s.wait_exit(timeout);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - answered).count();
+  stop = true;
+  poller.join();
+  return out;
+}
 
 }  // namespace pagoda::server::test
