@@ -57,19 +57,29 @@ TEST(ServerApi, StructuredOutputsOnTheDefaultModel) {
 
 // tool_choice required / named through the Vercel AI SDK (tests/server/ai_sdk_test.mjs): the SDK
 // raises AI_ToolChoiceViolationError on calls that break the choice; the test checks the arguments.
-TEST(ServerApi, ToolChoiceThroughTheVercelAiSdk) {
+// Once per --tool-call-parser: the grammar writes the calls in that family's syntax (Qwen's tags,
+// Llama 3 JSON, Mistral's array, pythonic) and the parser must turn them back into tool_calls, whole
+// and streamed.
+class ServerApiToolParser : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ServerApiToolParser, ToolChoiceThroughTheVercelAiSdk) {
   ASSERT_TRUE(std::filesystem::exists(source_path("tests/data/node/node_modules/ai/package.json")))
       << "the `ai` npm package is missing: run tools/fetch_test_data.sh";
   const DefaultModelDir dir;
   ASSERT_FALSE(dir.path.empty());
   ServerProcess s;
-  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny"})) << s.log();
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", kKey, "--served-model-name", "tiny", "--tool-call-parser", GetParam()}))
+      << s.log();
   const CommandResult r = run_command("node " + source_path("tests/server/ai_sdk_test.mjs") + " " +
                                       std::to_string(s.port()) + " " + kKey + " tiny 2>&1");
   EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
   EXPECT_NE(r.out.find("# pass 2"), std::string::npos) << r.out;  // both ran, none skipped
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
+
+INSTANTIATE_TEST_SUITE_P(Parsers, ServerApiToolParser,
+                         ::testing::Values("hermes", "llama3_json", "mistral", "pythonic"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 TEST(ServerApi, HybridPrefixCacheHitsASharedSystemPrompt) {
   const DefaultModelDir dir;  // Qwen3.5: Gated DeltaNet layers, a chat template
