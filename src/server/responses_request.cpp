@@ -234,25 +234,39 @@ Json chat_tools(const Json& tools) {
   return out;
 }
 
-// "auto" or "none"; what needs structured outputs (required, a named function) is a 400 until
-// the server has them, as on /v1/chat/completions.
-std::string read_tool_choice(const Json& j) {
+// auto, none, required, or a named function ({"type": "function", "name": N}: the Responses form;
+// chat's {"function": {"name": N}} is taken too). Required and named become the same grammar as on
+// /v1/chat/completions (structured_output.h: the calls in the served model's tool-call syntax);
+// `forced` gets it. Returns the mode: auto | none | required | named.
+std::string read_responses_tool_choice(const Json& j, const Json& chat_tools_json,
+                                       std::optional<RequestedConstraint>& forced) {
   const Json* tc = field(j, "tool_choice");
   if (!tc) return "auto";
+  Json chat_form;  // the body read_tool_choice(body, tools) of structured_output.h takes
+  std::string mode;
   if (tc->is_string()) {
-    const std::string s = tc->get<std::string>();
-    if (s == "auto" || s == "none") return s;
-    if (s == "required")
-      throw bad_request("tool_choice 'required' is not supported until structured outputs are; use 'auto' or 'none'",
+    mode = tc->get<std::string>();
+    if (mode == "auto" || mode == "none") return mode;
+    if (mode != "required")
+      throw bad_request("tool_choice must be 'auto', 'none', 'required' or an object, got '" + mode + "'", "tool_choice");
+    chat_form["tool_choice"] = "required";
+  } else {
+    if (!tc->is_object()) wrong_type("tool_choice", "a string or an object", *tc);
+    const std::string type = opt_string(*tc, "type", "tool_choice").value_or("");
+    if (type != "function")
+      throw bad_request("tool_choice of type '" + type + "' is not supported; use 'auto', 'none', 'required' or "
+                        "{\"type\": \"function\", \"name\": ...}",
                         "tool_choice");
-    throw bad_request("tool_choice must be 'auto', 'none', 'required' or an object, got '" + s + "'", "tool_choice");
+    std::optional<std::string> name = opt_string(*tc, "name", "tool_choice.name");
+    if (const Json* fn = field(*tc, "function"); !name && fn && fn->is_object())
+      name = opt_string(*fn, "name", "tool_choice.function.name");
+    if (!name) throw bad_request("a named tool_choice is {\"type\": \"function\", \"name\": ...}", "tool_choice");
+    mode = "named";
+    chat_form["tool_choice"] = {{"type", "function"}, {"function", {{"name", *name}}}};
   }
-  if (!tc->is_object()) wrong_type("tool_choice", "a string or an object", *tc);
-  const std::string type = opt_string(*tc, "type", "tool_choice").value_or("");
-  if (type == "function")
-    throw bad_request("a named tool_choice is not supported until structured outputs are; use 'auto' or 'none'",
-                      "tool_choice");
-  throw bad_request("tool_choice of type '" + type + "' is not supported; use 'auto' or 'none'", "tool_choice");
+  if (const Json* p = field(j, "parallel_tool_calls")) chat_form["parallel_tool_calls"] = *p;
+  forced = read_tool_choice(chat_form, chat_tools_json.is_null() ? Json::array() : chat_tools_json);
+  return mode;
 }
 
 // include: which extra data to return. Only output-text logprobs exist here; the others name
@@ -365,8 +379,9 @@ ResponsesRequest parse_responses_request(const Json& j, const SamplingParams& de
     if (r.prompt.tools.empty()) r.prompt.tools = nullptr;
     tools = *t;
   }
-  const std::string tool_choice = read_tool_choice(j);
-  r.parse_tool_calls = !r.prompt.tools.is_null() && tool_choice == "auto";
+  std::optional<RequestedConstraint> forced;
+  const std::string tool_choice = read_responses_tool_choice(j, r.prompt.tools, forced);
+  r.parse_tool_calls = !r.prompt.tools.is_null() && tool_choice != "none";
 
   if (const Json* kw = field(j, "chat_template_kwargs")) {  // vLLM's chat extension, taken here too
     if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
@@ -394,7 +409,13 @@ ResponsesRequest parse_responses_request(const Json& j, const SamplingParams& de
   e["service_tier"] = opt_string(j, "service_tier").value_or("auto");
   e["store"] = false;
   e["text"] = read_text(j, r.constraint);
-  e["tool_choice"] = tool_choice;
+  if (forced) {
+    if (r.constraint)
+      throw bad_request("tool_choice " + tool_choice + " and " + r.constraint->param + " cannot both constrain the output",
+                        "tool_choice");
+    r.constraint = std::move(forced);
+  }
+  e["tool_choice"] = tool_choice == "named" ? j.at("tool_choice") : Json(tool_choice);
   e["tools"] = std::move(tools);
   e["top_logprobs"] = top_logprobs;
   e["truncation"] = "disabled";

@@ -207,6 +207,29 @@ TEST(ResponsesRequest, InputErrors) {
   EXPECT_400(R"({"input": "x", "instructions": 5})", "instructions");
 }
 
+// tool_choice required / named: the chat route's grammar of calls (every tool, or the named one
+// alone and no parallel calls), calls parsed; the echo is what the client sent.
+TEST(ResponsesRequest, ToolChoiceRequiredAndNamedConstrainTheOutputToCalls) {
+  const ResponsesRequest req = parse(R"({"input": "x", "tool_choice": "required", "tools": [
+      {"type": "function", "name": "f", "parameters": {"type": "object"}}, {"type": "function", "name": "g"}]})");
+  ASSERT_TRUE(req.constraint.has_value());
+  EXPECT_EQ(req.constraint->constraint.kind, structured::ConstraintKind::kToolCalls);
+  EXPECT_EQ(req.constraint->constraint.choices, (std::vector<std::string>{"f", "g"}));
+  EXPECT_TRUE(req.constraint->constraint.parallel);
+  EXPECT_TRUE(req.parse_tool_calls);
+  EXPECT_EQ(req.echo["tool_choice"], "required");
+  const ResponsesRequest named = parse(R"({"input": "x", "tool_choice": {"type": "function", "name": "g"},
+      "tools": [{"type": "function", "name": "f"}, {"type": "function", "name": "g"}]})");
+  ASSERT_TRUE(named.constraint.has_value());
+  EXPECT_EQ(named.constraint->constraint.choices, (std::vector<std::string>{"g"}));
+  EXPECT_FALSE(named.constraint->constraint.parallel);
+  EXPECT_EQ(named.echo["tool_choice"], Json::parse(R"({"type": "function", "name": "g"})"));
+  const ResponsesRequest serial = parse(R"({"input": "x", "tool_choice": "required", "parallel_tool_calls": false,
+      "tools": [{"type": "function", "name": "f"}]})");
+  ASSERT_TRUE(serial.constraint.has_value());
+  EXPECT_FALSE(serial.constraint->constraint.parallel);
+}
+
 TEST(ResponsesRequest, ToolErrors) {
   EXPECT_400(R"({"input": "x", "tools": {}})", "tools");
   EXPECT_400(R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type");
@@ -217,9 +240,16 @@ TEST(ResponsesRequest, ToolErrors) {
   EXPECT_NE(std::string(e.what()).find("flat"), std::string::npos) << e.what();
   EXPECT_400(R"({"input": "x", "tools": [{"type": "function", "name": "f", "parameters": []}]})",
              "tools[0].parameters");
-  EXPECT_400(R"({"input": "x", "tool_choice": "required", "tools": [{"type": "function", "name": "f"}]})",
-             "tool_choice");
+  // Required and named need the tool among the tools; they cannot share the output with text.format.
+  EXPECT_400(R"({"input": "x", "tool_choice": "required"})", "tool_choice");
   EXPECT_400(R"({"input": "x", "tool_choice": {"type": "function", "name": "f"}})", "tool_choice");
+  EXPECT_400(R"({"input": "x", "tool_choice": {"type": "function", "name": "g"}, "tools": [{"type": "function", "name": "f"}]})",
+             "tool_choice");
+  EXPECT_400(R"({"input": "x", "tool_choice": {"type": "function"}, "tools": [{"type": "function", "name": "f"}]})",
+             "tool_choice");
+  EXPECT_400(R"({"input": "x", "tool_choice": "required", "tools": [{"type": "function", "name": "f"}],
+                 "text": {"format": {"type": "json_object"}}})",
+             "tool_choice");
   EXPECT_400(R"({"input": "x", "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": []}})",
              "tool_choice");
   EXPECT_400(R"({"input": "x", "tool_choice": "sometimes"})", "tool_choice");

@@ -285,14 +285,14 @@ test('responses stream on the wire: event lines name the data type; no [DONE]', 
   assert.equal(JSON.parse(blocks.at(-1).split('\n')[1].slice(6)).type, 'response.incomplete');
 });
 
-test('responses: what needs stored state or structured outputs is a 400 that says so', async () => {
+test('responses: what needs stored state is a 400 that says so', async () => {
   await assert.rejects(
     client.responses.create({ model, input: 'x', previous_response_id: 'resp_123' }),
     (e) => e instanceof OpenAI.BadRequestError && e.error?.param === 'previous_response_id' && /store/.test(e.message),
   );
   await assert.rejects(
-    client.responses.create({ model, input: 'x', tools: [{ type: 'function', name: 'f' }], tool_choice: 'required' }),
-    (e) => e instanceof OpenAI.BadRequestError && e.error?.param === 'tool_choice',
+    client.responses.create({ model, input: 'x', tool_choice: 'required' }),
+    (e) => e instanceof OpenAI.BadRequestError && e.error?.param === 'tool_choice' && /tools/.test(e.message),
   );
   await assert.rejects(
     client.responses.create({ model: 'nope', input: 'x' }),
@@ -302,4 +302,38 @@ test('responses: what needs stored state or structured outputs is a 400 that say
   const r = await client.responses.create({ ...greedy, input: 'x', max_output_tokens: 1, store: true });
   assert.equal(r.store, false);
   assert.equal(r.usage.output_tokens, 1);
+});
+
+// tool_choice required / named: the output is calls of the given tools only (the grammar makes
+// them; the random model knows no tool syntax), function_call items whose arguments fit the
+// parameters schema (checked here from the schema, not by pagoda), whole and streamed.
+test('responses: tool_choice required and named give function_call items that fit the schema', async () => {
+  const parameters = { type: 'object', required: ['city'], additionalProperties: false,
+    properties: { city: { type: 'string', maxLength: 8 } } };
+  const tools = [{ type: 'function', name: 'get_weather', parameters },
+    { type: 'function', name: 'get_time', parameters: { type: 'object', properties: {} } }];
+  const check = (items, name) => {
+    assert.ok(items.length >= 1, JSON.stringify(items));
+    for (const item of items) {
+      if (name) assert.equal(item.name, name);
+      else assert.ok(['get_weather', 'get_time'].includes(item.name), item.name);
+      const args = JSON.parse(item.arguments);
+      if (item.name === 'get_weather') {
+        assert.deepEqual(Object.keys(args), ['city']);
+        assert.ok(typeof args.city === 'string' && [...args.city].length <= 8, item.arguments);
+      }
+    }
+  };
+  for (const [toolChoice, name] of [['required', null], [{ type: 'function', name: 'get_weather' }, 'get_weather']]) {
+    const r = await client.responses.create({ model, input: 'Weather in Paris?', tools, tool_choice: toolChoice,
+      temperature: 0, max_output_tokens: 120 });
+    assert.deepEqual(r.tool_choice, toolChoice);
+    check(itemsOfType(r, 'function_call'), name);
+    const stream = await client.responses.create({ model, input: 'Weather in Paris?', tools, tool_choice: toolChoice,
+      temperature: 0, max_output_tokens: 120, stream: true });
+    let done = null;
+    for await (const event of stream) if (event.type === 'response.completed') done = event.response;
+    assert.ok(done, 'no response.completed event');
+    check(itemsOfType(done, 'function_call'), name);
+  }
 });
