@@ -1,5 +1,5 @@
 // POST /v1/chat/completions: messages through the model's chat template; the output split into
-// reasoning_content, content and tool_calls; whole or streamed.
+// reasoning (also as reasoning_content), content and tool_calls; whole or streamed.
 #include "server/api_error.h"
 #include "server/chat_output_parser.h"
 #include "server/generation.h"
@@ -116,7 +116,8 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
             Json message = {{"role", "assistant"}};
             const bool calls = !c.parsed.tool_calls.empty();
             message["content"] = calls && c.parsed.content.empty() ? Json(nullptr) : Json(c.parsed.content);
-            if (!c.parsed.reasoning.empty()) message["reasoning_content"] = c.parsed.reasoning;
+            // `reasoning` is current vLLM's name; `reasoning_content` its older one, which clients still read.
+            if (!c.parsed.reasoning.empty()) message["reasoning"] = message["reasoning_content"] = c.parsed.reasoning;
             if (calls) message["tool_calls"] = tool_calls_json(c.parsed.tool_calls, 0, false);
             out_choices.push_back(
                 {{"index", i},
@@ -165,7 +166,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
           const bool has_logprobs = logprobs && !out.samples.empty();
           if (d.empty() && !out.finished && !has_logprobs) continue;
           Json delta = Json::object();
-          if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+          if (!d.reasoning.empty()) delta["reasoning"] = delta["reasoning_content"] = d.reasoning;
           if (!d.content.empty()) delta["content"] = d.content;
           if (!d.tool_calls.empty()) {
             delta["tool_calls"] = tool_calls_json(d.tool_calls, c.tool_calls_sent, true);

@@ -212,8 +212,22 @@ test('chat: chat_template_kwargs and reasoning', async () => {
     ...greedy, messages: prefill, add_generation_prompt: false, continue_final_message: true, max_tokens: 6,
   });
   const msg = r.choices[0].message;
-  assert.equal(typeof msg.reasoning_content, 'string');
-  assert.ok(msg.reasoning_content.length > 0);
+  assert.equal(typeof msg.reasoning, 'string');
+  assert.ok(msg.reasoning.length > 0);
+  assert.equal(msg.reasoning_content, msg.reasoning);  // the older name, kept for older clients
+  // Streamed: every reasoning delta carries both names, and together they make the same text.
+  const stream = await client.chat.completions.create({
+    ...greedy, messages: prefill, add_generation_prompt: false, continue_final_message: true, max_tokens: 6, stream: true,
+  });
+  let streamed = '';
+  for await (const chunk of stream) {
+    const delta = chunk.choices[0]?.delta ?? {};
+    if (delta.reasoning !== undefined) {
+      assert.equal(delta.reasoning_content, delta.reasoning);
+      streamed += delta.reasoning;
+    }
+  }
+  assert.equal(streamed, msg.reasoning);
 });
 
 test('bad requests come back as OpenAI errors', async () => {
