@@ -8,6 +8,7 @@
 
 #include "server/async_engine.h"
 #include "server/chat_prompt.h"
+#include "server/cors.h"
 #include "server/metrics.h"
 
 namespace pagoda::server {
@@ -61,6 +62,11 @@ struct ServerOptions {
   std::string runner = "auto";
   std::string task = "auto";
   std::string convert = "auto";
+  CorsOptions cors;  // --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials
+  // One line per answered request, as uvicorn writes it for vLLM (--disable-uvicorn-access-log
+  // turns it off; --disable-access-log-for-endpoints leaves out the paths named).
+  bool access_log = true;
+  std::vector<std::string> access_log_skip_paths;
 };
 
 struct PoolingRunner;
