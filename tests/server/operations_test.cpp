@@ -223,7 +223,7 @@ TEST(ServerOperations, AccessLogLinesCarryTimestampsAndCanBeTurnedOff) {
     call(s, "GET", "/health");
     s.stop();
     const std::string log = s.log();
-    EXPECT_EQ(count_lines(log, "127.0.0.1:"), count_lines(log, "\"GET /v1/models?x=1 HTTP/1.1\" 200 OK") +
+    EXPECT_EQ(count_lines(log, " - \"GET "), count_lines(log, "\"GET /v1/models?x=1 HTTP/1.1\" 200 OK") +
                                                    count_lines(log, "\"GET /nowhere HTTP/1.1\" 404 Not Found"))
         << log;
     EXPECT_EQ(count_lines(log, "\"GET /v1/models?x=1 HTTP/1.1\" 200 OK"), 1) << log;
