@@ -332,6 +332,9 @@ void run_serve(ServeArgs& a) {
 
 void add_serve_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  // As vLLM (argparse): a flag given twice takes its last value (a --config file and the command
+  // line, or a launch script that appends to a base command).
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto args = std::make_shared<ServeArgs>();
   cmd->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
