@@ -71,6 +71,7 @@ struct ServeArgs {
   // One line each for the vLLM flags given that change nothing here (vllm_flags.h).
   std::shared_ptr<std::vector<std::string>> vllm_warnings = std::make_shared<std::vector<std::string>>();
   std::string access_log_skip;  // --disable-access-log-for-endpoints: "/health,/metrics"
+  std::string uvicorn_log_level = "info";
 };
 
 // vllm serve's --generation-config: "auto" = the model's generation_config.json, "vllm" = none
@@ -162,6 +163,9 @@ void run_serve(ServeArgs& a) {
   if (!a.api_key_given) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr && *env != '\0') a.server.api_key = env;
   }
+  // uvicorn writes its access log at info: above that level vLLM shows none.
+  if (a.uvicorn_log_level == "warning" || a.uvicorn_log_level == "error" || a.uvicorn_log_level == "critical")
+    a.server.access_log = false;
   for (size_t start = 0; start < a.access_log_skip.size();) {
     const size_t comma = std::min(a.access_log_skip.find(',', start), a.access_log_skip.size());
     std::string path = a.access_log_skip.substr(start, comma - start);
@@ -427,6 +431,11 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                 "Let browsers send credentials (cookies, Authorization) cross-origin");
   cmd->add_flag("!--disable-uvicorn-access-log", args->server.access_log,
                 "No access log (one line per request: client, method, path, status), as vllm serve's flag");
+  cmd->add_option("--uvicorn-log-level", args->uvicorn_log_level,
+                  "As vllm serve: warning, error or critical turn the access log off (uvicorn writes it at "
+                  "info); pagoda's own log level is PAGODA_LOG=debug|info|warn|error")
+      ->check(CLI::IsMember({"critical", "error", "warning", "info", "debug", "trace"}))
+      ->capture_default_str();
   cmd->add_option("--disable-access-log-for-endpoints", args->access_log_skip,
                   "Comma-separated paths left out of the access log, e.g. /health,/metrics,/ping");
   add_engine_flags(cmd, args->engine);

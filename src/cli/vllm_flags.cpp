@@ -54,9 +54,6 @@ const std::vector<VllmFlag> kFlags = {
     {"--dp-supervisor-probe-timeout-s", V, kAny, "pagoda runs no data-parallel supervisor"},
     {"--dp-supervisor-probe-failure-threshold", V, kAny, "pagoda runs no data-parallel supervisor"},
     {"--uds", V, kNo, "pagoda listens on TCP only; use --host 127.0.0.1 --port N behind your proxy"},
-    {"--uvicorn-log-level", V, kAny,
-     "pagoda has no uvicorn; PAGODA_LOG=debug|info|warn|error sets the log level, --disable-uvicorn-access-log "
-     "turns off the access log"},
     {"--enable-ssl-refresh", F, kNo, "certificates are read at start only; restart pagoda after renewing them"},
     {"--ssl-ciphers", V, kNo, "not supported: pagoda uses OpenSSL's default cipher suites (TLS 1.2 and 1.3)"},
     {"--middleware", V, kNo, "pagoda loads no Python (ASGI) middleware; put a proxy in front instead"},

@@ -241,11 +241,19 @@ TEST(ServerOperations, AccessLogLinesCarryTimestampsAndCanBeTurnedOff) {
     }
     EXPECT_GT(stamped, 2) << log;
   }
-  ServerProcess s;
-  ASSERT_TRUE(s.start(dir.path, {"--max-model-len", "256", "--disable-uvicorn-access-log"})) << s.log();
-  call(s, "GET", "/v1/models");
-  s.stop();
-  EXPECT_EQ(count_lines(s.log(), "\"GET /v1/models HTTP/1.1\""), 0) << s.log();
+  // Off, and off as vLLM's uvicorn is above its info level; on at info.
+  for (const auto& [flags, lines] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{"--disable-uvicorn-access-log"}, 0},
+           {{"--uvicorn-log-level", "warning"}, 0},
+           {{"--uvicorn-log-level", "info"}, 1}}) {
+    std::vector<std::string> args = {"--max-model-len", "256"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ServerProcess s;
+    ASSERT_TRUE(s.start(dir.path, args)) << s.log();
+    call(s, "GET", "/v1/models");
+    s.stop();
+    EXPECT_EQ(count_lines(s.log(), "\"GET /v1/models HTTP/1.1\""), lines) << flags.back() << "\n" << s.log();
+  }
 }
 
 }  // namespace
