@@ -161,7 +161,7 @@ void run_serve(ServeArgs& a) {
   for (const std::string& w : *a.vllm_warnings) LOG_WARN(w);
   // As vllm serve: the key comes from VLLM_API_KEY when --api-key is not given.
   if (!a.api_key_given) {
-    if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr && *env != '\0') a.server.api_key = env;
+    if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr && *env != '\0') a.server.api_keys = {env};
   }
   // uvicorn writes its access log at info: above that level vLLM shows none.
   if (a.uvicorn_log_level == "warning" || a.uvicorn_log_level == "error" || a.uvicorn_log_level == "critical")
@@ -194,7 +194,7 @@ void run_serve(ServeArgs& a) {
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
   check(a.max_waiting_tokens >= 0, "--max-waiting-tokens cannot be negative");
-  check(a.api_key_given == false || !a.server.api_key.empty(),
+  check(std::none_of(a.server.api_keys.begin(), a.server.api_keys.end(), [](const std::string& k) { return k.empty(); }),
         "--api-key is empty, which would leave the server without authentication; give a key, or leave "
         "the flag out to serve without one");
   a.shutdown_timeout = checked_seconds(a.shutdown_timeout, "--shutdown-timeout", true);
@@ -346,9 +346,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--port", args->server.port, "Port to listen on (0 = any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", args->server.served_model_names,
                   "Model name(s) in the API (default: MODEL_DIR as given)");
-  cmd->add_option("--api-key", args->server.api_key,
+  // One key per --api-key (repeat it for several, as vLLM's list): a list flag would swallow a MODEL_DIR
+  // that follows it.
+  cmd->add_option("--api-key", args->server.api_keys,
                   "Require 'Authorization: Bearer KEY' on the /v1 routes, as vLLM (/health, /metrics, /version, "
-                  "/tokenize stay open); default: $VLLM_API_KEY. An empty key is refused")
+                  "/tokenize stay open); repeat for several keys; default: $VLLM_API_KEY. An empty key is refused")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->each([args](const std::string&) { args->api_key_given = true; });
   cmd->add_option("--max-waiting-requests", args->max_waiting_requests,
                   "Answer 503 (Retry-After) while this many choices (requests x n) wait to start; 0 = no limit. "

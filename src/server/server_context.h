@@ -44,7 +44,8 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 8000;
   std::vector<std::string> served_model_names;  // the first is the one /v1/models lists
-  std::string api_key;                          // "" = no authentication
+  // Any of them opens the /v1 routes (vLLM's --api-key takes several); none = no authentication.
+  std::vector<std::string> api_keys;
   std::string model_dir;
   int io_threads = 2;      // connections are coroutines on these threads (a few serve thousands)
   int worker_threads = 2;  // parse, template and tokenize requests off the I/O threads

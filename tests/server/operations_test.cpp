@@ -112,6 +112,18 @@ TEST(ServerOperations, TheKeyComesFromVllmApiKeyWhenNoFlagGivesIt) {
   EXPECT_EQ(call(s2, "GET", "/v1/models", {"Authorization: Bearer flag-key"}).status, 200);
 }
 
+// Several keys (vLLM's --api-key takes a list; here the flag is repeated): any of them opens /v1.
+TEST(ServerOperations, SeveralApiKeys) {
+  TestModelDir dir;
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--api-key", "key-a", "--max-model-len", "256", "--api-key", "key-b"})) << s.log();
+  EXPECT_EQ(call(s, "GET", "/v1/models", {"Authorization: Bearer key-a"}).status, 200);
+  EXPECT_EQ(call(s, "GET", "/v1/models", {"Authorization: Bearer key-b"}).status, 200);
+  EXPECT_EQ(call(s, "GET", "/v1/models", {"Authorization: Bearer key-c"}).status, 401);
+  EXPECT_EQ(call(s, "GET", "/v1/models", {"Authorization: Bearer key-"}).status, 401);
+  EXPECT_EQ(call(s, "GET", "/v1/models").status, 401);
+}
+
 // vLLM's defaults: any origin, method and header, no credentials; the preflight needs no key.
 TEST(ServerOperations, CorsPreflightAndResponsesWithVllmsDefaults) {
   TestModelDir dir;
