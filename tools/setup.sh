@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
-          nlohmann-json3-dev libboost-dev zlib1g-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev
+          nlohmann-json3-dev libboost-dev zlib1g-dev libcpp-httplib-dev libcli11-dev libyaml-cpp-dev libpcre2-dev libutf8proc-dev
           python3 python3-jsonschema
           python3-numpy  # benchmarking tools only: tools/checkpoint_to_gguf.py (GGUF for llama.cpp)
           libgtest-dev libgmock-dev libbenchmark-dev ccache curl

@@ -4,6 +4,8 @@
 #include <vector>
 
 #ifdef PAGODA_HAS_CUDA
+#include <cuda_runtime_api.h>
+
 #include "backend/cuda/cuda_device.h"
 #endif
 #ifdef PAGODA_HAS_VULKAN
@@ -17,6 +19,19 @@ std::string describe_cuda_devices() {
   return cuda::describe_devices();
 #else
   return "(built without CUDA)\n";
+#endif
+}
+
+int cuda_device_count() {
+#ifdef PAGODA_HAS_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clears the error, which is not sticky: the next call must not see it
+    return 0;
+  }
+  return count;
+#else
+  return 0;
 #endif
 }
 

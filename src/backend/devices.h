@@ -13,4 +13,8 @@ std::string describe_cuda_devices();
 // with as many spaces.
 std::string describe_vulkan_devices(const std::string& first_prefix);
 
+// CUDA devices the driver shows this process (0 without a driver, a device, or CUDA in the build):
+// what `--device auto` chooses by.
+int cuda_device_count();
+
 }  // namespace pagoda

@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "server/chat_output_parser.h"
 #include "cli/engine_flags.h"
+#include "cli/vllm_flags.h"
 #include "core/device_error.h"
 #include "core/error.h"
 #include "core/fault_injection.h"
@@ -35,6 +36,7 @@
 #include "io/text_file.h"
 #include "server/async_engine.h"
 #include "server/chat_prompt.h"
+#include "server/cors.h"
 #include "server/engine_metrics.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
@@ -66,6 +68,10 @@ struct ServeArgs {
   bool api_key_given = false;             // --api-key was on the command line (even as '')
   std::string metrics_prefix = "pagoda";   // "vllm": dashboards built for vLLM work unchanged
   server::RequestLogOptions logging;
+  // One line each for the vLLM flags given that change nothing here (vllm_flags.h).
+  std::shared_ptr<std::vector<std::string>> vllm_warnings = std::make_shared<std::vector<std::string>>();
+  std::string access_log_skip;  // --disable-access-log-for-endpoints: "/health,/metrics"
+  std::string uvicorn_log_level = "info";
 };
 
 // vllm serve's --generation-config: "auto" = the model's generation_config.json, "vllm" = none
@@ -152,6 +158,22 @@ bool parser_enabled(const std::string& value, const char* flag) {
 }
 
 void run_serve(ServeArgs& a) {
+  for (const std::string& w : *a.vllm_warnings) LOG_WARN(w);
+  // As vllm serve: the key comes from VLLM_API_KEY when --api-key is not given.
+  if (!a.api_key_given) {
+    if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr && *env != '\0') a.server.api_keys = {env};
+  }
+  // uvicorn writes its access log at info: above that level vLLM shows none.
+  if (a.uvicorn_log_level == "warning" || a.uvicorn_log_level == "error" || a.uvicorn_log_level == "critical")
+    a.server.access_log = false;
+  for (size_t start = 0; start < a.access_log_skip.size();) {
+    const size_t comma = std::min(a.access_log_skip.find(',', start), a.access_log_skip.size());
+    std::string path = a.access_log_skip.substr(start, comma - start);
+    while (!path.empty() && path.back() == ' ') path.pop_back();
+    while (!path.empty() && path.front() == ' ') path.erase(0, 1);
+    if (!path.empty()) a.server.access_log_skip_paths.push_back(path);
+    start = comma + 1;
+  }
   // SIGINT / SIGTERM are taken by one thread (sigwait) instead of interrupting whichever thread
   // they hit; every thread created from here on inherits the mask. SIGPIPE (a client that went
   // away) must not kill the server: the write fails and the request is aborted.
@@ -172,7 +194,7 @@ void run_serve(ServeArgs& a) {
   check(a.server.port >= 0 && a.server.port <= 65535, "--port must be in [0, 65535]");
   check(a.max_waiting_requests >= 0, "--max-waiting-requests cannot be negative");
   check(a.max_waiting_tokens >= 0, "--max-waiting-tokens cannot be negative");
-  check(a.api_key_given == false || !a.server.api_key.empty(),
+  check(std::none_of(a.server.api_keys.begin(), a.server.api_keys.end(), [](const std::string& k) { return k.empty(); }),
         "--api-key is empty, which would leave the server without authentication; give a key, or leave "
         "the flag out to serve without one");
   a.shutdown_timeout = checked_seconds(a.shutdown_timeout, "--shutdown-timeout", true);
@@ -314,6 +336,9 @@ void run_serve(ServeArgs& a) {
 
 void add_serve_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  // As vLLM (argparse): a flag given twice takes its last value (a --config file and the command
+  // line, or a launch script that appends to a base command).
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto args = std::make_shared<ServeArgs>();
   cmd->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
@@ -321,8 +346,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--port", args->server.port, "Port to listen on (0 = any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", args->server.served_model_names,
                   "Model name(s) in the API (default: MODEL_DIR as given)");
-  cmd->add_option("--api-key", args->server.api_key,
-                  "Require 'Authorization: Bearer KEY' on every route but /health (an empty key is refused)")
+  // One key per --api-key (repeat it for several, as vLLM's list): a list flag would swallow a MODEL_DIR
+  // that follows it.
+  cmd->add_option("--api-key", args->server.api_keys,
+                  "Require 'Authorization: Bearer KEY' on the /v1 routes, as vLLM (/health, /metrics, /version, "
+                  "/tokenize stay open); repeat for several keys; default: $VLLM_API_KEY. An empty key is refused")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->each([args](const std::string&) { args->api_key_given = true; });
   cmd->add_option("--max-waiting-requests", args->max_waiting_requests,
                   "Answer 503 (Retry-After) while this many choices (requests x n) wait to start; 0 = no limit. "
@@ -384,7 +414,38 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--convert", args->server.convert,
                   "auto, none, or embed (serve a causal LM as an embedding model: implies --runner pooling)")
       ->capture_default_str();
+  // CORS, as vllm serve (Starlette's CORSMiddleware): JSON lists, '["*"]' by default.
+  auto cors_list = [](std::vector<std::string>& out, const char* flag) {
+    return [&out, flag](const std::string& v) {
+      try {
+        out = server::parse_cors_list(v, flag);
+      } catch (const Error& e) {
+        throw CLI::ValidationError(flag, e.what());
+      }
+    };
+  };
+  server::CorsOptions& cors = args->server.cors;
+  cmd->add_option_function<std::string>("--allowed-origins", cors_list(cors.allowed_origins, "--allowed-origins"),
+                                        "Origins a browser may call the API from, as a JSON list (default '[\"*\"]': any)");
+  cmd->add_option_function<std::string>("--allowed-methods", cors_list(cors.allowed_methods, "--allowed-methods"),
+                                        "HTTP methods allowed cross-origin, as a JSON list (default '[\"*\"]')");
+  cmd->add_option_function<std::string>("--allowed-headers", cors_list(cors.allowed_headers, "--allowed-headers"),
+                                        "Request headers allowed cross-origin, as a JSON list (default '[\"*\"]')");
+  cmd->add_flag("--allow-credentials,!--no-allow-credentials", cors.allow_credentials,
+                "Let browsers send credentials (cookies, Authorization) cross-origin");
+  cmd->add_flag("!--disable-uvicorn-access-log", args->server.access_log,
+                "No access log (one line per request: client, method, path, status), as vllm serve's flag");
+  cmd->add_option("--uvicorn-log-level", args->uvicorn_log_level,
+                  "As vllm serve: warning, error or critical turn the access log off (uvicorn writes it at "
+                  "info); pagoda's own log level is PAGODA_LOG=debug|info|warn|error")
+      ->check(CLI::IsMember({"critical", "error", "warning", "info", "debug", "trace"}))
+      ->capture_default_str();
+  cmd->add_option("--disable-access-log-for-endpoints", args->access_log_skip,
+                  "Comma-separated paths left out of the access log, e.g. /health,/metrics,/ping");
   add_engine_flags(cmd, args->engine);
+  add_vllm_compat_flags(cmd, args->vllm_warnings);  // last: it skips every flag implemented above
+  cmd->footer("vllm serve's other flags are accepted with a warning or refused with the reason: "
+              "docs/coming-from-vllm.md lists them.");
   cmd->callback([args, exit_code] {
     run_serve(*args);
     *exit_code = 0;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/suggest.h"
+#include "cli/vllm_flags.h"
 #include "core/error.h"
 
 namespace pagoda::cli {
@@ -23,8 +24,22 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", err->c_str());
     return kExitUsage;
   }
+  std::vector<std::string> args(argv, argv + argc);
+  // vllm serve's command line as vLLM's parser reads it: -tp 1, --max_model_len, --config FILE.
+  if (args.size() > 1 && args[1] == "serve") {
+    std::vector<std::string> rest = expand_vllm_args(*app.get_subcommand("serve"), {args.begin() + 2, args.end()});
+    args.resize(2);
+    args.insert(args.end(), rest.begin(), rest.end());
+  }
+  // A mistyped flag gets suggestions rather than CLI11's "The following arguments were not expected".
+  if (const auto err = unknown_flag_error(app, args)) {
+    std::fprintf(stderr, "%s\n", err->c_str());
+    return kExitUsage;
+  }
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(cargs.size()), cargs.data());
   } catch (const CLI::ParseError& e) {
     // Prints usage or the parse error. Usage errors exit 2 (as argparse does), --help exits 0.
     return app.exit(e) == 0 ? 0 : kExitUsage;

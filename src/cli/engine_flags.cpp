@@ -4,14 +4,21 @@
 #include <filesystem>
 #include <sstream>
 
+#include "backend/devices.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/generation_defaults.h"
 
 namespace pagoda::cli {
 
 void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   EngineConfig& c = f.config;
-  cmd->add_option("--device", c.device, "cpu, cuda or vulkan[:N] (Vulkan device N, as `pagoda info` lists them)")->capture_default_str();
+  // As vLLM: the GPU when there is one. EngineConfig itself stays "cpu" (what the tests build).
+  c.device = "auto";
+  cmd->add_option("--device", c.device,
+                  "auto (cuda when a CUDA GPU is visible, else cpu), cpu, cuda or vulkan[:N] (Vulkan device N, "
+                  "as `pagoda info` lists them)")
+      ->capture_default_str();
   cmd->add_option("--threads", c.num_threads, "CPU threads (0 = all cores)");
   cmd->add_option("--dtype", c.dtype,
                   "Model dtype: auto (cpu: the checkpoint's, computed in float32; cuda: bfloat16), bfloat16 "
@@ -20,11 +27,21 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
       ->capture_default_str();
   cmd->add_option("--max-num-seqs", c.max_num_seqs,
                   "Most sequences in one step (default: cpu 64, cuda 256)");
-  cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
-                  "Token budget of one step; longer prompts are prefilled in chunks "
-                  "(default: cpu 2048, cuda 8192)");
-  cmd->add_option("--max-model-len", c.max_model_len,
-                  "Longest prompt + output (default: the model's max_position_embeddings)");
+  // Lengths as vLLM takes them: 4096, 4k (4000), 4K (4096), 1M (1048576), 25.6k (25600).
+  auto length = [](int32_t& out, const char* flag) {
+    return [&out, flag](const std::string& v) {
+      const int64_t n = parse_human_int(v, flag);
+      if (n < 0 || n > INT32_MAX)
+        throw CLI::ValidationError(flag, "must be a length from 0 to 2147483647, got '" + v + "'");
+      out = static_cast<int32_t>(n);
+    };
+  };
+  cmd->add_option_function<std::string>("--max-num-batched-tokens", length(c.max_num_batched_tokens, "--max-num-batched-tokens"),
+                                        "Token budget of one step; longer prompts are prefilled in chunks "
+                                        "(default: cpu 2048, cuda 8192; 8k, 8K as vLLM takes them)");
+  cmd->add_option_function<std::string>("--max-model-len", length(c.max_model_len, "--max-model-len"),
+                                        "Longest prompt + output (default: the model's max_position_embeddings); "
+                                        "4096, 4k (= 4000), 4K (= 4096), 1M (= 1048576)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens (8..128)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto (= the model dtype, see --dtype), bf16, fp16 or fp32")
@@ -35,14 +52,24 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--kv-cache-memory", f.kv_cache_memory,
                   "KV cache size, e.g. 2GiB (default on the CPU: what max-num-seqs sequences of "
                   "max-model-len need, at most a quarter of free memory)");
+  cmd->add_option_function<std::string>(
+      "--kv-cache-memory-bytes",
+      [&c](const std::string& v) {
+        const int64_t n = parse_human_int(v, "--kv-cache-memory-bytes");
+        if (n <= 0) throw CLI::ValidationError("--kv-cache-memory-bytes", "must be positive, got '" + v + "'");
+        c.kv_cache_memory_bytes = n;
+      },
+      "vLLM's form of --kv-cache-memory: bytes, or 8G (= 8 GiB), 500M, 8g (= 8e9)");
   cmd->add_option("--num-gpu-blocks-override", c.num_gpu_blocks_override,
                   "Force a KV pool of N blocks (either device)");
   cmd->add_option("--engine-seed", c.seed, "Seed for requests that bring none");
   cmd->add_option("--tokenizer", c.tokenizer_dir,
                   "Directory with tokenizer.json (and the chat template) when not the model's own");
   // Accepted as vllm serve takes them; pagoda's behaviour is fixed (documented in the README).
-  cmd->add_flag("--trust-remote-code")->description("No effect: pagoda runs no code from checkpoints");
-  cmd->add_flag("--enable-chunked-prefill")->description("No effect: chunked prefill is always on");
+  cmd->add_flag("--trust-remote-code,!--no-trust-remote-code")
+      ->description("No effect: pagoda runs no code from checkpoints");
+  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill")
+      ->description("No effect: chunked prefill is always on");
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
                 "Reuse the KV blocks (and on hybrid models the recurrent state) of prompt prefixes "
                 "seen before (default: on)");
@@ -64,6 +91,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
 
 EngineConfig engine_config_from(const EngineFlags& f) {
   EngineConfig c = f.config;
+  if (c.device == "auto") {
+    const int gpus = cuda_device_count();
+    c.device = gpus > 0 ? "cuda" : "cpu";
+    LOG_INFO("--device auto: " << c.device << " (" << gpus << " CUDA device" << (gpus == 1 ? "" : "s") << " visible)");
+  }
   if (!f.kv_cache_memory.empty())
     c.kv_cache_memory_bytes = parse_byte_size(f.kv_cache_memory, "--kv-cache-memory");
   c.speculative = parse_speculative_config(f.speculative_config);
@@ -136,6 +168,53 @@ int64_t parse_byte_size(const std::string& text, const std::string& flag) {
   else throw Error(flag + ": unknown unit '" + unit + "' in '" + text + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
   check(value > 0, flag + " must be positive, got '" + text + "'");
   return static_cast<int64_t>(value * scale);
+}
+
+int64_t parse_human_int(const std::string& given, const std::string& flag) {
+  // vLLM's human_readable_int (vllm/engine/arg_utils.py): k, m, g are powers of 1000 and take a
+  // decimal ("25.6k"); K, M, G are powers of 1024 and take whole numbers only.
+  std::string text = given;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.erase(0, 1);
+  auto bad = [&](const std::string& why) {
+    return CLI::ValidationError(flag, why + "; got '" + given + "' (use a number such as 4096, 4k = 4000, 4K = 4096, 1M)");
+  };
+  if (text.empty()) throw bad("expects a number");
+  const char suffix = text.back();
+  const std::string lower = "kmg", upper = "KMG";
+  if (lower.find(suffix) != std::string::npos || upper.find(suffix) != std::string::npos) {
+    const std::string number = text.substr(0, text.size() - 1);
+    size_t dots = 0;
+    bool digits_ok = !number.empty() && std::isdigit(static_cast<unsigned char>(number.front())) &&
+                     std::isdigit(static_cast<unsigned char>(number.back()));
+    for (char ch : number) {
+      if (ch == '.') ++dots;
+      else if (!std::isdigit(static_cast<unsigned char>(ch))) digits_ok = false;
+    }
+    if (!digits_ok || dots > 1) throw bad("expects a number before the '" + std::string(1, suffix) + "'");
+    if (upper.find(suffix) != std::string::npos) {
+      if (dots)
+        throw CLI::ValidationError(flag, "decimals are not allowed with binary suffixes like " + std::string(1, suffix) +
+                                             "; did you mean " + number + static_cast<char>(std::tolower(suffix)) + "?");
+      const int shift = 10 * static_cast<int>(upper.find(suffix) + 1);
+      const long double v = std::stold(number) * static_cast<long double>(int64_t{1} << shift);
+      if (v > static_cast<long double>(INT64_MAX)) throw bad("is too large");
+      return static_cast<int64_t>(v);
+    }
+    const long double scale = suffix == 'k' ? 1e3L : suffix == 'm' ? 1e6L : 1e9L;
+    const long double v = std::stold(number) * scale;
+    if (v > static_cast<long double>(INT64_MAX)) throw bad("is too large");
+    return static_cast<int64_t>(v);
+  }
+  size_t i = (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  if (i == text.size()) throw bad("expects a number");
+  for (size_t j = i; j < text.size(); ++j)
+    if (!std::isdigit(static_cast<unsigned char>(text[j]))) throw bad("expects a whole number");
+  try {
+    return std::stoll(text);
+  } catch (const std::out_of_range&) {
+    throw bad("is too large");
+  }
 }
 
 std::string resolve_model_dir(const std::string& given) {

@@ -36,6 +36,11 @@ SamplingParams sampling_with_model_defaults(const CLI::App* cmd, SamplingParams 
 // "4GiB" / "512MB" / "1073741824" -> bytes. Throws pagoda::Error naming the flag.
 int64_t parse_byte_size(const std::string& text, const std::string& flag);
 
+// A length as vLLM's human_readable_int reads it: "4096", "4k" (4000), "25.6k" (25600), "4K" (4096),
+// "1M" (1048576), "1G"; a decimal with K/M/G is refused. Throws CLI::ValidationError naming `flag`
+// (a usage error: exit 2).
+int64_t parse_human_int(const std::string& text, const std::string& flag);
+
 // MODEL_DIR as given, or the default model shipped in models/ when empty.
 std::string resolve_model_dir(const std::string& given);
 

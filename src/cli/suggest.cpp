@@ -66,4 +66,52 @@ std::optional<std::string> unknown_subcommand_error(const CLI::App& app, int arg
   return std::nullopt;
 }
 
+std::optional<std::string> unknown_flag_error(const CLI::App& app, const std::vector<std::string>& args) {
+  const CLI::App* cur = &app;
+  std::string path = app.get_name().empty() ? "pagoda" : app.get_name();
+  size_t i = 1;
+  for (; i < args.size() && !args[i].empty() && args[i][0] != '-'; ++i) {
+    const CLI::App* next = nullptr;
+    for (const CLI::App* s : cur->get_subcommands([](const CLI::App*) { return true; }))
+      if (s->check_name(args[i])) next = s;
+    if (next == nullptr) break;
+    cur = next;
+    path += " " + next->get_name();
+  }
+  auto find = [&](const std::string& name) -> const CLI::Option* {
+    for (const CLI::App* a = cur; a != nullptr; a = a->get_parent())
+      if (const CLI::Option* o = a->get_option_no_throw(name)) return o;
+    return nullptr;
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& w = args[i];
+    if (w == "--") return std::nullopt;
+    if (w.rfind("--", 0) != 0) continue;
+    const std::string name = w.substr(0, w.find('='));
+    if (const CLI::Option* o = find(name)) {
+      // Skip its value(s), which may look like anything but a flag.
+      if (o->get_type_size_max() > 0 && o->get_items_expected_max() > 0 && w.find('=') == std::string::npos) {
+        const bool list = o->get_items_expected_max() > 1;
+        while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+          ++i;
+          if (!list) break;
+        }
+      }
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const CLI::Option* o : cur->get_options([](const CLI::Option*) { return true; }))
+      for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+    std::vector<std::string> guesses = did_you_mean(name, names);
+    if (guesses.size() > 3) guesses.resize(3);
+    std::string msg = path + ": unknown flag '" + name + "'.";
+    for (size_t g = 0; g < guesses.size(); ++g)
+      msg += (g == 0 ? " Did you mean '" : g + 1 == guesses.size() ? " or '" : ", '") + guesses[g] + "'" +
+             (g + 1 == guesses.size() ? "?" : "");
+    return msg + "\n" + path + " --help lists its flags" +
+           (cur->get_name() == "serve" ? "; docs/coming-from-vllm.md says which of vllm serve's flags pagoda takes." : ".");
+  }
+  return std::nullopt;
+}
+
 }  // namespace pagoda::cli

@@ -22,4 +22,9 @@ std::vector<std::string> did_you_mean(std::string_view typed, const std::vector<
 // every such word is known (CLI11 then reports anything else).
 std::optional<std::string> unknown_subcommand_error(const CLI::App& app, int argc, const char* const* argv);
 
+// For the first flag (--name or --name=value) that the command named by argv's leading words does
+// not have: "pagoda serve: unknown flag '--max-modle-len'. Did you mean '--max-model-len'?" and
+// where to look. Nullopt when every flag is known. Values of the command's flags are skipped.
+std::optional<std::string> unknown_flag_error(const CLI::App& app, const std::vector<std::string>& args);
+
 }  // namespace pagoda::cli

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <random>
 #include <type_traits>
 #include <utility>
 
@@ -24,6 +25,7 @@
 #include <boost/beast/http.hpp>
 
 #include "core/log.h"
+#include "server/cors.h"
 #include "server/http_reader.h"
 #include "server/router.h"
 #include "server/sse.h"
@@ -129,6 +131,27 @@ Peer peer_state(tcp::socket& socket) {
   return (p.revents & POLLIN) ? Peer::pipelined : Peer::quiet;
 }
 
+// A fresh X-Request-Id: 32 hex digits, as vLLM's uuid4().hex.
+std::string new_request_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(32, '0');
+  for (int half = 0; half < 2; ++half) {
+    uint64_t bits = rng();
+    for (int i = 0; i < 16; ++i, bits >>= 4) id[half * 16 + i] = kHex[bits & 15];
+  }
+  return id;
+}
+
+// The client's own X-Request-Id when it is one a log line and a header can carry as it is
+// (visible ASCII, at most 256 bytes); else a fresh one.
+std::string request_id_for(std::string_view given) {
+  if (given.empty() || given.size() > 256) return new_request_id();
+  for (char c : given)
+    if (c < 0x21 || c > 0x7e) return new_request_id();
+  return std::string(given);
+}
+
 // Over a plain socket (HTTP) or a TLS stream on one (HTTPS). Reads and writes go through the
 // stream; what concerns the socket itself (deadlines, readiness, peeking, shutdown) through raw().
 template <typename Stream>
@@ -168,6 +191,7 @@ class Connection {
   awaitable<bool> write_stream_text(const std::string& text, bool chunked);
   awaitable<void> linger_close();
   void trim_memory(size_t request_bytes);
+  void access_log(unsigned status);
 
   SessionEnv& env_;
   const HttpLimits& limits_;
@@ -176,12 +200,22 @@ class Connection {
   boost::beast::flat_buffer buffer_;
   bool read_a_lot_ = false;
   bool tls_closed_ = false;
+  std::string peer_;  // "127.0.0.1:52514", for the access log
+  // Of the request being answered: what every response to it carries (X-Request-Id, CORS), and
+  // its access-log line ("POST /v1/completions HTTP/1.1"; "-" before its head was read).
+  std::vector<std::pair<std::string, std::string>> request_headers_;
+  std::string access_request_ = "-";
+  std::string access_path_;
 };
 
 template <typename Stream>
 awaitable<void> Connection<Stream>::run() {
   error_code ec;
   raw().set_option(tcp::no_delay(true), ec);
+  if (const auto ep = raw().remote_endpoint(ec); !ec) {
+    const std::string addr = ep.address().to_string();
+    peer_ = (ep.address().is_v6() ? "[" + addr + "]" : addr) + ":" + std::to_string(ep.port());
+  }
   const bool secured = co_await handshake();
   for (bool first = true; secured; first = false) {
     HttpRequest req;
@@ -213,6 +247,10 @@ awaitable<void> Connection<Stream>::run() {
 template <typename Stream>
 awaitable<bool> Connection<Stream>::read_request(bool first, HttpRequest& req, bool& keep_alive) {
   error_code ec;
+  // Until the head is read (an error answered before it still gets an id).
+  request_headers_ = {{"X-Request-Id", new_request_id()}};
+  access_request_ = "-";
+  access_path_.clear();
   if (buffer_.size() == 0) {
     // Between requests a connection may idle for the keep-alive timeout; a new one gets the whole
     // request deadline for its first byte.
@@ -252,6 +290,10 @@ awaitable<bool> Connection<Stream>::read_request(bool first, HttpRequest& req, b
   if (const std::string& root = env_.ctx.options.root_path;
       !root.empty() && req.path.rfind(root, 0) == 0 && (req.path.size() == root.size() || req.path[root.size()] == '/'))
     req.path = req.path.size() == root.size() ? "/" : req.path.substr(root.size());
+  request_headers_ = {{"X-Request-Id", request_id_for(req.header("x-request-id"))}};
+  for (auto& h : cors_response_headers(env_.ctx.options.cors, req)) request_headers_.push_back(std::move(h));
+  access_request_ = req.method + " " + req.target + (req.version == 10 ? " HTTP/1.0" : " HTTP/1.1");
+  access_path_ = req.path;
   if (!authorized(env_.ctx, req)) {
     HttpReply r = error_reply(unauthorized());
     r.close = true;
@@ -287,6 +329,7 @@ awaitable<bool> Connection<Stream>::read_request(bool first, HttpRequest& req, b
 template <typename Stream>
 awaitable<HttpReply> Connection<Stream>::answer(const HttpRequest& req) {
   HttpReply reply;
+  if (is_cors_preflight(req)) co_return cors_preflight_reply(env_.ctx.options.cors, req);
   const Route* route = find_route(req.method, req.path, reply);
   if (!route) co_return reply;
   if (route->on_io_thread) co_return run_route(*route, env_.ctx, req);
@@ -312,6 +355,7 @@ awaitable<bool> Connection<Stream>::write_reply(HttpReply& reply, bool keep_aliv
   res.set(http::field::server, "pagoda");
   res.set(http::field::content_type, reply.content_type);
   for (auto& [k, v] : reply.headers) res.set(k, v);
+  for (const auto& [k, v] : request_headers_) res.set(k, v);
   res.body() = std::move(reply.body);
   res.keep_alive(keep_alive && !reply.close);
   res.prepare_payload();
@@ -320,7 +364,19 @@ awaitable<bool> Connection<Stream>::write_reply(HttpReply& reply, bool keep_aliv
   deadline_.arm(limits_.write_timeout_s);
   co_await http::async_write(stream_, res, net::redirect_error(use_awaitable, ec));
   deadline_.disarm();
+  access_log(static_cast<unsigned>(reply.status));
   co_return !ec && res.keep_alive();
+}
+
+// uvicorn's line, which vLLM writes for every request: 127.0.0.1:52514 - "POST /v1/completions HTTP/1.1" 200 OK
+template <typename Stream>
+void Connection<Stream>::access_log(unsigned status) {
+  const ServerOptions& o = env_.ctx.options;
+  if (!o.access_log) return;
+  for (const std::string& skip : o.access_log_skip_paths)
+    if (skip == access_path_) return;
+  LOG_INFO(peer_ << " - \"" << access_request_ << "\" " << status << " "
+                 << http::obsolete_reason(static_cast<http::status>(status)));
 }
 
 template <typename Stream>
@@ -375,6 +431,7 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive, u
     res.set(http::field::server, "pagoda");
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
+    for (const auto& [k, v] : request_headers_) res.set(k, v);
     res.chunked(chunked);
     res.keep_alive(keep_alive);
     http::response_serializer<http::empty_body> sr(res);
@@ -383,6 +440,7 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive, u
     co_await http::async_write_header(stream_, sr, net::redirect_error(use_awaitable, ec));
     deadline_.disarm();
     ok = !ec;
+    access_log(200);
   }
   constexpr auto kPingEvery = std::chrono::seconds(15);  // keeps proxies from closing a quiet stream
   constexpr auto kPollEvery = std::chrono::milliseconds(100);

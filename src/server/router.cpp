@@ -79,12 +79,18 @@ const Route* find_route(const std::string& method, const std::string& path, Http
 }
 
 bool authorized(const ServerContext& ctx, const HttpRequest& req) {
-  const std::string& key = ctx.options.api_key;
-  if (key.empty() || req.path == "/health" || req.path == "/ping") return true;
+  const std::vector<std::string>& keys = ctx.options.api_keys;
+  if (keys.empty() || req.method == "OPTIONS") return true;
+  // vLLM's prefixes (its AuthenticationMiddleware): a route added under them later is guarded too.
+  const bool guarded = req.path.rfind("/v1", 0) == 0 || req.path.rfind("/v2", 0) == 0 ||
+                       req.path.rfind("/inference", 0) == 0;
+  if (!guarded) return true;
   const std::string_view auth = req.header("authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (auth.substr(0, kBearer.size()) != kBearer) return false;
-  return constant_time_equal(auth.substr(kBearer.size()), key);
+  bool ok = false;  // every key compared, whichever matches
+  for (const std::string& key : keys) ok = constant_time_equal(auth.substr(kBearer.size()), key) || ok;
+  return ok;
 }
 
 HttpReply error_reply(const ApiError& e) {

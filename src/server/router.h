@@ -28,8 +28,9 @@ struct Route {
 // The route for method + path; null with `error` set (404 unknown path, 405 wrong method).
 const Route* find_route(const std::string& method, const std::string& path, HttpReply& error);
 
-// 401 unless the request carries the API key (every route but /health and /ping when a key is set).
-// Compared in constant time.
+// 401 unless the request carries the API key. As vLLM: only /v1 routes need it (/health, /metrics,
+// /version, /tokenize stay open for probes and scrapers), and never a CORS preflight (OPTIONS),
+// which browsers send without credentials. Compared in constant time.
 bool authorized(const ServerContext& ctx, const HttpRequest& req);
 
 // True for application/json and application/*+json, whatever the parameters (charset) and case.

@@ -8,6 +8,7 @@
 
 #include "server/async_engine.h"
 #include "server/chat_prompt.h"
+#include "server/cors.h"
 #include "server/metrics.h"
 
 namespace pagoda::server {
@@ -43,7 +44,8 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 8000;
   std::vector<std::string> served_model_names;  // the first is the one /v1/models lists
-  std::string api_key;                          // "" = no authentication
+  // Any of them opens the /v1 routes (vLLM's --api-key takes several); none = no authentication.
+  std::vector<std::string> api_keys;
   std::string model_dir;
   int io_threads = 2;      // connections are coroutines on these threads (a few serve thousands)
   int worker_threads = 2;  // parse, template and tokenize requests off the I/O threads
@@ -61,6 +63,11 @@ struct ServerOptions {
   std::string runner = "auto";
   std::string task = "auto";
   std::string convert = "auto";
+  CorsOptions cors;  // --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials
+  // One line per answered request, as uvicorn writes it for vLLM (--disable-uvicorn-access-log
+  // turns it off; --disable-access-log-for-endpoints leaves out the paths named).
+  bool access_log = true;
+  std::vector<std::string> access_log_skip_paths;
 };
 
 struct PoolingRunner;
