@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "core/log.h"
 #include "engine/sequence.h"
 
@@ -22,7 +23,10 @@ void allow_only_eos(Sequence& s) {
 void run_grammar_job(const GrammarMaskWorkers::Job& job) {
   Sequence& s = *job.seq;
   // Its size is the request's doing (a large grammar): a failure fails this request alone.
-  if (job.make_matcher) s.matcher.emplace(s.params().grammar);
+  if (job.make_matcher) {
+    grammar_delay_point();
+    s.matcher.emplace(s.params().grammar);
+  }
   if (!s.matcher) return;
   try {
     // A token the grammar does not take (only with ignore_eos, when the mask allowed nothing but

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "structured/grammar_cache.h"
@@ -165,6 +166,7 @@ struct CompileInput {
 
 // Throws what compiling throws (Error: the grammar is wrong or past a budget).
 std::shared_ptr<structured::GrammarRuntime> compile_now(const CompileInput& in) {
+  grammar_delay_point();
   auto rt = std::make_shared<structured::GrammarRuntime>(structured::compile_constraint(in.constraint), in.trie,
                                                          in.eos_ids);
   // A grammar whose start cannot expand fails here, as a 400; so does one whose ambiguity shows
