@@ -88,8 +88,9 @@ void EngineCore::start_grammar(Sequence& s) {
   try {
     fault_point(FaultSite::GrammarAllocation);  // here, on this thread: the same request each run
   } catch (const std::exception& e) {
-    scheduler_->fail(s.id(), "request " + std::to_string(s.id()) + " failed: making its structured-output state failed (" +
-                                 e.what() + "); the other requests were not affected");
+    // Failed at the start of the next step (now, from add_request, it would finish outside any
+    // step and wait for one to be reported).
+    grammar_failures_.emplace_back(s.id(), std::string("making its structured-output state failed (") + e.what() + ")");
     return;
   }
   submit_grammar_job({&s, /*make_matcher=*/true, /*accept=*/false, -1, tokens_left(s)});
@@ -330,10 +331,11 @@ EngineCoreOutputs EngineCore::step() {
     // The masks of the last step's tokens, given a moment (most take microseconds); those later
     // than that sit this step out. Failed ones fail their requests alone.
     mask_workers_->wait_recent();
-    for (auto& [id, why] : mask_workers_->take_failures())
-      scheduler_->fail(id, "request " + std::to_string(id) + " failed: " + why + "; the other requests were not affected");
+    for (auto& f : mask_workers_->take_failures()) grammar_failures_.push_back(std::move(f));
     std::erase_if(retired_, [&](const std::unique_ptr<Sequence>& s) { return !mask_workers_->pending(s.get()); });
   }
+  for (auto& [id, why] : std::exchange(grammar_failures_, {}))
+    scheduler_->fail(id, "request " + std::to_string(id) + " failed: " + why + "; the other requests were not affected");
   try {
     sched = scheduler_->schedule();
     for (const ScheduledSequence& s : sched.scheduled) result.stats.step_scheduled.push_back(s.seq->id());

@@ -165,6 +165,7 @@ class EngineCore {
   // Finished sequences whose mask job still runs, freed once it is done. Before mask_workers_,
   // destroyed after it: its destructor waits for the running jobs.
   std::vector<std::unique_ptr<Sequence>> retired_;
+  std::vector<std::pair<int64_t, std::string>> grammar_failures_;  // failed at the next step's start
   std::unique_ptr<GrammarMaskWorkers> mask_workers_;  // structured output, started at the first grammar
   EngineStats spec_totals_;    // speculative decoding's spec_* counters
   std::unique_ptr<Proposer> own_proposer_;  // n-gram or a test's
