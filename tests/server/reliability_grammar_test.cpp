@@ -140,7 +140,12 @@ TEST(ReliabilityGrammar, LargeSchemasDoNotStallOtherClients) {
               enum_reply.body.substr(0, 300).c_str(), props_reply.body.substr(0, 300).c_str());
   EXPECT_EQ(failures, 0);
   EXPECT_GE(latencies.size(), 20u);
-  if (kTimingsMeaningful) EXPECT_LT(light_p99, 1000) << "p99 of a 4-token completion beside the large schemas";
+  const double light_max = *std::max_element(latencies.begin(), latencies.end());
+  if (kTimingsMeaningful) {
+    EXPECT_LT(light_p99, 1000) << "p99 of a 4-token completion beside the large schemas";
+    // With a hundred or more of them p99 is not the worst: a step held once shows in the max.
+    EXPECT_LT(light_max, 1000) << "the slowest 4-token completion beside the large schemas";
+  }
 
   expect_answered(enum_reply, "the 60,000-value enum", [](const nlohmann::json& out) {
     ASSERT_TRUE(out.is_string()) << out.dump();
@@ -237,7 +242,13 @@ TEST(ReliabilityGrammar, SlowCompilesAndMasksHoldOnlyTheirOwnRequests) {
   EXPECT_GE(enum_ms, 2 * kDelayMs);
   EXPECT_GE(props_ms, 2 * kDelayMs);
   EXPECT_GE(during_heavy, 20) << "the light requests did not run beside the slow ones";
-  if (kTimingsMeaningful) EXPECT_LT(light_p99, 1000) << "p99 of a 4-token completion beside slow grammars";
+  const double light_max = *std::max_element(latencies.begin(), latencies.end());
+  if (kTimingsMeaningful) {
+    EXPECT_LT(light_p99, 1000) << "p99 of a 4-token completion beside slow grammars";
+    // With a hundred or more of them p99 is not the worst: a step held once by a first mask (the
+    // engine waiting for it) shows in the max.
+    EXPECT_LT(light_max, 1000) << "the slowest 4-token completion beside slow grammars";
+  }
   ASSERT_EQ(enum_reply.status, 200) << enum_reply.body.substr(0, 400);
   ASSERT_EQ(props_reply.status, 200) << props_reply.body.substr(0, 400);
   const std::string enum_text = without_eos(enum_reply.json()["choices"][0]["text"].get<std::string>());
