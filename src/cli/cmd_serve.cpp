@@ -41,6 +41,7 @@
 #include "server/http_server.h"
 #include "server/openai_request.h"
 #include "server/request_log.h"
+#include "server/structured_output.h"
 #include "server/tls_context.h"
 
 namespace pagoda::cli {
@@ -129,6 +130,9 @@ void add_http_limit_flags(CLI::App* cmd, server::ServerOptions& o) {
   cmd->add_option("--max-logit-bias", r.max_logit_bias,
                   "Most logit_bias entries in one request (OpenAI allows 300)")
       ->capture_default_str();
+  cmd->add_option("--max-grammar-cache-bytes", r.max_grammar_cache_bytes,
+                  "Most bytes of compiled grammars kept for reuse (least recently used evicted first)")
+      ->capture_default_str();
   cmd->add_option("--max-tokenize-bytes", r.max_tokenize_bytes,
                   "Most bytes of text one request may have tokenized (prompt, rendered chat, /tokenize)")
       ->capture_default_str();
@@ -211,7 +215,8 @@ void run_serve(ServeArgs& a) {
         "the HTTP timeouts must be positive");
   const server::RequestLimits& rl = a.server.request;
   check(rl.max_logprobs >= 0 && rl.max_stop_strings >= 0 && rl.max_stop_bytes >= 0 && rl.max_output_budget > 0 &&
-            rl.max_stop_token_ids >= 0 && rl.max_logit_bias >= 0 && rl.max_tokenize_bytes > 0,
+            rl.max_stop_token_ids >= 0 && rl.max_logit_bias >= 0 && rl.max_tokenize_bytes > 0 &&
+            rl.max_grammar_cache_bytes >= 0,
         "the per-request limits cannot be negative");
   check(rl.max_logprobs <= server::kMaxLogprobs,
         "--max-logprobs can lower the limit of " + std::to_string(server::kMaxLogprobs) + ", not raise it");
@@ -271,6 +276,7 @@ void run_serve(ServeArgs& a) {
     kill(getpid(), SIGTERM);
   };
   server::AsyncEngine async(std::move(engine), metrics, std::move(async_options));
+  server::set_grammar_cache_bytes(static_cast<size_t>(a.server.request.max_grammar_cache_bytes));
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   if (tls) http.use_tls(tls);
   const int port = http.bind();

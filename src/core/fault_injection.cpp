@@ -1,9 +1,11 @@
 #include "core/fault_injection.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <thread>
 
 #include "core/device_error.h"
 #include "core/error.h"
@@ -107,6 +109,14 @@ void FaultInjector::reach_armed(FaultSite site) {
     case FaultSite::KernelError:
     case FaultSite::StickyKernelError: return;  // made by the backend that asked due()
   }
+}
+
+void grammar_delay_point() {
+  static const long ms = [] {
+    const char* v = std::getenv("PAGODA_TEST_GRAMMAR_DELAY_MS");
+    return v ? std::max(0L, std::strtol(v, nullptr, 10)) : 0L;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 }  // namespace pagoda

@@ -87,4 +87,9 @@ class FaultInjector {
 inline void fault_point(FaultSite site) { FaultInjector::global().reach(site); }
 inline bool fault_due(FaultSite site) { return FaultInjector::global().due(site); }
 
+// Test hook: PAGODA_TEST_GRAMMAR_DELAY_MS (read once; 0 when unset) is slept by every grammar
+// compile and by every grammar's first mask, standing in for a grammar that is slow to compile or
+// to start (tests/server/reliability_grammar_test.cpp shows that it holds no one else).
+void grammar_delay_point();
+
 }  // namespace pagoda

@@ -47,6 +47,7 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   sc.num_state_snapshots = static_cast<int32_t>(plan_.num_snapshots);
   sc.num_kv_blocks = static_cast<int32_t>(plan_.num_blocks);
   scheduler_ = std::make_unique<Scheduler>(sc);
+  scheduler_->set_sample_gate([this](const Sequence& s) { return !mask_workers_ || !mask_workers_->pending(&s); });
   sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
   if (sc.num_speculative_tokens > 0) {
     spec_totals_.spec_accepted_per_pos.assign(static_cast<size_t>(sc.num_speculative_tokens), 0);
@@ -70,8 +71,48 @@ void EngineCore::check_prompt(const std::vector<int32_t>& prompt) const {
 int64_t EngineCore::add_request(std::vector<int32_t> prompt, SamplingParams params) {
   check_prompt(prompt);
   const int64_t id = next_id_++;
-  scheduler_->add(id, std::move(prompt), std::move(params));
+  Sequence* seq = scheduler_->add(id, std::move(prompt), std::move(params));
+  // Its grammar's first mask is made while its prompt prefills (until grammar_after_token is
+  // sampled, it has none: unconstrained).
+  if (seq->params().grammar && seq->params().grammar_after_token < 0) start_grammar(*seq);
   return id;
+}
+
+int64_t EngineCore::tokens_left(const Sequence& s) const {
+  int64_t left = int64_t{config_.max_model_len} - s.num_tokens();
+  if (s.params().max_tokens) left = std::min<int64_t>(left, *s.params().max_tokens - s.num_output_tokens());
+  return left;
+}
+
+void EngineCore::start_grammar(Sequence& s) {
+  try {
+    fault_point(FaultSite::GrammarAllocation);  // here, on this thread: the same request each run
+  } catch (const std::exception& e) {
+    // Failed at the start of the next step (now, from add_request, it would finish outside any
+    // step and wait for one to be reported).
+    grammar_failures_.emplace_back(s.id(), std::string("making its structured-output state failed (") + e.what() + ")");
+    return;
+  }
+  submit_grammar_job({&s, /*make_matcher=*/true, /*accept=*/false, -1, tokens_left(s)});
+}
+
+void EngineCore::submit_grammar_job(const GrammarMaskWorkers::Job& job) {
+  // CPU: two workers (the forward pass keeps every core busy; they mostly sleep), so that one
+  // slow mask does not queue the quick ones of other grammars behind it.
+  if (!mask_workers_) mask_workers_ = std::make_unique<GrammarMaskWorkers>(backend().device() == Device::CPU ? 2 : -1);
+  mask_workers_->submit(job);
+}
+
+void EngineCore::after_sampling(std::span<Sequence* const> rows) {
+  for (Sequence* s : rows) {
+    if (s->embed || s->finished() || !s->params().grammar) continue;
+    if (s->matcher) {
+      submit_grammar_job({s, false, /*accept=*/true, s->last_token(), tokens_left(*s)});
+    } else if (const int32_t after = s->params().grammar_after_token;
+               after >= 0 && !s->output().empty() && s->output().back() == after) {
+      start_grammar(*s);
+    }
+  }
 }
 
 int64_t EngineCore::add_embedding_request(std::vector<int32_t> prompt) {
@@ -151,7 +192,6 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
       seqs.push_back({s.seq, row, s.num_drafts});
       row += 1 + s.num_drafts;
     }
-  const std::vector<Sequence*> rows = sched.sampling_seqs();
   // Greedy rows are decided on the device; only the rows the host sampler needs come back.
   // Embedding rows sample nothing: they take the row's hidden state instead.
   std::vector<uint8_t> host(static_cast<size_t>(row)), hidden(static_cast<size_t>(row));
@@ -165,43 +205,8 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
     }
     any_hidden |= embed;
   }
-  // Structured output: the masks of this step depend only on the tokens so far, so they are
-  // computed on a worker thread while the forward pass runs.
-  // Every matcher is made before the worker starts: it reads them all.
-  bool any_matcher = false;
-  for (Sequence* s : rows) {
-    if (s->embed || !s->params().grammar) continue;
-    // Until grammar_after_token is sampled the sequence has no matcher: unconstrained.
-    const int32_t after = s->params().grammar_after_token;
-    if (!s->matcher && (after < 0 || (!s->output().empty() && s->output().back() == after))) {
-      // Its size is the request's doing (a large grammar): a failure fails this request alone.
-      try {
-        fault_point(FaultSite::GrammarAllocation);
-        s->matcher.emplace(s->params().grammar);
-      } catch (const std::exception& e) {
-        s->matcher.reset();
-        s->step_error = std::string("making its structured-output state failed (") + e.what() + ")";
-        continue;
-      }
-    }
-    any_matcher |= s->matcher.has_value();
-  }
-  // If the forward pass throws, the workers still read `rows`: wait for them before it goes.
-  struct WaitForMasks {
-    GrammarMaskWorkers* w = nullptr;
-    ~WaitForMasks() {
-      if (w) try {
-          w->wait();
-        } catch (...) {
-        }
-    }
-  } pending;
-  if (any_matcher) {
-    if (!mask_workers_)
-      mask_workers_ = std::make_unique<GrammarMaskWorkers>(backend().device() == Device::CPU ? 0 : -1);
-    mask_workers_->start(rows, config_.max_model_len);
-    pending.w = mask_workers_.get();
-  }
+  // Structured output: every sampling row with a matcher has its mask ready (the scheduler's gate;
+  // the mask workers made it after the sequence's last token).
   // A greedy row under a grammar is masked on the device, after the forward pass is enqueued and
   // its mask is ready; only its token id comes back. Other grammar rows are masked by the host
   // sampler.
@@ -212,7 +217,6 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
   bool masks_made = false;  // every worker asks; the masks are made once
   const RowMaskSource mask_source = [&]() -> const RowMasks& {
     if (std::exchange(masks_made, true)) return masks;
-    if (pending.w) std::exchange(pending.w, nullptr)->wait();
     const size_t width = (static_cast<size_t>(model_config_.vocab_size) + 63) / 64;
     for (const SamplingRows& r : seqs) {
       // A row whose mask failed is sampled unmasked and its token dropped (the request fails).
@@ -235,23 +239,8 @@ std::vector<std::vector<SampleResult>> EngineCore::execute_and_sample(const Sche
                               any_hidden ? std::span<const uint8_t>(hidden) : std::span<const uint8_t>(),
                               any_device_mask ? mask_source : RowMaskSource{});
   }();
-  if (pending.w) std::exchange(pending.w, nullptr)->wait();
-  for (Sequence* s : rows)
-    if (!s->step_error.empty()) s->matcher.reset();  // no mask: the host samples it unmasked
   std::vector<std::vector<SampleResult>> samples(seqs.size());
   sample_on_host(out, seqs, samples);
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i]->matcher && !samples[i].empty()) {
-      try {
-        rows[i]->matcher->accept(samples[i].front().token);
-      } catch (const Error& e) {
-        LOG_WARN("structured output of request " << rows[i]->id() << ": " << e.what());
-      } catch (const std::exception& e) {
-        // e.g. bad_alloc of a parser state its grammar made large: that request fails alone.
-        rows[i]->matcher.reset();
-        rows[i]->step_error = std::string("advancing its structured-output state failed (") + e.what() + ")";
-      }
-    }
   hidden_out.assign(seqs.size(), {});
   const auto H = static_cast<size_t>(model_config_.hidden_size);
   for (size_t i = 0; i < seqs.size(); ++i)
@@ -314,6 +303,7 @@ void EngineCore::run_scheduled(const SchedulerOutput& sched, std::vector<EngineC
     for (size_t i = 0; i < rows.size(); ++i) before[i] = rows[i]->num_tokens();
     settle_drafts(sched, tokens);
     scheduler_->update_from_output(sched, tokens);
+    after_sampling(rows);  // the grammars' next masks, on the mask workers
     for (size_t i = 0; i < rows.size(); ++i) {
       EngineCoreOutput& o = outs.emplace_back();
       o.id = rows[i]->id();
@@ -340,6 +330,15 @@ EngineCoreOutputs EngineCore::step() {
   SchedulerOutput sched;
   bool failed = false;
   std::string failure;
+  if (mask_workers_) {
+    // The masks of the last step's tokens, given a moment (most take microseconds); those later
+    // than that sit this step out. Failed ones fail their requests alone.
+    mask_workers_->wait_recent();
+    for (auto& f : mask_workers_->take_failures()) grammar_failures_.push_back(std::move(f));
+    std::erase_if(retired_, [&](const std::unique_ptr<Sequence>& s) { return !mask_workers_->pending(s.get()); });
+  }
+  for (auto& [id, why] : std::exchange(grammar_failures_, {}))
+    scheduler_->fail(id, "request " + std::to_string(id) + " failed: " + why + "; the other requests were not affected");
   try {
     sched = scheduler_->schedule();
     for (const ScheduledSequence& s : sched.scheduled) result.stats.step_scheduled.push_back(s.seq->id());
@@ -378,6 +377,12 @@ EngineCoreOutputs EngineCore::step() {
   }
   for (auto& f : finished)
     if (done.count(f->id())) fill_from(*f, outs.emplace_back());
+  // A finished sequence whose mask job still runs stays alive until the job is done.
+  if (mask_workers_)
+    for (auto& f : finished)
+      if (mask_workers_->pending(f.get())) retired_.push_back(std::move(f));
+  // Nothing could run but sequences waiting for their masks: wait for one (not a hot loop).
+  if (sched.empty() && !failed && mask_workers_ && mask_workers_->any_pending()) mask_workers_->wait_any(std::chrono::milliseconds(20));
   // In id order, as a request's choices were added.
   std::sort(outs.begin(), outs.end(), [](const EngineCoreOutput& a, const EngineCoreOutput& b) { return a.id < b.id; });
   ++steps_;

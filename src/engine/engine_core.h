@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "engine/engine_config.h"
 #include "engine/executor.h"
+#include "engine/grammar_masks.h"
 #include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -27,7 +28,6 @@
 namespace pagoda {
 
 class ThreadPool;
-class GrammarMaskWorkers;
 
 // What one step did for one request.
 struct EngineCoreOutput {
@@ -147,6 +147,13 @@ class EngineCore {
   // sequences that rejected a draft, and counts drafts and accepted tokens (spec_totals_).
   void settle_drafts(const SchedulerOutput& sched, std::span<const std::vector<int32_t>> tokens);
   ThreadPool& host_pool();
+  // Structured output (engine/grammar_masks.h): what the sequence may still sample, its next token
+  // included; its matcher made and first mask filled on a mask worker (or the request failed, when
+  // making it fails); the next masks of the step's sampling sequences, after their new tokens.
+  int64_t tokens_left(const Sequence& s) const;
+  void start_grammar(Sequence& s);
+  void submit_grammar_job(const GrammarMaskWorkers::Job& job);
+  void after_sampling(std::span<Sequence* const> rows);
 
   ResolvedEngineConfig config_;
   ModelConfig model_config_;
@@ -155,6 +162,10 @@ class EngineCore {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ThreadPool> own_pool_;  // host sampling when the backend has no host pool
+  // Finished sequences whose mask job still runs, freed once it is done. Before mask_workers_,
+  // destroyed after it: its destructor waits for the running jobs.
+  std::vector<std::unique_ptr<Sequence>> retired_;
+  std::vector<std::pair<int64_t, std::string>> grammar_failures_;  // failed at the next step's start
   std::unique_ptr<GrammarMaskWorkers> mask_workers_;  // structured output, started at the first grammar
   EngineStats spec_totals_;    // speculative decoding's spec_* counters
   std::unique_ptr<Proposer> own_proposer_;  // n-gram or a test's

@@ -1,16 +1,23 @@
-// Structured-output masks of a step, computed by persistent worker threads while the forward pass
-// runs (a mask for step t depends only on the tokens up to t). Each worker takes the next sequence
-// of the step from a shared counter; the engine thread, when it comes to wait, takes the ones no
-// worker has started, so it never waits for a worker that is not running. No thread is started
-// per step.
+// Structured-output masks, off the engine thread on every backend. After a sequence's token is
+// sampled (or when the sequence is added), a job on a mask worker advances its matcher over that
+// token (making the matcher first, when the grammar starts now) and fills the mask of its next
+// token. Until the job is done the matcher and the mask belong to the job, and the scheduler
+// leaves the sequence out of any step that would sample it (Scheduler::set_sample_gate): a slow
+// mask — a large grammar's first states can take seconds — delays its own sequence by whole
+// steps and nobody else. Before scheduling, the engine waits up to kGrace for the jobs of the
+// last step, so that the usual mask (a copy from the grammar's cache, or microseconds of work)
+// costs no step; a job that has had its grace is not waited for again.
 #pragma once
 
-#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
+#include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace pagoda {
@@ -19,40 +26,56 @@ class Sequence;
 
 class GrammarMaskWorkers {
  public:
-  // num_workers < 0: one less than the hardware threads (at least 1, at most 8). 0: no worker, the
-  // engine thread computes every mask in wait() (the CPU backend: its forward pass already keeps
-  // every core busy, and a third runnable thread costs it more than the masks themselves).
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kGrace{10};
+
+  struct Job {
+    Sequence* seq = nullptr;
+    bool make_matcher = false;  // the grammar starts here (no matcher yet)
+    bool accept = false;        // advance the matcher over `token` first
+    int32_t token = -1;
+    int64_t tokens_left = 0;    // tokens the sequence may still sample, the next one included
+  };
+
+  // num_workers < 0: one less than the hardware threads (at least 1, at most 8).
   explicit GrammarMaskWorkers(int num_workers = -1);
+  // Drops the queued jobs and waits for the running ones (their sequences must be alive).
   ~GrammarMaskWorkers();
   GrammarMaskWorkers(const GrammarMaskWorkers&) = delete;
   GrammarMaskWorkers& operator=(const GrammarMaskWorkers&) = delete;
 
-  // Starts filling the grammar_mask of every row with a matcher; `rows` must stay alive and
-  // unchanged until wait() returns.
-  void start(const std::vector<Sequence*>& rows, int32_t max_model_len);
-  // Computes what is left on this thread, then waits for the workers' rows.
-  void wait();
+  // Queues a job; `job.seq` must stay alive until pending(job.seq) is false. One job per sequence
+  // at a time.
+  void submit(const Job& job);
+  // Whether a job of `seq` is queued or running.
+  bool pending(const Sequence* seq) const;
+  bool any_pending() const;
+  // Waits until every job submitted less than `grace` ago is done, at most until `grace` after
+  // its submission.
+  void wait_recent(std::chrono::nanoseconds grace = kGrace);
+  // Waits until some job finishes, at most `timeout` (a step with nothing else to run).
+  void wait_any(std::chrono::milliseconds timeout);
+  // Sequences whose job failed in a way only they can answer for (e.g. bad_alloc of a large
+  // grammar's state), with what went wrong: the engine fails those requests.
+  std::vector<std::pair<int64_t, std::string>> take_failures();
 
  private:
   void worker_loop();
-  void run_rows();
+  void run(const Job& job);
 
   std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  const std::vector<Sequence*>* rows_ = nullptr;
-  int32_t max_model_len_ = 0;
-  uint64_t generation_ = 0;   // guarded by mu_: bumped by start()
-  int active_ = 0;            // guarded by mu_: workers inside run_rows()
-  bool stop_ = false;         // guarded by mu_
-  std::atomic<size_t> next_{0};
-  std::mutex error_mu_;
-  std::exception_ptr error_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // a job queued, or stop
+  std::condition_variable done_;  // a job finished
+  std::deque<Job> queue_;
+  std::unordered_map<const Sequence*, Clock::time_point> pending_;  // submission times
+  std::vector<std::pair<int64_t, std::string>> failures_;
+  bool stop_ = false;
 };
 
-// One sequence's mask for its next token (the budget of tokens it may still sample steers it to
-// a complete output); a grammar whose state space outgrows its bounds allows only EOS.
-void fill_grammar_mask(Sequence& s, int32_t max_model_len);
+// One job's work, on the calling thread: advance, then fill s.grammar_mask. A grammar error (its
+// state space past its budget) ends that sequence (the mask allows only EOS); anything else is
+// thrown.
+void run_grammar_job(const GrammarMaskWorkers::Job& job);
 
 }  // namespace pagoda

@@ -201,7 +201,7 @@ int32_t Scheduler::drafts_that_fit(size_t index, int32_t num_real, int32_t budge
 void Scheduler::schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    if (seq->is_prefilling()) {
+    if (seq->is_prefilling() || !may_sample(*seq)) {
       ++i;
       continue;
     }
@@ -229,8 +229,10 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
     scheduling_ = seq;
     const int32_t start = seq->num_computed_tokens;
     const int32_t want = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed_tokens(), budget));
-    const int32_t n = reserve_running(i, want, true);
+    int32_t n = reserve_running(i, want, true);
     if (n == 0) continue;
+    // Its mask is not ready: all but the last token now, which samples once it is.
+    if (start + n == seq->num_tokens() && !may_sample(*seq)) --n;  // n >= 2: it is prefilling
     const bool to_end = start + n == seq->num_tokens();
     const int32_t snapshot = snapshot_for_chunk_end(*seq, start + n);
     // A chunk that reaches the end (a recompute after a rejected draft, or after preemption) may
@@ -248,8 +250,10 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
 }
 
 void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budget) {
-  while (!waiting_.empty() && budget > 0 && num_running() < config_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
+  // FIFO, except that a sequence which can take nothing but its sampling token while its mask is
+  // not ready is passed over (it stays at its place) instead of holding the ones behind it.
+  for (size_t i = 0; i < waiting_.size() && budget > 0 && num_running() < config_.max_num_seqs;) {
+    Sequence* seq = waiting_[i];
     scheduling_ = seq;
     if (blocks_for_tokens(seq->num_tokens(), config_.block_size) > kv_.pool().num_blocks()) {
       seq->finish_detail = "the KV cache (" + std::to_string(kv_.pool().num_blocks()) + " blocks of " +
@@ -263,14 +267,21 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
     const std::vector<int32_t> hit = find_prefix(seq, &restore);
     const int32_t start = static_cast<int32_t>(hit.size()) * config_.block_size;
     // The whole chunk must fit: a waiting sequence never takes a partial chunk of free memory.
-    const int32_t n = cut_at_boundary(*seq, start, std::min(seq->num_tokens() - start, budget));
+    int32_t n = cut_at_boundary(*seq, start, std::min(seq->num_tokens() - start, budget));
+    if (start + n == seq->num_tokens() && !may_sample(*seq)) {
+      if (n == 1) {
+        ++i;
+        continue;
+      }
+      --n;
+    }
     if (kv_.blocks_needed_after(hit, n) > kv_.num_free_blocks()) break;
     int32_t slot = -1;
     if (config_.use_state_slots) {
       slot = slots_.allocate();
       if (slot < 0) break;
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
     seq->state_slot = slot;
     seq->status = SequenceStatus::Running;
     running_.push_back(seq);

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -124,6 +125,12 @@ class Scheduler {
   bool reserve_lookahead(const Sequence& seq, int32_t num_tokens);
   void drop_lookahead(const Sequence& seq);
 
+  // Whether `seq` may sample in the next step: false while its structured-output mask is still
+  // being computed (engine/grammar_masks.h). Such a sequence sits out the steps that would sample
+  // it (a decode is left out, a prefill chunk stops one token short of its end) and the others
+  // run. Unset: every sequence may.
+  void set_sample_gate(std::function<bool(const Sequence&)> gate) { sample_gate_ = std::move(gate); }
+
   // Finishes a sequence with reason abort (at once, or at the end of the step in flight).
   // Returns false for an unknown or already finished id.
   bool abort(int64_t id);
@@ -177,6 +184,7 @@ class Scheduler {
   void remove_running(Sequence* seq);
   void build_batch(SchedulerOutput& out) const;
   bool hybrid_caching() const { return kv_.prefix_caching() && config_.use_state_slots; }
+  bool may_sample(const Sequence& seq) const { return !sample_gate_ || sample_gate_(seq); }
   // The cached run a waiting sequence can start from (blocks), and its snapshot (hybrid models).
   std::vector<int32_t> find_prefix(Sequence* seq, int32_t* snapshot);
   // `want` cut at the sequence's next snapshot boundary after `start` (hybrid caching only).
@@ -186,6 +194,7 @@ class Scheduler {
   void cache_computed_blocks(const ScheduledSequence& s);
 
   SchedulerConfig config_;
+  std::function<bool(const Sequence&)> sample_gate_;
   KvCacheManager kv_;
   StateSlotPool slots_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> live_;

@@ -16,6 +16,8 @@
 
 namespace pagoda::server {
 
+class GrammarCompile;
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // as sent: path and query
@@ -55,6 +57,9 @@ struct HttpReply {
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Retry-After, ...)
   std::shared_ptr<GenerationReply> generation;               // set: drive it instead of `body`
   bool close = false;  // close the connection after this reply (the request was not fully read)
+  // Set: the request needs a grammar still compiling on the grammar pool; the connection waits for
+  // it (no thread does) and runs the route again (server/structured_output.h).
+  std::shared_ptr<GrammarCompile> compile;
 };
 
 HttpReply json_reply(const nlohmann::ordered_json& body, int status = 200);

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "server/http_session.h"
 #include "server/pooling_runner.h"
+#include "server/structured_output.h"
 
 namespace pagoda::server {
 
@@ -101,6 +102,7 @@ HttpServer::HttpServer(ServerContext ctx) {
 
 HttpServer::~HttpServer() {
   if (!impl_->threads.empty()) shutdown(std::chrono::milliseconds(0));
+  drop_compile_waiters();  // they would post to the I/O threads' contexts, about to go
 }
 
 int HttpServer::bind() {

@@ -29,6 +29,7 @@
 #include "server/http_reader.h"
 #include "server/router.h"
 #include "server/sse.h"
+#include "server/structured_output.h"
 
 namespace pagoda::server {
 
@@ -111,6 +112,19 @@ awaitable<T> offload(net::thread_pool& pool, F& fn) {
             std::move(handler)(std::move(result));
           });
         });
+      },
+      use_awaitable);
+}
+
+// Resumes the coroutine on its own thread once `compile` has finished (the pool's thread only
+// posts the resumption).
+awaitable<void> wait_for_compile(const std::shared_ptr<GrammarCompile>& compile) {
+  auto ex = co_await net::this_coro::executor;
+  const auto* exp = &ex;
+  co_await net::async_initiate<decltype(use_awaitable), void()>(
+      [&compile, exp](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        compile->on_done([ex = *exp, h] { net::post(ex, [h]() mutable { std::move(*h)(); }); });
       },
       use_awaitable);
 }
@@ -334,8 +348,28 @@ awaitable<HttpReply> Connection<Stream>::answer(const HttpRequest& req) {
   if (!route) co_return reply;
   if (route->on_io_thread) co_return run_route(*route, env_.ctx, req);
   ServerContext& ctx = env_.ctx;
-  auto work = [route, &ctx, &req] { return run_route(*route, ctx, req); };
-  co_return co_await offload<HttpReply>(env_.workers, work);
+  // A grammar not compiled yet: the route stops at it (CompileDeferred), the connection waits for
+  // the compile without holding a worker, and the route runs again with the grammar (or its error).
+  std::vector<std::shared_ptr<GrammarCompile>> compiled;
+  auto work = [route, &ctx, &req, &compiled]() -> HttpReply {
+    DeferCompiles defer(compiled);
+    try {
+      return run_route(*route, ctx, req);
+    } catch (const CompileDeferred& d) {
+      HttpReply r;
+      r.compile = d.compile;
+      return r;
+    }
+  };
+  reply = co_await offload<HttpReply>(env_.workers, work);
+  while (reply.compile) {
+    if (compiled.size() >= 4)  // a route asks for one grammar: more means a loop
+      co_return error_reply(internal_error("the request's grammar was compiled, yet its route asked again"));
+    compiled.push_back(std::move(reply.compile));
+    co_await wait_for_compile(compiled.back());
+    reply = co_await offload<HttpReply>(env_.workers, work);
+  }
+  co_return reply;
 }
 
 template <typename Stream>

@@ -38,6 +38,9 @@ struct RequestLimits {
   // choices x max_tokens x (1 + logprobs): the tokens (and logprob entries) one request can make
   // the server produce and hold for its response.
   int64_t max_output_budget = int64_t{1} << 20;
+  // Compiled grammars kept for reuse, all together: a large grammar's parser memos and mask caches
+  // reach tens of MiB, and the least recently used go first past this.
+  int64_t max_grammar_cache_bytes = int64_t{256} << 20;
 };
 
 struct ServerOptions {

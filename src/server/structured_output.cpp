@@ -1,12 +1,17 @@
 #include "server/structured_output.h"
 
-#include <list>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
+#include "structured/grammar_cache.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::server {
@@ -14,8 +19,6 @@ namespace {
 
 using structured::Constraint;
 using structured::ConstraintKind;
-
-constexpr size_t kCacheEntries = 64;
 
 std::string schema_text(const Json& v, const std::string& param) {
   if (!v.is_object() && !v.is_boolean()) wrong_type(param, "a JSON Schema object", v);
@@ -143,49 +146,203 @@ std::optional<RequestedConstraint> read_tool_choice(const Json& j, const Json& t
   return RequestedConstraint{std::move(c), "tool_choice"};
 }
 
-std::shared_ptr<structured::GrammarRuntime> compile_constraint_cached(const RequestedConstraint& rc,
-                                                                      const Tokenizer& tok,
-                                                                      const std::vector<int32_t>& eos_ids) {
-  // One trie per tokenizer (the server serves one model) and a small LRU of compiled grammars.
-  static std::mutex mu;
-  static const Tokenizer* trie_of = nullptr;
-  static std::shared_ptr<const structured::TokenTrie> trie;
-  static std::list<std::pair<std::string, std::shared_ptr<structured::GrammarRuntime>>> lru;
-  const Constraint& c = rc.constraint;
+namespace {
+
+constexpr size_t kDefaultCacheBytes = size_t{256} << 20;
+
+std::string constraint_key(const Constraint& c) {
   std::string key = std::to_string(static_cast<int>(c.kind)) + (c.parallel ? "p" : "s") + '\x1f' + c.text;
   for (const auto& s : c.choices) key += '\x1f' + s;
   for (const auto& s : c.schemas) key += '\x1e' + s;
-  std::lock_guard lock(mu);
-  if (trie_of != &tok) {
-    trie = std::make_shared<structured::TokenTrie>(structured::vocabulary_bytes(tok, eos_ids));
-    trie_of = &tok;
-    lru.clear();
+  return key;
+}
+
+// What a request's compile may read on the pool after the request has moved on: copies.
+struct CompileInput {
+  Constraint constraint;
+  std::shared_ptr<const structured::TokenTrie> trie;
+  std::vector<int32_t> eos_ids;
+};
+
+// Throws what compiling throws (Error: the grammar is wrong or past a budget).
+std::shared_ptr<structured::GrammarRuntime> compile_now(const CompileInput& in) {
+  grammar_delay_point();
+  auto rt = std::make_shared<structured::GrammarRuntime>(structured::compile_constraint(in.constraint), in.trie,
+                                                         in.eos_ids);
+  // A grammar whose start cannot expand fails here, as a 400; so does one whose ambiguity shows
+  // within the probe's bounded exploration (the parser budget, structured/automaton.h).
+  rt->initial();
+  rt->probe();
+  return rt;
+}
+
+}  // namespace
+
+// The process's grammars: one trie per tokenizer (the server serves one model), the cache, the
+// compiles in flight and the threads that run them. Never destroyed (its threads are detached:
+// a compile in flight at exit is simply dropped).
+struct GrammarCompiles {
+  std::mutex mu;
+  const Tokenizer* trie_of = nullptr;
+  std::shared_ptr<const structured::TokenTrie> trie;
+  structured::GrammarCache cache{kDefaultCacheBytes};
+  std::unordered_map<std::string, std::shared_ptr<GrammarCompile>> in_flight;
+  std::deque<std::pair<std::shared_ptr<GrammarCompile>, CompileInput>> queue;
+  std::condition_variable wake;
+  bool started = false;
+  std::mutex waiters_mu;  // held while waiters run, so that drop_compile_waiters() waits for them
+  bool drop_waiters = false;
+
+  static GrammarCompiles& get() {
+    static GrammarCompiles* g = new GrammarCompiles;
+    return *g;
   }
-  for (auto it = lru.begin(); it != lru.end(); ++it) {
-    if (it->first == key) {
-      // A grammar that ran out of its parser budget for an earlier request would again: dropped
-      // (its memory is already freed) and refused.
-      if (const std::string why = it->second->failure(); !why.empty()) {
-        lru.erase(it);
-        throw bad_request(why, rc.param);
+
+  std::shared_ptr<const structured::TokenTrie> trie_for(const Tokenizer& tok, const std::vector<int32_t>& eos_ids) {
+    std::lock_guard lock(mu);
+    if (trie_of != &tok) {
+      trie = std::make_shared<structured::TokenTrie>(structured::vocabulary_bytes(tok, eos_ids));
+      trie_of = &tok;
+      cache.clear();  // bound to the vocabulary they were compiled against
+    }
+    return trie;
+  }
+
+  // Two threads: a large compile does not hold a small one behind it. Each is one busy core at
+  // most, beside the engine's threads.
+  void start_threads() {
+    if (std::exchange(started, true)) return;
+    for (int i = 0; i < 2; ++i) std::thread([this] { run(); }).detach();
+  }
+
+  void run() {
+    for (;;) {
+      std::unique_lock lock(mu);
+      wake.wait(lock, [&] { return !queue.empty(); });
+      auto [job, input] = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      std::shared_ptr<structured::GrammarRuntime> rt;
+      std::exception_ptr error;
+      try {
+        rt = compile_now(input);
+      } catch (...) {
+        error = std::current_exception();
       }
-      lru.splice(lru.begin(), lru, it);
-      return it->second;
+      if (rt) cache.insert(job->key_, rt);
+      lock.lock();
+      in_flight.erase(job->key_);
+      lock.unlock();
+      std::vector<std::function<void()>> waiters;
+      {
+        std::lock_guard job_lock(job->mu_);
+        job->runtime_ = std::move(rt);
+        job->error_ = error;
+        job->done_ = true;
+        waiters.swap(job->waiters_);
+      }
+      std::lock_guard waiters_lock(waiters_mu);
+      for (auto& w : waiters) {
+        if (!drop_waiters) {
+          w();
+          continue;
+        }
+        // The server is gone: a waiter holds a suspended connection whose I/O context is being
+        // destroyed, and destroying the waiter would touch it. The process is exiting: leaked.
+        new std::function<void()>(std::move(w));
+      }
     }
   }
-  std::shared_ptr<structured::GrammarRuntime> rt;
+
+  // The compile of `key`, already running or started now.
+  std::shared_ptr<GrammarCompile> start(const std::string& key, const Constraint& c, const Tokenizer& tok,
+                                        const std::vector<int32_t>& eos_ids) {
+    CompileInput input{c, trie_for(tok, eos_ids), eos_ids};
+    std::lock_guard lock(mu);
+    if (auto it = in_flight.find(key); it != in_flight.end()) return it->second;
+    auto job = std::make_shared<GrammarCompile>();
+    job->key_ = key;
+    in_flight.emplace(key, job);
+    queue.emplace_back(job, std::move(input));
+    start_threads();
+    wake.notify_one();
+    return job;
+  }
+};
+
+void GrammarCompile::on_done(std::function<void()> f) {
+  {
+    std::lock_guard lock(mu_);
+    if (!done_) {
+      waiters_.push_back(std::move(f));
+      return;
+    }
+  }
+  f();
+}
+
+bool GrammarCompile::done() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+namespace {
+thread_local bool t_defer = false;
+thread_local const std::vector<std::shared_ptr<GrammarCompile>>* t_finished = nullptr;
+
+// A cached or just compiled runtime, unless it is spent (a grammar that ran out of its parser
+// budget for an earlier request would again): then the request's 400.
+std::shared_ptr<structured::GrammarRuntime> usable(std::shared_ptr<structured::GrammarRuntime> rt,
+                                                   const std::string& key, const RequestedConstraint& rc) {
+  if (const std::string why = rt->failure(); !why.empty()) {
+    GrammarCompiles::get().cache.erase(key);
+    throw bad_request(why, rc.param);
+  }
+  return rt;
+}
+}  // namespace
+
+DeferCompiles::DeferCompiles(const std::vector<std::shared_ptr<GrammarCompile>>& finished) {
+  t_defer = true;
+  t_finished = &finished;
+}
+
+DeferCompiles::~DeferCompiles() {
+  t_defer = false;
+  t_finished = nullptr;
+}
+
+void drop_compile_waiters() {
+  GrammarCompiles& g = GrammarCompiles::get();
+  std::lock_guard lock(g.waiters_mu);
+  g.drop_waiters = true;
+}
+
+void set_grammar_cache_bytes(size_t bytes) { GrammarCompiles::get().cache.set_max_bytes(bytes); }
+size_t grammar_cache_bytes() { return GrammarCompiles::get().cache.bytes(); }
+size_t grammar_cache_entries() { return GrammarCompiles::get().cache.size(); }
+
+std::shared_ptr<structured::GrammarRuntime> compile_constraint_cached(const RequestedConstraint& rc,
+                                                                      const Tokenizer& tok,
+                                                                      const std::vector<int32_t>& eos_ids) {
+  GrammarCompiles& g = GrammarCompiles::get();
+  const std::string key = constraint_key(rc.constraint);
   try {
-    rt = std::make_shared<structured::GrammarRuntime>(structured::compile_constraint(c), trie, eos_ids);
-    // A grammar whose start cannot expand fails here, as a 400; so does one whose ambiguity shows
-    // within the probe's bounded exploration (the parser budget, structured/automaton.h).
-    rt->initial();
-    rt->probe();
+    if (t_finished)
+      for (const auto& job : *t_finished) {
+        if (job->key_ != key) continue;
+        std::lock_guard lock(job->mu_);
+        if (job->error_) std::rethrow_exception(job->error_);
+        return usable(job->runtime_, key, rc);
+      }
+    if (auto rt = g.cache.find(key)) return usable(std::move(rt), key, rc);
+    if (t_defer) throw CompileDeferred{g.start(key, rc.constraint, tok, eos_ids)};
+    auto rt = compile_now({rc.constraint, g.trie_for(tok, eos_ids), eos_ids});
+    g.cache.insert(key, rt);
+    return rt;
   } catch (const Error& e) {
     throw bad_request(e.what(), rc.param);
   }
-  lru.emplace_front(key, rt);
-  if (lru.size() > kCacheEntries) lru.pop_back();
-  return rt;
 }
 
 }  // namespace pagoda::server

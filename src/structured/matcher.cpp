@@ -25,6 +25,19 @@ GrammarRuntime::GrammarRuntime(Grammar g, std::shared_ptr<const TokenTrie> trie,
                                ParserBudget budget)
     : automaton_(std::move(g), budget), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), dfa_(automaton_) {
   per_depth_.resize(trie_->max_depth() + 1);
+  update_bytes();
+}
+
+void GrammarRuntime::update_bytes() {
+  const Grammar& g = automaton_.grammar();
+  size_t n = sizeof(*this) + automaton_.bytes() + dfa_.bytes() + g.elements.size() * sizeof(Element) +
+             g.byte_sets.size() * sizeof(ByteSet) + g.rule_start.size() * sizeof(uint32_t);
+  for (const std::string& name : g.rule_names) n += sizeof(std::string) + name.size();
+  const size_t mask_bytes = (static_cast<size_t>(trie_->vocab_size()) + 63) / 64 * 8;
+  // Constant time (it runs after every call): a cached mask's state is taken as a few stacks, and
+  // classes, shared with the trie's cross-grammar cache, count in full here (an upper bound).
+  n += cache_.size() * (mask_bytes + 160) + classes_bytes_;
+  bytes_.store(n, std::memory_order_relaxed);
 }
 
 // Called with mu_ held.
@@ -36,17 +49,25 @@ auto GrammarRuntime::guarded(F&& f) -> decltype(f()) {
   } catch (const Error& e) {
     spend(e.what());
     throw;
+  } catch (const std::bad_alloc&) {
+    // A real memory limit hit while this grammar grew: its memory goes back at once (not kept
+    // for reuse, close to the limit) and the requests using it end, as for a budget error.
+    spend("the grammar's parser state ran out of memory (std::bad_alloc)");
+    throw;
   }
 }
 
 void GrammarRuntime::spend(const std::string& why) {
-  failure_ = why;
+  // The memory first: after a bad_alloc, the message may need some of it.
   automaton_.release();
   dfa_.clear();
   cache_.clear();
   cache_order_.clear();
   classes_.clear();
+  classes_bytes_ = 0;
   for (State& s : per_depth_) State().swap(s);
+  failure_ = why;
+  update_bytes();
 }
 
 std::string GrammarRuntime::failure() const {
@@ -56,7 +77,11 @@ std::string GrammarRuntime::failure() const {
 
 State GrammarRuntime::initial() {
   std::lock_guard lock(mu_);
-  return guarded([&] { return automaton_.initial(); });
+  return guarded([&] {
+    State s = automaton_.initial();
+    update_bytes();
+    return s;
+  });
 }
 
 void GrammarRuntime::probe(size_t max_work, double max_ms) {
@@ -92,12 +117,17 @@ void GrammarRuntime::probe(size_t max_work, double max_ms) {
         queue.push({next.size(), next, item.prefix.size() < 256 ? item.prefix + static_cast<char>(b) : item.prefix});
       }
     }
+    update_bytes();
   });
 }
 
 State GrammarRuntime::advance(const State& s, int32_t token) {
   std::lock_guard lock(mu_);
   return guarded([&]() -> State {
+    struct Weigh {  // however the walk ends
+      GrammarRuntime& rt;
+      ~Weigh() { rt.update_bytes(); }
+    } weigh{*this};
     State cur = s, next;
     for (char c : trie_->bytes(token)) {
       automaton_.step(cur, static_cast<uint8_t>(c), next);
@@ -126,6 +156,7 @@ void GrammarRuntime::fill_mask_locked(const State& s, TokenMask& mask, int64_t t
     }
     it = cache_.emplace(s, std::move(fresh)).first;
     cache_order_.push_back(s);
+    update_bytes();
   }
   const std::shared_ptr<const CachedMask> cached = it->second;
   // After this token, tokens_left - 1 remain: the completion's bytes and the EOS.
@@ -141,6 +172,7 @@ void GrammarRuntime::fill_mask_locked(const State& s, TokenMask& mask, int64_t t
     compute_mask(s, mask, limit);
   }
   if (std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) mask = cached->mask;
+  update_bytes();  // the lazy DFA grew
 }
 
 uint32_t GrammarRuntime::compute_mask_dfa(const State& s, TokenMask& mask, int64_t limit) {
@@ -190,13 +222,17 @@ void GrammarRuntime::reference_mask_locked(const State& s, TokenMask& mask, int6
 const TokenClasses& GrammarRuntime::classes_of(StackId hole_stack) {
   auto it = classes_.find(hole_stack);
   if (it != classes_.end()) return *it->second;
-  if (classes_.size() >= kClassEntries) classes_.clear();
+  if (classes_.size() >= kClassEntries) {
+    classes_.clear();
+    classes_bytes_ = 0;
+  }
   const std::string shape = automaton_.shape(hole_stack, kMaxShapeBytes);
   std::shared_ptr<const TokenClasses> c = shape.empty() ? nullptr : trie_->class_cache().find(shape);
   if (!c) {
     c = std::make_shared<const TokenClasses>(classify_tokens(dfa_, hole_stack, *trie_));
     if (!shape.empty()) trie_->class_cache().insert(shape, c);
   }
+  classes_bytes_ += c->bytes() + 64;
   return *classes_.emplace(hole_stack, std::move(c)).first->second;
 }
 

@@ -3,6 +3,7 @@
 // bitmask of the vocabulary, and advancing over the token that was sampled.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -45,6 +46,10 @@ class GrammarRuntime {
   // Once any call has thrown a budget Error, the runtime is spent: its memory is freed and every
   // later call throws that Error again (the requests that share it end). Empty while healthy.
   std::string failure() const;
+  // The memory this runtime holds now (its automaton, mask and class caches, lazy DFA, grammar),
+  // as of its last call; read without its lock, so a cache can weigh a runtime another thread is
+  // using. It grows as requests walk new states, up to its budgets.
+  size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   State initial();
   // The state after `token`'s bytes; empty when the grammar rejects it.
@@ -90,8 +95,10 @@ class GrammarRuntime {
   template <class F>
   auto guarded(F&& f) -> decltype(f());
   void spend(const std::string& why);
+  void update_bytes();  // mu_ held
 
   mutable std::mutex mu_;
+  std::atomic<size_t> bytes_{0};
   std::string failure_;
   Automaton automaton_;
   std::shared_ptr<const TokenTrie> trie_;
@@ -106,6 +113,7 @@ class GrammarRuntime {
   std::unordered_map<State, std::shared_ptr<const CachedMask>, StateHash> cache_;
   std::deque<State> cache_order_;
   std::unordered_map<StackId, std::shared_ptr<const TokenClasses>> classes_;
+  size_t classes_bytes_ = 0;  // of classes_
   std::vector<uint32_t> candidates_;
   bool token_classes_ = true;
 };

@@ -42,6 +42,12 @@ class StateDfa {
     return shortest_[q];
   }
   const State& state(uint32_t q) const { return states_[q]; }
+  // Memory of the table and its states (approximate: containers' own overhead included as a guess).
+  size_t bytes() const {
+    size_t n = next_.size() * (sizeof(std::array<uint32_t, 256>) + 2 * sizeof(State) + sizeof(uint32_t) + 48);
+    for (const State& s : states_) n += 2 * s.size() * sizeof(StackId);
+    return n;
+  }
 
  private:
   // × 1 KB of transitions: 4 MiB a grammar at most (the server caches 64 compiled grammars).
