@@ -93,7 +93,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   const SamplingParams params = r.params;
   const bool logprobs = r.logprobs;
   const int64_t prompt_tokens = static_cast<int64_t>(ids.size());
-  auto channel = submit(ctx, std::move(specs), fairness_client(body));
+  auto channel = submit(ctx, std::move(specs), fairness_client(ctx, req, body));
 
   if (!r.stream) {
     return whole_reply(

@@ -54,7 +54,7 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
   // Logprobs name tokens by their text, or as "token_id:N" (--return-tokens-as-token-ids).
   const Tokenizer* tok = ctx.options.return_tokens_as_token_ids ? nullptr : ctx.engine.tokenizer();
   const SamplingParams params = r.params;
-  auto channel = submit(ctx, std::move(choices), fairness_client(body));
+  auto channel = submit(ctx, std::move(choices), fairness_client(ctx, req, body));
 
   if (!r.stream) {
     auto acc = std::make_shared<std::vector<CompletionChoice>>(num_choices);

@@ -207,7 +207,7 @@ HttpReply handle_embeddings(ServerContext& ctx, const HttpRequest& req) {
   }
   const size_t n = prompts.size();
   std::string why;
-  auto channel = ctx.engine.submit_embedding(std::move(prompts), why, fairness_client(body));
+  auto channel = ctx.engine.submit_embedding(std::move(prompts), why, fairness_client(ctx, req, body));
   if (!channel) throw unavailable(why);
 
   auto pooled = std::make_shared<std::vector<std::vector<float>>>(n);

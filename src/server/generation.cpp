@@ -1,6 +1,7 @@
 #include "server/generation.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "server/api_error.h"
 #include "server/special_text.h"
@@ -166,11 +167,18 @@ std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<Choice
   return channel;
 }
 
-std::string fairness_client(const nlohmann::ordered_json& body) {
-  const auto it = body.find("user");
-  if (it == body.end() || !it->is_string()) return "";
-  const std::string& user = it->get_ref<const std::string&>();
-  return user.substr(0, 256);  // an identifier, not a payload kept per client
+std::string fairness_client(const ServerContext& ctx, const HttpRequest& req, const nlohmann::ordered_json& body) {
+  // The prefixes keep the two kinds apart: no `user` value can pose as a key's client.
+  if (const auto it = body.find("user"); it != body.end() && it->is_string())
+    return "user:" + it->get_ref<const std::string&>().substr(0, 256);  // an identifier, not a payload
+  constexpr std::string_view kBearer = "Bearer ";
+  const std::string_view auth = req.header("authorization");
+  if (ctx.options.api_keys.size() < 2 || auth.substr(0, kBearer.size()) != kBearer) return "";
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: an identity, not a secret (the key passed auth)
+  for (const unsigned char c : auth.substr(kBearer.size())) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("key:") + hex;
 }
 
 HttpReply whole_reply(std::shared_ptr<GenerationChannel> channel, std::function<void(ChoiceOutput&)> on_output,

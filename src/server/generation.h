@@ -53,9 +53,10 @@ std::shared_ptr<GenerationChannel> submit(ServerContext& ctx, std::vector<Choice
                                           const std::string& client = "");
 
 // Who a request is for fairness between clients: OpenAI's `user` field (the end-user the
-// application serves) when it is a string, else "" (every request without it shares one client,
-// and is still taken in turn with the others of that client).
-std::string fairness_client(const nlohmann::ordered_json& body);
+// application serves) when it is a string; else, when the server has several API keys (one per
+// tenant), the key the request presented (as a hash: keys never reach logs or messages); else ""
+// (every such request shares one client, and is still taken in turn with the others of that client).
+std::string fairness_client(const ServerContext& ctx, const HttpRequest& req, const nlohmann::ordered_json& body);
 
 // A whole response: `on_output` sees each output as it arrives, `finish` makes the body after the
 // last one (a channel error becomes a 500 instead).

@@ -174,7 +174,7 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   head->top_p = r.params.top_p;
   head->max_output_tokens = r.params.max_tokens.value_or(0);
   head->input_tokens = static_cast<int64_t>(ids.size());
-  auto channel = submit(ctx, std::move(specs), fairness_client(body));
+  auto channel = submit(ctx, std::move(specs), fairness_client(ctx, req, body));
 
   if (!r.stream) {
     return whole_reply(

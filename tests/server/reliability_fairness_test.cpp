@@ -140,5 +140,35 @@ TEST(ReliabilityFairness, WaitingWorkPastTheLimitGets503) {
   first.join();
 }
 
+// With several API keys (one per tenant) a key is a client when the request names no `user`: one
+// tenant past half of --max-waiting-tokens gets 503 while another tenant still gets in, and the
+// refusal names the client by a hash, never by its key.
+TEST(ReliabilityFairness, EachApiKeyIsAClientWhenSeveralAreGiven) {
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--max-num-seqs", "2", "--max-model-len", "1024", "--max-waiting-tokens", "18000",
+                                 "--api-key", "tenant-heavy-key", "--api-key", "tenant-light-key"}))
+      << s.log();
+  const std::string heavy_body = R"({"prompt": "x", "n": 8, "max_tokens": 900, "ignore_eos": true})";
+  const std::vector<std::string> heavy_key = {"Authorization: Bearer tenant-heavy-key"};
+  std::thread first([&] { EXPECT_EQ(s.request("POST", "/v1/completions", heavy_body, heavy_key).status, 200); });
+  std::this_thread::sleep_for(300ms);
+  const auto t = Clock::now();
+  const HttpResult refused = s.request("POST", "/v1/completions", heavy_body, heavy_key);
+  EXPECT_LT(ms_since(t), 1000) << "a refusal must not wait";
+  EXPECT_EQ(refused.status, 503) << refused.body.substr(0, 400);
+  EXPECT_NE(refused.body.find("client 'key:"), std::string::npos) << refused.body.substr(0, 400);
+  EXPECT_EQ(refused.body.find("tenant-heavy-key"), std::string::npos) << "the key leaked: " << refused.body;
+  const auto q = Clock::now();
+  const HttpResult light = s.request("POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 4, "ignore_eos": true})",
+                                     {"Authorization: Bearer tenant-light-key"});
+  EXPECT_EQ(light.status, 200) << light.body;
+  if (kTimingsMeaningful) {
+    EXPECT_LT(ms_since(q), 1000);
+  }
+  first.join();
+}
+
 }  // namespace
 }  // namespace pagoda::server::test
