@@ -79,6 +79,22 @@ bool GrammarMaskWorkers::any_pending() const {
 
 void GrammarMaskWorkers::wait_recent(std::chrono::nanoseconds grace) {
   std::unique_lock lock(mu_);
+  // The queued continuations (a grammar's next mask after a token: usually microseconds, often a
+  // copy from its cache) run here, on the waiting thread, instead of waiting for a worker to wake:
+  // the handoff cost more than the mask (CPU tg128 under a schema 0.82x -> 0.55x of unconstrained
+  // on the default model). A grammar's first mask, which can take seconds, stays with the workers.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->make_matcher) {
+      ++it;
+      continue;
+    }
+    const Job job = *it;
+    queue_.erase(it);
+    lock.unlock();
+    run(job);
+    lock.lock();
+    it = queue_.begin();  // the workers may have taken jobs meanwhile
+  }
   for (;;) {
     // The latest deadline among the jobs still in their grace.
     const auto now = Clock::now();

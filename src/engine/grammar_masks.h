@@ -50,8 +50,9 @@ class GrammarMaskWorkers {
   // Whether a job of `seq` is queued or running.
   bool pending(const Sequence* seq) const;
   bool any_pending() const;
-  // Waits until every job submitted less than `grace` ago is done, at most until `grace` after
-  // its submission.
+  // Runs the queued jobs that continue a grammar (not those that make its first mask) on this
+  // thread, then waits until every job submitted less than `grace` ago is done, at most until
+  // `grace` after its submission.
   void wait_recent(std::chrono::nanoseconds grace = kGrace);
   // Waits until some job finishes, at most `timeout` (a step with nothing else to run).
   void wait_any(std::chrono::milliseconds timeout);
