@@ -15,6 +15,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <algorithm>
+#include <vector>
 
 namespace pagoda::server::test {
 
@@ -28,6 +30,18 @@ inline constexpr bool kRssMeaningful = false;
 inline constexpr bool kTimingsMeaningful = true;
 inline constexpr bool kRssMeaningful = true;
 #endif
+
+using Clock = std::chrono::steady_clock;
+
+inline double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// The 99th percentile of `xs` (the slowest of fewer than 100).
+inline double p99(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs.empty() ? 0 : xs[std::min(xs.size() - 1, xs.size() * 99 / 100)];
+}
 
 class RawConn {
  public:

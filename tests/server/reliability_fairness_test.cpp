@@ -18,14 +18,8 @@ namespace pagoda::server::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-double p99(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs.empty() ? 0 : xs[xs.size() * 99 / 100];
-}
 
 // A prompt of `n` token ids (the tiny vocabulary's letters).
 std::string token_prompt(int n) {

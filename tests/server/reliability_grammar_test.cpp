@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <functional>
 #include <vector>
 
 #include "raw_http.h"
@@ -21,14 +22,8 @@ namespace pagoda::server::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-double p99(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs.empty() ? 0 : xs[std::min(xs.size() - 1, xs.size() * 99 / 100)];
-}
 
 // {"enum": ["e0", ..., "e59999"]}
 nlohmann::json enum_schema(int n) {
@@ -68,6 +63,52 @@ HttpResult post(int port, const std::string& path, const std::string& body) {
   return {status_of(resp), body_of(resp)};
 }
 
+// Two heavy requests, each on a thread of its own, and a 4-token completion again and again while
+// they run (at least 20 of them): the heavy answers and when they came, the light latencies.
+struct BesideHeavy {
+  HttpResult first, second;
+  double first_ms = 0, second_ms = 0;
+  std::vector<double> latencies;
+  int during_heavy = 0;  // light requests sent while a heavy one still ran
+  int failures = 0;      // light requests not answered 200
+};
+
+BesideHeavy light_beside_heavy(int port, const std::function<HttpResult()>& first,
+                               const std::function<HttpResult()>& second) {
+  BesideHeavy out;
+  std::atomic<int> heavy_done{0};
+  const auto t0 = Clock::now();
+  std::thread a([&] {
+    out.first = first();
+    out.first_ms = ms_since(t0);
+    ++heavy_done;
+  });
+  std::thread b([&] {
+    out.second = second();
+    out.second_ms = ms_since(t0);
+    ++heavy_done;
+  });
+  const std::string light = post_request("/v1/completions", R"({"prompt": "hi", "max_tokens": 4, "ignore_eos": true})",
+                                         "Connection: close\r\n");
+  while ((heavy_done < 2 || out.latencies.size() < 20) && ms_since(t0) < 120000) {
+    const bool heavy_running = heavy_done < 2;
+    const auto t = Clock::now();
+    RawConn c(port);
+    c.send(light);
+    const std::string resp = c.read_all(std::chrono::seconds(30));
+    out.latencies.push_back(ms_since(t));
+    if (status_of(resp) != 200) {
+      ++out.failures;
+      ADD_FAILURE() << "a 4-token completion failed: " << resp.substr(0, 300);
+    }
+    out.during_heavy += heavy_running;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  a.join();
+  b.join();
+  return out;
+}
+
 // The heavy request's answer: 200 with text that is JSON valid under `valid`, or a 400 that says
 // what went wrong.
 template <class Valid>
@@ -97,41 +138,14 @@ TEST(ReliabilityGrammar, LargeSchemasDoNotStallOtherClients) {
   constexpr int kEnumValues = 60000, kProperties = 3000;
   const std::string enum_body = completion_with_schema(enum_schema(kEnumValues), 16);
   const std::string props_body = completion_with_schema(optional_properties_schema(kProperties), 48);
-  HttpResult enum_reply, props_reply;
-  double enum_ms = 0, props_ms = 0;
-  std::atomic<int> heavy_done{0};
-  const auto t0 = Clock::now();
-  std::thread enum_client([&] {
-    enum_reply = post(server.port(), "/v1/completions", enum_body);
-    enum_ms = ms_since(t0);
-    ++heavy_done;
-  });
-  std::thread props_client([&] {
-    props_reply = post(server.port(), "/v1/completions", props_body);
-    props_ms = ms_since(t0);
-    ++heavy_done;
-  });
-  // A 4-token completion again and again while they run (at least 20 of them).
-  const std::string light = post_request("/v1/completions", R"({"prompt": "hi", "max_tokens": 4, "ignore_eos": true})",
-                                         "Connection: close\r\n");
-  std::vector<double> latencies;
-  int during_heavy = 0, failures = 0;
-  while ((heavy_done < 2 || latencies.size() < 20) && ms_since(t0) < 120000) {
-    const bool heavy_running = heavy_done < 2;
-    const auto t = Clock::now();
-    RawConn c(server.port());
-    c.send(light);
-    const std::string resp = c.read_all(30s);
-    latencies.push_back(ms_since(t));
-    if (status_of(resp) != 200) {
-      ++failures;
-      ADD_FAILURE() << "a 4-token completion failed: " << resp.substr(0, 300);
-    }
-    during_heavy += heavy_running;
-    std::this_thread::sleep_for(20ms);
-  }
-  enum_client.join();
-  props_client.join();
+  BesideHeavy run = light_beside_heavy(
+      server.port(), [&] { return post(server.port(), "/v1/completions", enum_body); },
+      [&] { return post(server.port(), "/v1/completions", props_body); });
+  const HttpResult& enum_reply = run.first;
+  const HttpResult& props_reply = run.second;
+  const double enum_ms = run.first_ms, props_ms = run.second_ms;
+  const std::vector<double>& latencies = run.latencies;
+  const int during_heavy = run.during_heavy, failures = run.failures;
   const double light_p99 = p99(latencies);
   std::printf("enum of %d: %d after %.0f ms; %d optional properties: %d after %.0f ms; %zu light requests "
               "(%d while the heavy ran), p99 %.0f ms, max %.0f ms\n  enum: %s\n  properties: %s\n",
@@ -167,8 +181,9 @@ TEST(ReliabilityGrammar, LargeSchemasDoNotStallOtherClients) {
   // The same schemas again are answered from the compiled-grammar cache, the same way.
   const HttpResult again = server.request("POST", "/v1/completions", enum_body);
   EXPECT_EQ(again.status, enum_reply.status) << again.body.substr(0, 300);
-  if (again.status == 200 && enum_reply.status == 200)
+  if (again.status == 200 && enum_reply.status == 200) {
     EXPECT_EQ(again.json()["choices"][0]["text"], enum_reply.json()["choices"][0]["text"]) << "temperature 0: same tokens";
+  }
   ASSERT_EQ(server.request("POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 4})").status, 200);
 }
 
@@ -193,46 +208,24 @@ TEST(ReliabilityGrammar, SlowCompilesAndMasksHoldOnlyTheirOwnRequests) {
   nlohmann::json values = nlohmann::json::array();
   for (int i = 0; i < 1000; ++i) values.push_back("v" + std::to_string(i) + "-abcdefghijklmnopqrstuvwxyz");
   const std::string enum_body = completion_with_schema({{"enum", values}}, 48);
-  const std::string props_body = completion_with_schema(optional_properties_schema(1000), 48);
-  HttpResult enum_reply, props_reply;
-  double enum_ms = 0, props_ms = 0;
-  std::atomic<int> heavy_done{0};
-  const auto t0 = Clock::now();
-  std::thread enum_client([&] {
-    enum_reply = post(server.port(), "/v1/completions", enum_body);
-    enum_ms = ms_since(t0);
-    ++heavy_done;
-  });
-  std::thread props_client([&] {
-    props_reply = post(server.port(), "/v1/chat/completions",
-                                 nlohmann::json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                                                {"max_tokens", 48},
-                                                {"temperature", 0},
-                                                {"response_format",
-                                                 {{"type", "json_schema"},
-                                                  {"json_schema", {{"name", "x"}, {"schema", optional_properties_schema(1000)}}}}}}
-                                     .dump());
-    props_ms = ms_since(t0);
-    ++heavy_done;
-  });
-  (void)props_body;
-  const std::string light = post_request("/v1/completions", R"({"prompt": "hi", "max_tokens": 4, "ignore_eos": true})",
-                                         "Connection: close\r\n");
-  std::vector<double> latencies;
-  int during_heavy = 0;
-  while ((heavy_done < 2 || latencies.size() < 20) && ms_since(t0) < 120000) {
-    const bool heavy_running = heavy_done < 2;
-    const auto t = Clock::now();
-    RawConn c(server.port());
-    c.send(light);
-    const std::string resp = c.read_all(30s);
-    latencies.push_back(ms_since(t));
-    EXPECT_EQ(status_of(resp), 200) << resp.substr(0, 300);
-    during_heavy += heavy_running;
-    std::this_thread::sleep_for(20ms);
-  }
-  enum_client.join();
-  props_client.join();
+  BesideHeavy run = light_beside_heavy(
+      server.port(), [&] { return post(server.port(), "/v1/completions", enum_body); },
+      [&] {
+        return post(server.port(), "/v1/chat/completions",
+                    nlohmann::json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                   {"max_tokens", 48},
+                                   {"temperature", 0},
+                                   {"response_format",
+                                    {{"type", "json_schema"},
+                                     {"json_schema", {{"name", "x"}, {"schema", optional_properties_schema(1000)}}}}}}
+                        .dump());
+      });
+  const HttpResult& enum_reply = run.first;
+  const HttpResult& props_reply = run.second;
+  const double enum_ms = run.first_ms, props_ms = run.second_ms;
+  const std::vector<double>& latencies = run.latencies;
+  const int during_heavy = run.during_heavy;
+  EXPECT_EQ(run.failures, 0);
   const double light_p99 = p99(latencies);
   std::printf("slow enum: %d after %.0f ms; slow properties (chat): %d after %.0f ms; %zu light requests (%d while "
               "the slow ran), p99 %.0f ms, max %.0f ms\n",

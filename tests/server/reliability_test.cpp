@@ -18,9 +18,7 @@ namespace pagoda::server::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // The server of every case: the tiny test model, a short request deadline so that slow clients are
 // cut off within the test's time.
@@ -74,9 +72,10 @@ class Reliability : public ::testing::Test {
       std::this_thread::sleep_for(100ms);
       normal_request_works();  // a large request's memory is trimmed after the next one
     }
-    if (kRssMeaningful)
+    if (kRssMeaningful) {
       EXPECT_LE(rss, rss_limit()) << "RSS " << rss << " KiB, started at " << rss_start_ << " KiB, KV pool "
                                   << kv_kib_ << " KiB";
+    }
   }
 
   std::string raw_exchange(const std::string& request, std::chrono::milliseconds timeout = 10s) {
@@ -189,9 +188,10 @@ TEST_F(Reliability, SlowClientsAreCutOffAndDelayNothing) {
   const auto t = Clock::now();
   EXPECT_TRUE(normal_request_works());
   EXPECT_LT(ms_since(t), 5000);
-  if (kTimingsMeaningful)
+  if (kTimingsMeaningful) {
     EXPECT_LT(median_health, 100) << "/health took " << median_health << " ms (median of " << health_ms.size()
                                   << ") beside " << kSlow << " slow clients";
+  }
   int answered_408 = 0;
   for (auto& c : slow)
     if (status_of(c->read_all(5s, 4096)) == 408) ++answered_408;
@@ -301,7 +301,9 @@ TEST_F(Reliability, HealthIsNotQueuedBehindGeneration) {
   // 40 samples: the p99 is the slowest. A /health that waited behind generations would take
   // seconds; 250 ms leaves room for the scheduling stalls of a 2-core machine running other tests
   // beside this one (50 ms failed there once at 69 ms).
-  if (kTimingsMeaningful) EXPECT_LT(times[times.size() * 99 / 100], 250) << "p99 of /health under load";
+  if (kTimingsMeaningful) {
+    EXPECT_LT(times[times.size() * 99 / 100], 250) << "p99 of /health under load";
+  }
   expect_recovered();
 }
 

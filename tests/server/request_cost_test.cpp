@@ -20,9 +20,7 @@ namespace pagoda::server::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // A 4-token completion sent again and again while a test runs; its latencies.
 class LatencyProbe {
