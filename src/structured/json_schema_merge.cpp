@@ -223,7 +223,9 @@ void SchemaMerger::merge_into(json& a, const json& b) const {
     }
     json& x = a[k];
     if (x == v) continue;
-    auto conflict = [&k]() { schema_fail("allOf: two different '" + k + "' cannot be combined; merge them by hand"); };
+    // A named copy: clang 14 cannot capture a structured binding.
+    const std::string key = k;
+    auto conflict = [&key]() { schema_fail("allOf: two different '" + key + "' cannot be combined; merge them by hand"); };
     if (k == "properties" || k == "patternProperties") {
       if (!x.is_object() || !v.is_object()) schema_fail("'" + k + "' must be an object");
       for (auto& [p, ps] : v.items()) x[p] = x.contains(p) ? json{{"allOf", json::array({x[p], ps})}} : ps;
