@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "server/api_error.h"
+#include "server/router.h"
 #include "server/special_text.h"
 #include "server/sse.h"
 
@@ -171,11 +172,10 @@ std::string fairness_client(const ServerContext& ctx, const HttpRequest& req, co
   // The prefixes keep the two kinds apart: no `user` value can pose as a key's client.
   if (const auto it = body.find("user"); it != body.end() && it->is_string())
     return "user:" + it->get_ref<const std::string&>().substr(0, 256);  // an identifier, not a payload
-  constexpr std::string_view kBearer = "Bearer ";
-  const std::string_view auth = req.header("authorization");
-  if (ctx.options.api_keys.size() < 2 || auth.substr(0, kBearer.size()) != kBearer) return "";
+  const std::optional<std::string_view> token = bearer_token(req);
+  if (ctx.options.api_keys.size() < 2 || !token) return "";
   uint64_t h = 1469598103934665603ull;  // FNV-1a: an identity, not a secret (the key passed auth)
-  for (const unsigned char c : auth.substr(kBearer.size())) h = (h ^ c) * 1099511628211ull;
+  for (const unsigned char c : *token) h = (h ^ c) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return std::string("key:") + hex;

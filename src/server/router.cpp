@@ -85,12 +85,18 @@ bool authorized(const ServerContext& ctx, const HttpRequest& req) {
   const bool guarded = req.path.rfind("/v1", 0) == 0 || req.path.rfind("/v2", 0) == 0 ||
                        req.path.rfind("/inference", 0) == 0;
   if (!guarded) return true;
+  const std::optional<std::string_view> token = bearer_token(req);
+  if (!token) return false;
+  bool ok = false;  // every key compared, whichever matches
+  for (const std::string& key : keys) ok = constant_time_equal(*token, key) || ok;
+  return ok;
+}
+
+std::optional<std::string_view> bearer_token(const HttpRequest& req) {
   const std::string_view auth = req.header("authorization");
   constexpr std::string_view kBearer = "Bearer ";
-  if (auth.substr(0, kBearer.size()) != kBearer) return false;
-  bool ok = false;  // every key compared, whichever matches
-  for (const std::string& key : keys) ok = constant_time_equal(auth.substr(kBearer.size()), key) || ok;
-  return ok;
+  if (auth.substr(0, kBearer.size()) != kBearer) return std::nullopt;
+  return auth.substr(kBearer.size());
 }
 
 HttpReply error_reply(const ApiError& e) {

@@ -2,6 +2,7 @@
 // Pure functions of the request: the HTTP session calls them, and so does the fuzzer.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,8 @@ const Route* find_route(const std::string& method, const std::string& path, Http
 // /version, /tokenize stay open for probes and scrapers), and never a CORS preflight (OPTIONS),
 // which browsers send without credentials. Compared in constant time.
 bool authorized(const ServerContext& ctx, const HttpRequest& req);
+// The KEY of an `Authorization: Bearer KEY` header, or nullopt when the request has none.
+std::optional<std::string_view> bearer_token(const HttpRequest& req);
 
 // True for application/json and application/*+json, whatever the parameters (charset) and case.
 bool is_json_content_type(std::string_view content_type);
