@@ -50,8 +50,10 @@ SHAPES = {
 }
 
 
-def make_config(shape: str):
+def make_config(shape: str, layers: int = 0):
     family, kw = SHAPES[shape]
+    if layers:  # a shape's per-layer cost with fewer layers (profiling): totals scale by the ratio
+        kw = dict(kw, num_hidden_layers=layers)
     if family == "qwen3":
         from transformers import Qwen3Config
         return Qwen3Config(vocab_size=151936, head_dim=128, rms_norm_eps=1e-6,
@@ -92,11 +94,12 @@ def main():
     ap.add_argument("--shape", required=True, choices=sorted(SHAPES))
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layers", type=int, default=0, help="override num_hidden_layers (0: the shape's)")
     args = ap.parse_args()
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     torch.manual_seed(args.seed)
-    cfg = make_config(args.shape)
+    cfg = make_config(args.shape, args.layers)
     t0 = time.time()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(device):

@@ -220,7 +220,10 @@ void add_glu(std::vector<OpCase>& out) {
       be.linear_silu_mul(d.t("gate_up"), d.t("w"), d.t("act"), d.t("out"));
     };
     c.outputs = {"out"};
-    c.tol = tol_by_act({2e-5 * std::sqrt(double(i)), 1e-4}, {2e-2, 2e-2});
+    // In bf16 the activation is an intermediate whose rounding is the backend's: CUDA rounds silu(g)
+    // before the product as torch does, the CPU and the formula round once. Half an ulp on each of I
+    // terms of up to |9| adds ~sqrt(I) * 2^-9 * rms to the sum; measured worst 0.094 at I = 96.
+    c.tol = tol_by_act({2e-5 * std::sqrt(double(i)), 1e-4}, {2e-2 + 1e-2 * std::sqrt(double(i)), 2e-2});
     out.push_back(std::move(c));
   }
   for (auto [t, h] : {std::pair<int64_t, int64_t>{4, 48}, {9, 1000}}) {

@@ -125,8 +125,9 @@ void perf_attention(std::vector<OpCase>& out, int hq, int hkv, int d, int seqs, 
   out.push_back(std::move(c));
 }
 
-void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len) {
-  const int64_t hk = 16, hv = 16, dk = 128, dv = 128, kconv = 4, conv = 2 * hk * dk + hv * dv;
+// hv value heads over 16 key heads: 16 is Qwen3.5-0.8B's, 32 the 9B's.
+void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len, int64_t hv = 16) {
+  const int64_t hk = 16, dk = 128, dv = 128, kconv = 4, conv = 2 * hk * dk + hv * dv;
   const int64_t t = int64_t{seqs} * q_len;
   auto make = [=](DType act) {
     OpData d;
@@ -150,7 +151,8 @@ void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len) {
     d.t["norm_w"] = lazy(DType::F32, {dv});
     return d;
   };
-  const std::string shape = "Hv16 dk128 dv128 B=" + std::to_string(seqs) + " q=" + std::to_string(q_len);
+  const std::string shape =
+      "Hv" + std::to_string(hv) + " dk128 dv128 B=" + std::to_string(seqs) + " q=" + std::to_string(q_len);
   OpCase c;
   c.make = make;
   c.label = shape;
@@ -253,7 +255,9 @@ std::vector<OpCase> perf_cases(bool quick) {
   struct Mat { const char* name; int64_t n, k; };
   const std::pair<const char*, std::vector<Mat>> models[] = {
       {"0.6B", {{"qkv", 4096, 1024}, {"o", 1024, 2048}, {"gate_up", 6144, 1024}, {"down", 1024, 3072}, {"lm_head", 151936, 1024}}},
-      {"8B", {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 24576, 4096}, {"down", 4096, 12288}, {"lm_head", 151936, 4096}}}};
+      {"8B", {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 24576, 4096}, {"down", 4096, 12288}, {"lm_head", 151936, 4096}}},
+      // Qwen3.5-9B's own: the GDN input projection (q k v z) and the gated attention's q|gate k v.
+      {"9B", {{"gdn_qkvz", 12288, 4096}, {"attn_qkv", 10240, 4096}}}};
   for (const auto& [model, mats] : models)
     for (int64_t t : ts)
       for (const Mat& m : mats)
@@ -269,6 +273,9 @@ std::vector<OpCase> perf_cases(bool quick) {
   perf_attention(out, 8, 2, 256, 64, 1, 2048);  // Qwen3.5-0.8B's attention layers
   for (auto [b, q] : {std::pair{1, 1}, std::pair{64, 1}, std::pair{256, 1}, std::pair{1, 4096}, std::pair{8, 512}})
     perf_gdn(out, b, q);
+  // Qwen3.5-9B under the throughput profile: 512 sequences decoding, 8 prompts of 1,024 in one step.
+  if (!quick)
+    for (auto [b, q] : {std::pair{512, 1}, std::pair{8, 1024}}) perf_gdn(out, b, q, 32);
   for (int heads : {16, 32})
     for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 128, 8192}) perf_rope(out, heads, t);
   perf_argmax(out, 1);
