@@ -1,8 +1,9 @@
 // The gated delta rule (docs/models.md, Gated DeltaNet steps 4-6) over a varlen step: a recurrent kernel
-// for sequences with few new tokens (decodes) and a chunked kernel (chunk 64, all fp32) for prefill
-// chunks. Both run over every sequence of the step and skip those of the other kind, so a mixed
-// step needs no host knowledge of the lengths. State [slots, Hv, dk, dv] fp32 is read and written
-// in place at each sequence's slot (zero start where has_initial_state is 0).
+// for sequences with few new tokens (decodes) and a chunked kernel (chunk 64, fp32; its products on tensor
+// cores in 3xTF32 for bf16 activations) for prefill chunks. Both run over every sequence of the step and
+// skip those of the other kind, so a mixed step needs no host knowledge of the lengths. State
+// [slots, Hv, dk, dv] fp32 is read and written in place at each sequence's slot (zero start where
+// has_initial_state is 0).
 //
 // Per token and value head h (key head h / (Hv / Hk)), all fp32:
 //   k̂ = k / sqrt(Σk² + 1e-6), q̃ = q / sqrt(Σq² + 1e-6) / sqrt(dk), β = sigmoid(b) (held in the
@@ -10,7 +11,9 @@
 //   S ← e^g S;  δ = β (v − Sᵀk̂);  S ← S + k̂ δᵀ;  o = Sᵀq̃.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gdn_kernels.cuh"
@@ -235,6 +238,9 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArg
 // (Vnew = U − W S of docs/models.md with U and W folded: (I+A)⁻¹ (β V − β e^γ K̂ S).) The K̂ K̂ᵀ and Q̃ K̂ᵀ
 // products are recomputed by each dv tile of a head. Plain fp32 FMA; matmuls with 4x4 (or 8x4)
 // register tiles over float4 shared-memory reads.
+// For bf16 activations (kTc) the products run on tensor cores in 3xTF32 (warp_mma) and (3) goes by
+// blocks of 16 rows: 1.16x on the Qwen3.5-9B prefill shape (docs/benchmarks.md, 2026-11-28); the
+// forward substitution and the loads, not the products, hold the rest of the time.
 constexpr int kChunk = 64;
 constexpr int kChunkThreads = 256;
 constexpr int kKs = kMaxDk + 4;  // row stride of K̂, Q̃ (float4 reads of 8 consecutive rows hit 32 banks)
@@ -269,7 +275,86 @@ struct ChunkLayout {
   static_assert(kChunkRows >= 1 && kParts <= 32 && (kParts & (kParts - 1)) == 0, "thread layouts");
 };
 
-template <typename T, int kCols>
+// ---- tensor-core products of the chunked kernel (bf16 models) -------------------------------------------
+// One warp's C[16 MT, 8 NT] += A[16 MT, K] B[K, 8 NT] on tensor cores (mma.sync m16n8k8 .tf32, fp32
+// accumulate) over fp32 operands in shared memory, read through accessors a(m, k) and b(k, n) so that
+// transposed and scaled views need no copy. Fragment layout (PTX ISA, m16n8k8 .tf32): with g = lane / 4,
+// t = lane % 4, a holds (g, t) (g + 8, t) (g, t + 4) (g + 8, t + 4); b holds (t, g) (t + 4, g); c[i] is
+// row g + 8 (i / 2), column 2 t + i % 2. Each operand is split into two TF32 parts (x = hi + lo, 3xTF32):
+// lo·hi + hi·lo + hi·hi keeps the products at fp32's accuracy (the state is carried in fp32 across
+// thousands of tokens), at three MMAs each — still a small part of the chunk's time.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+struct Tf32x2 {
+  uint32_t hi, lo;
+};
+__device__ __forceinline__ Tf32x2 split_tf32(float x) {
+  const uint32_t hi = to_tf32(x);
+  return {hi, to_tf32(x - __uint_as_float(hi))};
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// d += a b with both split: the two cross terms first (they are small), then hi·hi.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32x2 (&a)[4], const Tf32x2 (&b)[2]) {
+  mma_tf32(d, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
+  mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
+  mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+}
+
+// Rows m0 .. m0 + 16 MT, columns n0 .. n0 + 8 NT, K a multiple of 8.
+template <int MT, int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], int m0, int n0, int K, FA a, FB b, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    Tf32x2 af[MT][4], bf[NT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int r = m0 + 16 * i + g;
+      af[i][0] = split_tf32(a(r, k0 + t));
+      af[i][1] = split_tf32(a(r + 8, k0 + t));
+      af[i][2] = split_tf32(a(r, k0 + t + 4));
+      af[i][3] = split_tf32(a(r + 8, k0 + t + 4));
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int c = n0 + 8 * j + g;
+      bf[j][0] = split_tf32(b(k0 + t, c));
+      bf[j][1] = split_tf32(b(k0 + t + 4, c));
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mma_3xtf32(acc[i][j], af[i], bf[j]);
+  }
+}
+
+// The element (row, column) of accumulator register e of tile (i, j) of a warp_mma at (m0, n0).
+__device__ __forceinline__ int acc_row(int m0, int i, int e, int lane) { return m0 + 16 * i + (lane >> 2) + 8 * (e >> 1); }
+__device__ __forceinline__ int acc_col(int n0, int j, int e, int lane) { return n0 + 8 * j + 2 * (lane & 3) + (e & 1); }
+
+template <typename T, int kCols, bool kTc>
 __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnArgs p) {
   using L = ChunkLayout<kCols>;
   constexpr int RG = L::kRowGroups, kSs = L::kSs, kVs = L::kVs;
@@ -302,6 +387,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   const bool init = slot_ok && p.has_init[s] != 0;
   float* st = slot_ok ? p.state + (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : nullptr;
   const int dk4 = (p.dk + 3) & ~3;
+  const int dk8 = (p.dk + 7) & ~7;  // K̂, Q̃ and S are zero past dk up to kMaxDk
   const T* vg = static_cast<const T*>(p.v);
   T* out = static_cast<T*>(p.out);
 
@@ -364,7 +450,42 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     __syncthreads();
 
     // (2a) A and QK, whatever the dv tile: thread (aq, ac) computes rows aq + 16 m, columns ac + 16 n.
-    {
+    if constexpr (kTc) {
+      // Warp w: rows 16 (w / 2) .., columns 32 (w % 2) ..; both products share K̂ᵀ's fragments.
+      const int m0 = 16 * (warp >> 1), n0 = 32 * (warp & 1);
+      float acc_a[1][4][4], acc_q[1][4][4];
+      zero_acc(acc_a);
+      zero_acc(acc_q);
+      const int g = lane >> 2, t = lane & 3;
+      for (int k0 = 0; k0 < dk8; k0 += 8) {
+        Tf32x2 ka[4], qa[4], kb[4][2];
+        const int r = m0 + g;
+        ka[0] = split_tf32(Ks[r * kKs + k0 + t]), ka[1] = split_tf32(Ks[(r + 8) * kKs + k0 + t]);
+        ka[2] = split_tf32(Ks[r * kKs + k0 + t + 4]), ka[3] = split_tf32(Ks[(r + 8) * kKs + k0 + t + 4]);
+        qa[0] = split_tf32(Qs[r * kKs + k0 + t]), qa[1] = split_tf32(Qs[(r + 8) * kKs + k0 + t]);
+        qa[2] = split_tf32(Qs[r * kKs + k0 + t + 4]), qa[3] = split_tf32(Qs[(r + 8) * kKs + k0 + t + 4]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = n0 + 8 * j + g;
+          kb[j][0] = split_tf32(Ks[c * kKs + k0 + t]);
+          kb[j][1] = split_tf32(Ks[c * kKs + k0 + t + 4]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          mma_3xtf32(acc_a[0][j], ka, kb[j]);
+          mma_3xtf32(acc_q[0][j], qa, kb[j]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = acc_row(m0, 0, e, lane), c = acc_col(n0, j, e, lane);
+          const float dec = c <= r ? expf(gam[r] - gam[c]) : 0.0f;
+          As[r * kMs + c] = c < r ? bet[r] * dec * acc_a[0][j][e] : 0.0f;
+          QKs[r * kMs + c] = dec * acc_q[0][j][e];
+        }
+    } else {
       const int aq = tid >> 4, ac = tid & 15;
       float acc_a[4][4], acc_q[4][4];
 #pragma unroll
@@ -399,7 +520,23 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     }
 
     // (2b) R = β ⊙ (V − e^γ ⊙ (K̂ S)) in place of V: rows tq + RG m, columns 4 tc .. 4 tc + 3.
-    {
+    if constexpr (kTc) {
+      // Warp w: rows 16 (w / 2) .., columns (w % 2) kCols / 2 ..
+      constexpr int NT = kCols / 16;
+      const int m0 = 16 * (warp >> 1), n0 = (warp & 1) * (kCols / 2);
+      float acc[1][NT][4];
+      zero_acc(acc);
+      warp_mma(acc, m0, n0, dk8, [&](int r, int k) { return Ks[r * kKs + k]; },
+               [&](int k, int c) { return Ss[k * kSs + c]; }, lane);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = acc_row(m0, 0, e, lane), c = acc_col(n0, j, e, lane);
+          float& v = Vs[r * kVs + c];
+          v = bet[r] * (v - eg[r] * acc[0][j][e]);
+        }
+    } else {
       float4 acc[L::kChunkRows];
 #pragma unroll
       for (int m = 0; m < L::kChunkRows; ++m) acc[m] = f4(0.0f);
@@ -435,7 +572,34 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     // (3) Vnew = (I + A)⁻¹ R by forward substitution, each column independent: P lanes per column
     // share the sum over s (s ≡ part mod P); row s of the column is written and later read by the
     // same lane (part = s mod P), so only the P-lane sum needs the shuffles. Rows past n stay 0.
-    {
+    if constexpr (kTc) {
+      // By blocks of 16 rows: what the rows above a block contribute is one product on tensor cores,
+      // then the block's own rows are substituted in order (a chain of 15 short steps, not 63 long ones).
+      constexpr int P = L::kParts;
+      const int col = tid / P, part = tid % P;
+      for (int b0 = 0; b0 < n; b0 += 16) {
+        if (b0 > 0) {
+          if (warp < kCols / 8) {
+            float acc[1][1][4];
+            zero_acc(acc);
+            warp_mma(acc, b0, 8 * warp, b0, [&](int r, int s2) { return As[r * kMs + s2]; },
+                     [&](int s2, int c) { return Vs[s2 * kVs + c]; }, lane);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) Vs[acc_row(b0, 0, e, lane) * kVs + acc_col(8 * warp, 0, e, lane)] -= acc[0][0][e];
+          }
+          __syncthreads();
+        }
+        const int end = min(b0 + 16, n);
+        for (int r = b0 + 1; r < end; ++r) {
+          float acc = 0.0f;
+          for (int s2 = b0 + part; s2 < r; s2 += P) acc = fmaf(As[r * kMs + s2], Vs[s2 * kVs + col], acc);
+#pragma unroll
+          for (int o = 1; o < P; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+          if (part == r % P) Vs[r * kVs + col] -= acc;
+        }
+        __syncthreads();
+      }
+    } else {
       constexpr int P = L::kParts;
       const int col = tid / P, part = tid % P;
       for (int r = 1; r < n; ++r) {
@@ -449,7 +613,29 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     __syncthreads();
 
     // (4) O = e^γ ⊙ (Q̃ S) + QK · Vnew: rows tq + RG m, columns 4 tc .. 4 tc + 3; to global.
-    {
+    if constexpr (kTc) {
+      constexpr int NT = kCols / 16;
+      const int m0 = 16 * (warp >> 1), n0 = (warp & 1) * (kCols / 2);
+      float acc[1][NT][4];
+      zero_acc(acc);
+      warp_mma(acc, m0, n0, dk8, [&](int r, int k) { return Qs[r * kKs + k]; },
+               [&](int k, int c) { return Ss[k * kSs + c]; }, lane);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[0][j][e] *= eg[acc_row(m0, 0, e, lane)];
+      // Rows of Vnew past n are 0, so the whole chunk's 64 columns of QK can be summed over.
+      warp_mma(acc, m0, n0, kChunk, [&](int r, int c) { return QKs[r * kMs + c]; },
+               [&](int c, int j) { return Vs[c * kVs + j]; }, lane);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = acc_row(m0, 0, e, lane), c = acc_col(n0, j, e, lane);
+          if (r < n && j0 + c < p.dv)
+            out[(begin + c0 + r) * p.out_stride + static_cast<int64_t>(h) * p.dv + j0 + c] = from_f32<T>(acc[0][j][e]);
+        }
+    } else {
       float4 acc[L::kChunkRows];
 #pragma unroll
       for (int m = 0; m < L::kChunkRows; ++m) acc[m] = f4(0.0f);
@@ -504,7 +690,25 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     __syncthreads();  // (4) read S; (5) overwrites it
 
     // (5) S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew: rows tq + RG m, columns 4 tc .. 4 tc + 3.
-    {
+    if constexpr (kTc) {
+      // Warp w: state rows 16 w .. 16 w + 15, every column of the tile; each element is read (e^{γ_L} S)
+      // and written by the thread that owns it.
+      constexpr int NT = kCols / 8;
+      const int m0 = 16 * warp;
+      const float el = misc[0];
+      float acc[1][NT][4];
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[0][j][e] = el * Ss[acc_row(m0, 0, e, lane) * kSs + acc_col(0, j, e, lane)];
+      warp_mma(acc, m0, 0, kChunk, [&](int i, int r) { return Ks[r * kKs + i]; },
+               [&](int r, int j) { return eend[r] * Vs[r * kVs + j]; }, lane);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Ss[acc_row(m0, 0, e, lane) * kSs + acc_col(0, j, e, lane)] = acc[0][j][e];
+    } else {
       const float el = misc[0];
       float4 acc[L::kStateRows];
 #pragma unroll
@@ -525,6 +729,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
     }
   }
 
+  if constexpr (kTc) __syncthreads();  // (5) wrote the state in the warps' layout, not (tq, tc)'s
   if (!slot_ok || !col_ok) return;
 #pragma unroll
   for (int m = 0; m < L::kStateRows; ++m) {
@@ -535,15 +740,33 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   }
 }
 
-template <typename T, int kCols>
+template <typename T, int kCols, bool kTc>
 void launch_chunk_cols(const GdnArgs& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
-  auto* kernel = &gdn_chunk_kernel<T, kCols>;
+  auto* kernel = &gdn_chunk_kernel<T, kCols, kTc>;
   constexpr size_t smem = ChunkLayout<kCols>::kSmemBytes;
   static std::atomic<uint64_t> opted_in{0};
   opt_in_shared_memory(reinterpret_cast<const void*>(kernel), smem, max_smem_optin, opted_in,
                        "gated_delta_rule (chunked)");
   kernel<<<grid, kChunkThreads, smem, stream>>>(a);
   PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+// The chunk's products on tensor cores (3xTF32: fp32's accuracy) for bf16 activations; fp32 activations
+// keep plain FMA, the form the token-exact comparisons with fp32 references were made with. PAGODA_GDN_TC=0 turns them off, to compare.
+bool chunk_tensor_cores() {
+  static const bool on = [] {
+    const char* e = std::getenv("PAGODA_GDN_TC");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+template <typename T, int kCols>
+void launch_chunk_tile(const GdnArgs& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (chunk_tensor_cores()) return launch_chunk_cols<T, kCols, true>(a, grid, max_smem_optin, stream);
+  }
+  launch_chunk_cols<T, kCols, false>(a, grid, max_smem_optin, stream);
 }
 
 // The dv tile width: 64 columns where the grid already fills the GPU (batches of prefills); narrower
@@ -562,9 +785,9 @@ void launch_chunk(const GdnArgs& a, int nseq, int num_sms, size_t max_smem_optin
   const int cols = chunk_cols_for(a.dv, a.hv, nseq, num_sms);
   const dim3 grid(static_cast<unsigned>((a.dv + cols - 1) / cols), static_cast<unsigned>(a.hv),
                   static_cast<unsigned>(nseq));
-  if (cols == 64) launch_chunk_cols<T, 64>(a, grid, max_smem_optin, stream);
-  else if (cols == 32) launch_chunk_cols<T, 32>(a, grid, max_smem_optin, stream);
-  else launch_chunk_cols<T, 16>(a, grid, max_smem_optin, stream);
+  if (cols == 64) launch_chunk_tile<T, 64>(a, grid, max_smem_optin, stream);
+  else if (cols == 32) launch_chunk_tile<T, 32>(a, grid, max_smem_optin, stream);
+  else launch_chunk_tile<T, 16>(a, grid, max_smem_optin, stream);
 }
 
 void check_i32(const char* op, const Tensor& t, int64_t min_elems, const char* name) {
