@@ -35,6 +35,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, false, true},
     {"POST", "/v1/chat/completions", handle_chat_completions, false, true},
     {"POST", "/v1/responses", handle_responses, false, true},
+    {"POST", "/v1/messages", handle_messages, false, true},
+    {"POST", "/v1/messages/count_tokens", handle_messages_count_tokens, false, true},
     {"POST", "/v1/embeddings", handle_embeddings, false, true},
     {"POST", "/tokenize", handle_tokenize, false, true},
     {"POST", "/detokenize", handle_detokenize, false, true},
