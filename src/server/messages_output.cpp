@@ -1,5 +1,6 @@
 #include "server/messages_output.h"
 
+#include "server/api_error.h"
 #include "server/request_json.h"
 #include "server/sse.h"
 
@@ -52,12 +53,16 @@ void MessageContent::text(Kind kind, const std::string& delta) {
 
 void MessageContent::tool_use(const ParsedToolCall& call) {
   close();
-  // The parser gives JSON object text; anything else (it should not happen) is an empty input
-  // rather than a block a client cannot parse.
+  // The parser gives JSON object text. Anything else, and arguments that nest too deeply or hold
+  // an integer beyond 64 bits (parse_arguments_json refuses both), is an empty input rather than a
+  // block a client cannot parse; this runs while the reply is sent, where nothing may throw.
   Json input = Json::object();
-  if (std::optional<Json> parsed = parse_arguments_json(call.arguments, "tool_use.input");
-      parsed && parsed->is_object())
-    input = std::move(*parsed);
+  try {
+    if (std::optional<Json> parsed = parse_arguments_json(call.arguments, "tool_use.input");
+        parsed && parsed->is_object())
+      input = std::move(*parsed);
+  } catch (const ApiError&) {
+  }
   const std::string id = tool_use_id(call.id);
   const size_t index = blocks_.size();
   emit({{"type", "content_block_start"},

@@ -32,8 +32,8 @@ std::string required_string(const Json& j, const std::string& name, const std::s
                     at(key, "type"));
 }
 
-// A string, or an array of text blocks joined by "\n" (as chat's text parts are joined).
-std::string text_of(const Json& content, const std::string& key) {
+// A string, or an array of text blocks joined by `separator`.
+std::string text_of(const Json& content, const std::string& key, const char* separator = "\n") {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) wrong_type(key, "a string or an array of text blocks", content);
   std::string text;
@@ -43,13 +43,16 @@ std::string text_of(const Json& content, const std::string& key) {
     if (!block.is_object()) wrong_type(bkey, "an object", block);
     const std::string type = required_string(block, "type", bkey);
     if (type != "text") unsupported_block(type, bkey, "text blocks");
-    if (i > 0) text += "\n";
+    if (i > 0) text += separator;
     text += required_string(block, "text", bkey);
   }
   return text;
 }
 
+// Text blocks of a message are joined with "\n", as chat's text parts; empty ones are skipped, as
+// vLLM skips them.
 void append_text(std::optional<std::string>& into, const std::string& text) {
+  if (text.empty()) return;
   if (into) *into += "\n";
   else into.emplace();
   *into += text;
@@ -123,7 +126,7 @@ void assistant_message(const Json& content, const std::string& key, Json& out) {
 Json read_messages(const Json& j) {
   Json out = Json::array();
   if (const Json* system = field(j, "system")) {
-    const std::string text = text_of(*system, "system");
+    const std::string text = text_of(*system, "system", "");  // vLLM concatenates system blocks
     if (!text.empty()) out.push_back({{"role", "system"}, {"content", text}});
   }
   const Json* msgs = field(j, "messages");
@@ -144,6 +147,8 @@ Json read_messages(const Json& j) {
     if (!content) throw bad_request("'" + at(key, "content") + "' is required", at(key, "content"));
     if (!content->is_string() && !content->is_array())
       wrong_type(at(key, "content"), "a string or an array of content blocks", *content);
+    if (content->is_array() && content->empty())
+      throw bad_request("'" + at(key, "content") + "' must not be empty", at(key, "content"));
     if (role == "user") user_message(*content, at(key, "content"), out);
     else if (role == "assistant") assistant_message(*content, at(key, "content"), out);
     else

@@ -149,7 +149,8 @@ HttpReply handle_messages_count_tokens(ServerContext& ctx, const HttpRequest& re
   if (const auto m = body.find("model"); m != body.end() && m->is_string()) check_model_name(ctx, m->get<std::string>());
   std::string text;
   const std::vector<int32_t> ids = render_prompt(ctx, prompt, text);
-  return json_reply({{"input_tokens", ids.size()}});
+  // context_management as vLLM (and Anthropic) send it: nothing is edited out of the context here.
+  return json_reply({{"input_tokens", ids.size()}, {"context_management", {{"original_input_tokens", ids.size()}}}});
 }
 
 }  // namespace pagoda::server

@@ -84,6 +84,21 @@ TEST(MessagesOutput, SameBlocksWithoutEvents) {
     {"type": "text", "text": " after"}])"));
 }
 
+// Arguments a client could not take as an input object never throw while the reply is sent.
+TEST(MessagesOutput, UnusableArgumentsGiveAnEmptyInput) {
+  std::string deep = R"({"a": )";
+  for (int i = 0; i < 100; ++i) deep += "[";
+  for (int i = 0; i < 100; ++i) deep += "]";
+  deep += "}";
+  MessageContent c(false);
+  c.add(delta("", "", {{"chatcmpl-tool-1", "f", deep},
+                       {"chatcmpl-tool-2", "f", R"({"n": 123456789012345678901234567890})"},
+                       {"chatcmpl-tool-3", "f", "[1, 2]"}}));
+  c.finish();
+  ASSERT_EQ(c.blocks().size(), 3u);
+  for (const Json& b : c.blocks()) EXPECT_EQ(b["input"], Json::object()) << b.dump();
+}
+
 TEST(MessagesOutput, EmptyOutputHasNoBlocks) {
   MessageContent c(true);
   c.add(delta("", ""));

@@ -46,10 +46,11 @@ TEST(MessagesRequest, StringContentAndSystem) {
 TEST(MessagesRequest, TextBlocksAreJoined) {
   const MessagesRequest r = parse(R"({"max_tokens": 1,
       "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}}],
-      "messages": [{"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+      "messages": [{"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": ""},
+                                                {"type": "text", "text": "two"}]},
                    {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
                    {"role": "user", "content": "three"}]})");
-  EXPECT_EQ(r.prompt.messages, Json::parse(R"([{"role": "system", "content": "A\nB"},
+  EXPECT_EQ(r.prompt.messages, Json::parse(R"([{"role": "system", "content": "AB"},
                                                {"role": "user", "content": "one\ntwo"},
                                                {"role": "assistant", "content": "ok"},
                                                {"role": "user", "content": "three"}])"));
@@ -168,6 +169,7 @@ TEST(MessagesRequest, Errors) {
   EXPECT_400(R"({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})", "messages[0].role");
   EXPECT_400(R"({"max_tokens": 5, "messages": [{"role": "user"}]})", "messages[0].content");
   EXPECT_400(R"({"max_tokens": 5, "messages": [{"role": "user", "content": 3}]})", "messages[0].content");
+  EXPECT_400(R"({"max_tokens": 5, "messages": [{"role": "user", "content": []}]})", "messages[0].content");
   EXPECT_400(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image",
       "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}]})",
              "messages[0].content[0].type");
