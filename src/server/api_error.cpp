@@ -11,12 +11,24 @@ nlohmann::ordered_json ApiError::to_json() const {
   return {{"error", e}};
 }
 
+nlohmann::ordered_json ApiError::to_anthropic_json() const {
+  const char* t = "api_error";
+  if (status == 401) t = "authentication_error";
+  else if (status == 403) t = "permission_error";
+  else if (status == 404) t = "not_found_error";
+  else if (status == 413) t = "request_too_large";
+  else if (status == 429) t = "rate_limit_error";
+  else if (status == 503 || status == 529) t = "overloaded_error";
+  else if (status >= 400 && status < 500) t = "invalid_request_error";
+  return {{"type", "error"}, {"error", {{"type", t}, {"message", what()}}}};
+}
+
 ApiError bad_request(const std::string& message, const std::string& param, const std::string& code) {
   return ApiError(400, message, "invalid_request_error", param, code);
 }
 
 ApiError unauthorized() {
-  return ApiError(401, "Incorrect API key provided. Pass it as 'Authorization: Bearer KEY'.",
+  return ApiError(401, "Incorrect API key provided. Pass it as 'Authorization: Bearer KEY' (or 'x-api-key: KEY').",
                   "invalid_request_error", {}, "invalid_api_key");
 }
 

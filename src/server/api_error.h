@@ -1,4 +1,5 @@
-// OpenAI's error object, {"error": {"message", "type", "param", "code"}}, with its HTTP status.
+// OpenAI's error object, {"error": {"message", "type", "param", "code"}}, with its HTTP status, or
+// Anthropic's ({"type": "error", "error": {"type", "message"}}) on Anthropic's routes.
 // Request handlers throw ApiError; the HTTP layer turns it into the response.
 #pragma once
 
@@ -8,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 namespace pagoda::server {
+
+// Which API's error object a route answers with: /v1/messages is Anthropic's.
+enum class ErrorShape { kOpenAI, kAnthropic };
 
 class ApiError : public std::runtime_error {
  public:
@@ -22,6 +26,12 @@ class ApiError : public std::runtime_error {
   std::string code;   // a machine-readable code, "" = null
 
   nlohmann::ordered_json to_json() const;
+  // Anthropic's form: the type named by the status (invalid_request_error, authentication_error,
+  // not_found_error, request_too_large, rate_limit_error, overloaded_error, api_error).
+  nlohmann::ordered_json to_anthropic_json() const;
+  nlohmann::ordered_json to_json(ErrorShape shape) const {
+    return shape == ErrorShape::kAnthropic ? to_anthropic_json() : to_json();
+  }
 };
 
 // 400 invalid_request_error, naming the field at fault.

@@ -172,7 +172,7 @@ std::string fairness_client(const ServerContext& ctx, const HttpRequest& req, co
   // The prefixes keep the two kinds apart: no `user` value can pose as a key's client.
   if (const auto it = body.find("user"); it != body.end() && it->is_string())
     return "user:" + it->get_ref<const std::string&>().substr(0, 256);  // an identifier, not a payload
-  const std::optional<std::string_view> token = bearer_token(req);
+  const std::optional<std::string_view> token = request_api_key(req);
   if (ctx.options.api_keys.size() < 2 || !token) return "";
   uint64_t h = 1469598103934665603ull;  // FNV-1a: an identity, not a secret (the key passed auth)
   for (const unsigned char c : *token) h = (h ^ c) * 1099511628211ull;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/api_error.h"
 #include "server/async_engine.h"
 
 namespace pagoda::server {
@@ -43,6 +44,8 @@ struct GenerationReply {
   // stream: outputs -> server-sent events; on_end -> the last events before "data: [DONE]".
   // done_marker false: no "data: [DONE]" (the Responses API ends with its own final event).
   bool done_marker = true;
+  // The shape of an error the generation ends with (a stream's last event, or a whole reply).
+  ErrorShape error_shape = ErrorShape::kOpenAI;
   std::function<std::string(std::vector<ChoiceOutput>&)> on_events;
   std::function<std::string()> on_end;
   // whole: each output as it comes, then the body once every choice has finished.

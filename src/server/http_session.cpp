@@ -309,7 +309,7 @@ awaitable<bool> Connection<Stream>::read_request(bool first, HttpRequest& req, b
   access_request_ = req.method + " " + req.target + (req.version == 10 ? " HTTP/1.0" : " HTTP/1.1");
   access_path_ = req.path;
   if (!authorized(env_.ctx, req)) {
-    HttpReply r = error_reply(unauthorized());
+    HttpReply r = error_reply(unauthorized(), error_shape_for(req.path));
     r.close = true;
     co_return co_await fail(r);
   }
@@ -333,7 +333,7 @@ awaitable<bool> Connection<Stream>::read_request(bool first, HttpRequest& req, b
   try {
     take_body(parser, req, limits_);
   } catch (const ApiError& e) {
-    body_error = error_reply(e);
+    body_error = error_reply(e, error_shape_for(req.path));
     body_error->close = true;
   }
   if (body_error) co_return co_await fail(*body_error);
@@ -516,7 +516,7 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive, u
       std::string text = items.empty() ? std::string() : g.on_events(items);
       if (finished) {
         const std::string err = g.channel->error();
-        text += err.empty() ? g.on_end() : sse_event(internal_error(err).to_json());
+        text += err.empty() ? g.on_end() : sse_error_event(internal_error(err), g.error_shape);
         if (g.done_marker) text += kSseDone;
       }
       if (text.empty() && Clock::now() - last_write > kPingEvery) text = kSsePing;
@@ -537,7 +537,7 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive, u
       if (finished) {
         const std::string err = g.channel->error();
         if (!err.empty()) {
-          whole = error_reply(internal_error(err));
+          whole = error_reply(internal_error(err), g.error_shape);
         } else {
           // May build a large body: off the I/O thread. What it throws is the client's answer (an
           // exception must not escape into the worker pool).
@@ -545,9 +545,9 @@ awaitable<bool> Connection<Stream>::drive(GenerationReply& g, bool keep_alive, u
             try {
               return json_reply(g.finish());
             } catch (const ApiError& e) {
-              return error_reply(e);
+              return error_reply(e, g.error_shape);
             } catch (const std::exception& e) {
-              return error_reply(internal_error(e.what()));
+              return error_reply(internal_error(e.what()), g.error_shape);
             }
           };
           whole = co_await offload<HttpReply>(env_.workers, finish);

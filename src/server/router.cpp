@@ -35,6 +35,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, false, true},
     {"POST", "/v1/chat/completions", handle_chat_completions, false, true},
     {"POST", "/v1/responses", handle_responses, false, true},
+    {"POST", "/v1/messages", handle_messages, false, true},
+    {"POST", "/v1/messages/count_tokens", handle_messages_count_tokens, false, true},
     {"POST", "/v1/embeddings", handle_embeddings, false, true},
     {"POST", "/tokenize", handle_tokenize, false, true},
     {"POST", "/detokenize", handle_detokenize, false, true},
@@ -67,7 +69,8 @@ const Route* find_route(const std::string& method, const std::string& path, Http
     if (method == r.method || (method == "HEAD" && std::string_view(r.method) == "GET")) return &r;
   }
   if (path_known) {
-    error = error_reply(ApiError(405, "Method Not Allowed: " + method + " " + path, "invalid_request_error"));
+    error = error_reply(ApiError(405, "Method Not Allowed: " + method + " " + path, "invalid_request_error"),
+                        error_shape_for(path));
     std::string allow;
     for (const Route& r : kRoutes)
       if (path == r.path) allow += (allow.empty() ? "" : ", ") + std::string(r.method);
@@ -85,7 +88,7 @@ bool authorized(const ServerContext& ctx, const HttpRequest& req) {
   const bool guarded = req.path.rfind("/v1", 0) == 0 || req.path.rfind("/v2", 0) == 0 ||
                        req.path.rfind("/inference", 0) == 0;
   if (!guarded) return true;
-  const std::optional<std::string_view> token = bearer_token(req);
+  const std::optional<std::string_view> token = request_api_key(req);
   if (!token) return false;
   bool ok = false;  // every key compared, whichever matches
   for (const std::string& key : keys) ok = constant_time_equal(*token, key) || ok;
@@ -99,8 +102,19 @@ std::optional<std::string_view> bearer_token(const HttpRequest& req) {
   return auth.substr(kBearer.size());
 }
 
-HttpReply error_reply(const ApiError& e) {
-  HttpReply r = json_reply(e.to_json(), e.status);
+std::optional<std::string_view> request_api_key(const HttpRequest& req) {
+  if (std::optional<std::string_view> bearer = bearer_token(req)) return bearer;
+  // Anthropic's clients send the key as x-api-key.
+  if (const std::string_view key = req.header("x-api-key"); !key.empty()) return key;
+  return std::nullopt;
+}
+
+ErrorShape error_shape_for(std::string_view path) {
+  return path == "/v1/messages" || path.rfind("/v1/messages/", 0) == 0 ? ErrorShape::kAnthropic : ErrorShape::kOpenAI;
+}
+
+HttpReply error_reply(const ApiError& e, ErrorShape shape) {
+  HttpReply r = json_reply(e.to_json(shape), e.status);
   if (e.status == 503) r.headers.emplace_back("Retry-After", "5");
   return r;
 }
@@ -122,23 +136,25 @@ HttpReply run_route(const Route& route, ServerContext& ctx, const HttpRequest& r
                                 "the body of " + req.path + " must be JSON sent with 'Content-Type: application/json'" +
                                     (given.empty() ? std::string(" (the request has no Content-Type)")
                                                    : "; got '" + std::string(given.substr(0, 100)) + "'"),
-                                "invalid_request_error"));
+                                "invalid_request_error"),
+                       error_shape_for(route.path));
   }
+  const ErrorShape shape = error_shape_for(route.path);
   try {
     return route.handler(ctx, req);
   } catch (const ApiError& e) {
-    return error_reply(e);
+    return error_reply(e, shape);
   } catch (const Error& e) {
-    return error_reply(bad_request(without_paths(ctx, e.what())));
+    return error_reply(bad_request(without_paths(ctx, e.what())), shape);
   } catch (const InternalError& e) {
     LOG_ERROR(req.method << " " << req.path << ": internal error: " << e.what() << " — please report it");
-    return error_reply(internal_error(without_paths(ctx, e.what())));
+    return error_reply(internal_error(without_paths(ctx, e.what())), shape);
   } catch (const std::bad_alloc&) {
     LOG_ERROR(req.method << " " << req.path << ": out of memory");
-    return error_reply(ApiError(507, "the server ran out of memory for this request", "server_error"));
+    return error_reply(ApiError(507, "the server ran out of memory for this request", "server_error"), shape);
   } catch (const std::exception& e) {
     LOG_ERROR(req.method << " " << req.path << ": " << e.what());
-    return error_reply(internal_error(without_paths(ctx, e.what())));
+    return error_reply(internal_error(without_paths(ctx, e.what())), shape);
   }
 }
 

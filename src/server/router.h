@@ -35,14 +35,19 @@ const Route* find_route(const std::string& method, const std::string& path, Http
 bool authorized(const ServerContext& ctx, const HttpRequest& req);
 // The KEY of an `Authorization: Bearer KEY` header, or nullopt when the request has none.
 std::optional<std::string_view> bearer_token(const HttpRequest& req);
+// The API key a request presents: its bearer token, else its `x-api-key` header (Anthropic's
+// clients send that one); nullopt when it has neither.
+std::optional<std::string_view> request_api_key(const HttpRequest& req);
 
 // True for application/json and application/*+json, whatever the parameters (charset) and case.
 bool is_json_content_type(std::string_view content_type);
 
-// Runs a route (415 first when it takes JSON and the request says it sends something else); whatever it throws becomes an OpenAI error object with its status.
+// Runs a route (415 first when it takes JSON and the request says it sends something else); whatever it throws becomes an error object (error_shape_for) with its status.
 HttpReply run_route(const Route& route, ServerContext& ctx, const HttpRequest& req);
 
-// The reply for an error (503 carries Retry-After).
-HttpReply error_reply(const ApiError& e);
+// The reply for an error (503 carries Retry-After), in the error shape of the API asked.
+HttpReply error_reply(const ApiError& e, ErrorShape shape = ErrorShape::kOpenAI);
+// Anthropic's shape for /v1/messages and what is under it; OpenAI's for every other path.
+ErrorShape error_shape_for(std::string_view path);
 
 }  // namespace pagoda::server

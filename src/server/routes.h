@@ -10,6 +10,8 @@ namespace pagoda::server {
 HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_messages(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_messages_count_tokens(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_embeddings(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_models(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_tokenize(ServerContext& ctx, const HttpRequest& req);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/http_reader.h"
+#include "server/messages_request.h"
 #include "server/openai_request.h"
 #include "server/responses_request.h"
 #include "server/router.h"
@@ -22,6 +23,8 @@ void parse_body_of(const std::string& path, const std::string& body) {
   if (path == "/v1/completions") (void)parse_completion_request(parse_json_body(body));
   else if (path == "/v1/chat/completions") (void)parse_chat_request(parse_json_body(body));
   else if (path == "/v1/responses") (void)parse_responses_request(parse_json_body(body));
+  else if (path == "/v1/messages") (void)parse_messages_request(parse_json_body(body));
+  else if (path == "/v1/messages/count_tokens") (void)parse_messages_prompt(parse_json_body(body));
   else if (path == "/tokenize") (void)parse_tokenize_request(parse_json_body(body));
   else if (path == "/detokenize") (void)parse_detokenize_request(parse_json_body(body));
 }
