@@ -86,6 +86,7 @@ struct GdnSpec {
   int64_t hk, hv, dk, dv;
   Varlen v;
   DType a_log;
+  DType state = DType::F32;  // BF16: --mamba-ssm-cache-dtype bfloat16 (CUDA)
 };
 
 // One long prefill alone (the GPU backends then skip the recurrent launch), dk = 128, dv = 80: two
@@ -100,11 +101,14 @@ void add_delta_rule(std::vector<OpCase>& out) {
                            GdnSpec{1, 3, 24, 8, kDecode, DType::F32}, GdnSpec{2, 2, 128, 128, kDecode, DType::BF16},
                            GdnSpec{1, 2, 64, 64, Varlen{{3, 66}, {1, 0}}, DType::F32},
                            GdnSpec{1, 2, 128, 80, kLong, DType::F32}, GdnSpec{2, 2, 32, 40, kEdges, DType::BF16},
-                           GdnSpec{1, 1, 160, 32, Varlen{{70, 1}, {1, 1}}, DType::F32}}) {
+                           GdnSpec{1, 1, 160, 32, Varlen{{70, 1}, {1, 1}}, DType::F32},
+                           // A bf16 state, decodes and chunks: widened on load, rounded on store.
+                           GdnSpec{2, 4, 64, 64, kMixed, DType::F32, DType::BF16}}) {
     OpCase c;
     c.op = "gated_delta_rule";
     c.label = "Hk" + std::to_string(s.hk) + " Hv" + std::to_string(s.hv) + " dk" + std::to_string(s.dk) + " dv" +
-              std::to_string(s.dv) + " A_log " + dtype_name(s.a_log) + " " + describe(s.v);
+              std::to_string(s.dv) + " A_log " + dtype_name(s.a_log) +
+              (s.state == DType::F32 ? "" : std::string(" state ") + dtype_name(s.state)) + " " + describe(s.v);
     const uint32_t sd = seed++;
     c.make = [s, sd](DType act) {
       OpData d;
@@ -115,7 +119,7 @@ void add_delta_rule(std::vector<OpCase>& out) {
       d.t["ba"] = random_tensor(sd + 2, act, {t, 2 * s.hv}, -3.0f, 3.0f);
       d.t["A_log"] = random_tensor(sd + 3, s.a_log, {s.hv}, -1.0f, 0.5f);
       d.t["dt_bias"] = random_tensor(sd + 4, DType::F32, {s.hv});
-      d.t["state"] = random_tensor(sd + 5, DType::F32, {slots, s.hv, s.dk, s.dv}, -0.5f, 0.5f);
+      d.t["state"] = random_tensor(sd + 5, s.state, {slots, s.hv, s.dk, s.dv}, -0.5f, 0.5f);
       d.t["out"] = zeros(act, {t, s.hv, s.dv});
       d.p["hk"] = static_cast<double>(s.hk);
       d.p["hv"] = static_cast<double>(s.hv);
@@ -134,7 +138,15 @@ void add_delta_rule(std::vector<OpCase>& out) {
     };
     c.outputs = {"out", "state"};
     if (s.dk > 128) c.unsupported = not_on_cuda("dk over 128 (the CUDA kernels' limit)");
-    c.tol = [](DType act, const std::string& name) {
+    if (s.state != DType::F32)
+      c.unsupported = [](Backend& be) {
+        return be.device() == Device::CUDA ? std::string()
+                                           : std::string("a bf16 recurrent state is the CUDA kernels' alone");
+      };
+    const bool bf16_state = s.state == DType::BF16;
+    c.tol = [bf16_state](DType act, const std::string& name) {
+      // One rounding to bf16 at the store (bf16 activations' own tolerance below is wider).
+      if (bf16_state && name == "state" && act == DType::F32) return Tol{1e-5, 1.0 / 256};
       if (act == DType::F32) return name == "state" ? Tol{5e-5, 2e-4} : Tol{2e-5, 2e-4};
       return Tol{3e-3, 2e-2};  // bf16 inputs of the chunked form: a few 1e-3 relative
     };

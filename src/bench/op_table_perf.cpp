@@ -126,7 +126,7 @@ void perf_attention(std::vector<OpCase>& out, int hq, int hkv, int d, int seqs, 
 }
 
 // hv value heads over 16 key heads: 16 is Qwen3.5-0.8B's, 32 the 9B's.
-void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len, int64_t hv = 16) {
+void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len, int64_t hv = 16, DType state = DType::F32) {
   const int64_t hk = 16, dk = 128, dv = 128, kconv = 4, conv = 2 * hk * dk + hv * dv;
   const int64_t t = int64_t{seqs} * q_len;
   auto make = [=](DType act) {
@@ -145,14 +145,15 @@ void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len, int64_t hv = 16) {
     d.t["ba"] = lazy(act, {t, 2 * hv});
     d.t["A_log"] = lazy(DType::F32, {hv});
     d.t["dt_bias"] = lazy(DType::F32, {hv});
-    d.t["state"] = lazy(DType::F32, {seqs, hv, dk, dv});
+    d.t["state"] = lazy(state, {seqs, hv, dk, dv});
     d.t["out"] = lazy(act, {t, hv, dv});
     d.t["z"] = lazy(act, {t, hv, dv});
     d.t["norm_w"] = lazy(DType::F32, {dv});
     return d;
   };
   const std::string shape =
-      "Hv" + std::to_string(hv) + " dk128 dv128 B=" + std::to_string(seqs) + " q=" + std::to_string(q_len);
+      "Hv" + std::to_string(hv) + " dk128 dv128 B=" + std::to_string(seqs) + " q=" + std::to_string(q_len) +
+      (state == DType::F32 ? "" : " state bf16");
   OpCase c;
   c.make = make;
   c.label = shape;
@@ -172,7 +173,9 @@ void perf_gdn(std::vector<OpCase>& out, int seqs, int q_len, int64_t hv = 16) {
     const Tensor b = d.t("ba").cols(0, hv), a = d.t("ba").cols(hv, 2 * hv);
     be.gated_delta_rule(q, k, v, b, a, d.t("A_log"), d.t("dt_bias"), d.t("state"), d.meta(), d.t("out"));
   };
-  c.bytes = [=](DType act) { return 2.0 * seqs * hv * dk * dv * 4 + t * (conv + 2 * hv + hv * dv) * es(act); };
+  c.bytes = [=](DType act) {
+    return 2.0 * seqs * hv * dk * dv * es(state) + t * (conv + 2 * hv + hv * dv) * es(act);
+  };
   c.flops = [=](DType) { return 8.0 * t * hv * dk * dv; };  // decay, k^T S, rank-1 update, q S
   out.push_back(c);
   c.op = "gated_rms_norm";
@@ -275,7 +278,10 @@ std::vector<OpCase> perf_cases(bool quick) {
     perf_gdn(out, b, q);
   // Qwen3.5-9B under the throughput profile: 512 sequences decoding, 8 prompts of 1,024 in one step.
   if (!quick)
-    for (auto [b, q] : {std::pair{512, 1}, std::pair{8, 1024}}) perf_gdn(out, b, q, 32);
+    for (auto [b, q] : {std::pair{512, 1}, std::pair{8, 1024}}) {
+      perf_gdn(out, b, q, 32);
+      perf_gdn(out, b, q, 32, DType::BF16);  // --mamba-ssm-cache-dtype bfloat16
+    }
   for (int heads : {16, 32})
     for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 128, 8192}) perf_rope(out, heads, t);
   perf_argmax(out, 1);

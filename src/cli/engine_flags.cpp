@@ -46,6 +46,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto (= the model dtype, see --dtype), bf16, fp16 or fp32")
       ->capture_default_str();
+  cmd->add_option("--mamba-ssm-cache-dtype", c.mamba_ssm_cache_dtype,
+                  "Recurrent state of hybrid (Gated DeltaNet) models: auto (= float32), float32, or bfloat16 "
+                  "(cuda: half the state's bytes per decode step)")
+      ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
                   "Fraction of GPU memory pagoda may use")
       ->capture_default_str();

@@ -154,8 +154,7 @@ const std::vector<VllmFlag> kFlags = {
     {"--cpu-offload-gb", V, "0", "offloading weights to the CPU is not implemented; use a model that fits the GPU"},
     {"--calculate-kv-scales", F, kAny, "pagoda has no fp8 KV cache, so no scales"},
     {"--kv-sharing-fast-prefill", F, kAny, "pagoda has no cross-layer KV sharing"},
-    {"--mamba-cache-dtype", V, kAny, "the recurrent state of hybrid models is kept in float32"},
-    {"--mamba-ssm-cache-dtype", V, kAny, "the recurrent state of hybrid models is kept in float32"},
+    {"--mamba-cache-dtype", V, kAny, "the conv state is kept in the activation dtype; the recurrent state's is --mamba-ssm-cache-dtype"},
     {"--mamba-block-size", V, kAny,
      "pagoda snapshots recurrent state by --block-size and --state-checkpoint-interval"},
     // --- multimodal: text only -----------------------------------------------------------------------

@@ -18,6 +18,22 @@ const char* torch_dtype_name(DType t) {
   return "?";
 }
 
+// The recurrent state of the GDN layers is fp32 unless asked otherwise: it is carried across every
+// token of a sequence, and the exact comparisons with the references are made with it. bf16 halves
+// the bytes a decode step reads and writes for it (vLLM's --mamba-ssm-cache-dtype); only the CUDA
+// kernels take it.
+DType ssm_state_dtype(const EngineConfig& c) {
+  const std::string& v = c.mamba_ssm_cache_dtype;
+  if (v == "auto" || v == "float32" || v == "fp32") return DType::F32;
+  if (v == "bfloat16" || v == "bf16") {
+    check(c.device == "cuda", "--mamba-ssm-cache-dtype bfloat16 is supported on cuda only (the " + c.device +
+                                  " backend keeps the recurrent state in float32); drop the flag or use --device cuda");
+    return DType::BF16;
+  }
+  throw Error("--mamba-ssm-cache-dtype must be auto, float32 or bfloat16, got '" + v + "'" +
+              (v == "float16" || v == "fp16" ? " (pagoda keeps a bf16 state, not fp16: use bfloat16)" : ""));
+}
+
 void validate_engine_config(const EngineConfig& c) {
   check(c.device == "cpu" || c.device == "cuda" || c.device == "vulkan" || c.device.rfind("vulkan:", 0) == 0,
         "--device must be cpu, cuda or vulkan[:N], got '" + c.device + "'");
@@ -36,6 +52,7 @@ void validate_engine_config(const EngineConfig& c) {
   check(c.state_checkpoint_interval == -1 || (c.state_checkpoint_interval >= 0 && c.state_checkpoint_interval % bs == 0),
         "--state-checkpoint-interval must be 0 (off) or a multiple of --block-size (" + std::to_string(bs) +
             "), got " + std::to_string(c.state_checkpoint_interval));
+  ssm_state_dtype(c);  // throws for a bad --mamba-ssm-cache-dtype
   check(c.prefix_cache_hash_bits >= 1 && c.prefix_cache_hash_bits <= 64, "prefix cache hash bits must be in [1, 64]");
 }
 
@@ -51,6 +68,7 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.activation_dtype = dtypes.activation;
   r.model_dtype = dtypes.model;
   r.kv_cache_dtype = dtypes.kv_cache;
+  r.ssm_state_dtype = ssm_state_dtype(c);
 
   r.max_num_seqs = c.max_num_seqs > 0 ? c.max_num_seqs : (cpu ? 64 : 256);
   r.max_num_batched_tokens = c.max_num_batched_tokens > 0 ? c.max_num_batched_tokens : (cpu ? 2048 : 8192);
@@ -87,6 +105,7 @@ std::string ResolvedEngineConfig::describe() const {
     << ", max_model_len " << max_model_len << ", max_num_seqs " << max_num_seqs << ", max_num_batched_tokens "
     << max_num_batched_tokens << ", block_size " << block_size << ", prefix caching "
     << (enable_prefix_caching ? "on" : "off");
+  if (ssm_state_dtype != DType::F32) s << ", recurrent state " << torch_dtype_name(ssm_state_dtype);
   if (enable_prefix_caching && state_snapshot_memory_fraction > 0)
     s << " (state snapshots: " << state_snapshot_memory_fraction << " of the cache memory, every "
       << state_checkpoint_interval << " tokens of long prefills)";

@@ -25,6 +25,8 @@ struct EngineConfig {
   int32_t max_model_len = 0;           // 0 = the model's max_position_embeddings
   int32_t block_size = 16;
   std::string kv_cache_dtype = "auto";  // auto (= the model dtype) | bf16 | fp16 | fp32
+  // Hybrid models' recurrent (SSM) state: auto (= float32) | float32 | bfloat16 (cuda only).
+  std::string mamba_ssm_cache_dtype = "auto";
   double gpu_memory_utilization = 0.9;
   int64_t kv_cache_memory_bytes = 0;    // explicit KV budget; cpu default: see engine_core.cpp
   int64_t num_gpu_blocks_override = 0;  // force a pool of N blocks (either device)
@@ -51,6 +53,7 @@ struct ResolvedEngineConfig {
   DType activation_dtype = DType::F32;
   DType model_dtype = DType::F32;
   DType kv_cache_dtype = DType::F32;
+  DType ssm_state_dtype = DType::F32;  // the GDN layers' recurrent state
   int32_t max_num_seqs = 0;
   int32_t max_num_batched_tokens = 0;
   int32_t max_model_len = 0;
@@ -73,6 +76,8 @@ struct ResolvedEngineConfig {
   std::string describe() const;
 };
 
+// The recurrent state dtype --mamba-ssm-cache-dtype asks for; throws pagoda::Error for a bad value.
+DType ssm_state_dtype(const EngineConfig& flags);
 // Checks what can be checked without the model (device, dtype names, ranges); throws
 // pagoda::Error naming the flag. The CLI calls it before loading anything.
 void validate_engine_config(const EngineConfig& flags);

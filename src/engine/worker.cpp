@@ -80,7 +80,7 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
         draft_->reserve(sc.max_num_batched_tokens, sc.max_num_seqs, max_blocks_per_seq + lookahead_blocks));
   }
   // The conv state is kept in the activation dtype of the backend (docs/design.md §5).
-  in.state_bytes_per_seq = mc.state_bytes_per_sequence(config_.activation_dtype);
+  in.state_bytes_per_seq = mc.state_bytes_per_sequence(config_.activation_dtype, config_.ssm_state_dtype);
   // Decode graphs pad a step with sequences that need a state slot of their own: one more slot,
   // never handed to a sequence (the scheduler's pool has max_num_seqs).
   const bool graphs = !config_.enforce_eager && backend_->supports_graphs();
@@ -134,7 +134,8 @@ void Worker::allocate(const MemoryPlan& plan, const SchedulerConfig& sc) {
     snapshot_base_ = state_slots_ + spec_slots_;
     const auto slots = static_cast<int32_t>(snapshot_base_ + plan.num_snapshots);
     state_ = std::make_unique<RecurrentState>(*backend_,
-                                              RecurrentStateShape::for_model(mc, slots, config_.activation_dtype));
+                                              RecurrentStateShape::for_model(mc, slots, config_.activation_dtype,
+                                                                             config_.ssm_state_dtype));
     check_invariant(static_cast<int64_t>(state_->bytes()) == plan.state_bytes + plan.snapshot_bytes,
                     "the recurrent state allocation differs from the memory plan");
   }

@@ -28,12 +28,12 @@ int64_t ModelConfig::conv_dim() const {
          linear_num_value_heads * linear_value_head_dim;
 }
 
-int64_t ModelConfig::state_bytes_per_sequence(DType conv_state_dtype) const {
+int64_t ModelConfig::state_bytes_per_sequence(DType conv_state_dtype, DType recurrent_state_dtype) const {
   if (linear_conv_kernel_dim < 1) return 0;  // Qwen3: no GDN layers
   const int64_t conv = conv_dim() * (linear_conv_kernel_dim - 1) *
                        static_cast<int64_t>(dtype_size(conv_state_dtype));
   const int64_t recurrent = linear_num_value_heads * linear_key_head_dim *
-                            linear_value_head_dim * 4;  // fp32 S per value head
+                            linear_value_head_dim * static_cast<int64_t>(dtype_size(recurrent_state_dtype));
   return num_layers_of(LayerKind::LinearAttention) * (conv + recurrent);
 }
 

@@ -82,7 +82,7 @@ struct ModelConfig {
   int64_t kv_bytes_per_token(DType kv) const;
   // Recurrent state bytes per sequence over all GDN layers: the conv state, whose element type is
   // the backend's activation dtype (cpu F32, cuda BF16), plus the fp32 recurrent state (docs/models.md).
-  int64_t state_bytes_per_sequence(DType conv_state_dtype) const;
+  int64_t state_bytes_per_sequence(DType conv_state_dtype, DType recurrent_state_dtype = DType::F32) const;
   // The same with the conv state in the checkpoint's dtype (what `pagoda info` reports before any
   // device is chosen).
   int64_t state_bytes_per_sequence() const { return state_bytes_per_sequence(dtype); }

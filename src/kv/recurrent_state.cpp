@@ -7,7 +7,7 @@
 namespace pagoda {
 
 RecurrentStateShape RecurrentStateShape::for_model(const ModelConfig& cfg, int32_t num_slots,
-                                                   DType conv_dtype) {
+                                                   DType conv_dtype, DType state_dtype) {
   RecurrentStateShape s;
   s.num_layers = static_cast<int32_t>(cfg.num_layers_of(LayerKind::LinearAttention));
   s.num_slots = num_slots;
@@ -17,6 +17,7 @@ RecurrentStateShape RecurrentStateShape::for_model(const ModelConfig& cfg, int32
   s.key_dim = cfg.linear_key_head_dim;
   s.value_dim = cfg.linear_value_head_dim;
   s.conv_dtype = conv_dtype;
+  s.state_dtype = state_dtype;
   return s;
 }
 
@@ -30,7 +31,7 @@ RecurrentState::RecurrentState(Backend& backend, const RecurrentStateShape& shap
     buffers_.push_back(std::move(conv));
     Buffer rec = backend.alloc(shape.recurrent_bytes_per_layer());
     backend.fill_zero(rec.data(), rec.bytes());
-    recurrent_.push_back(rec.tensor(DType::F32, {shape.num_slots, shape.num_v_heads, shape.key_dim,
+    recurrent_.push_back(rec.tensor(shape.state_dtype, {shape.num_slots, shape.num_v_heads, shape.key_dim,
                                                  shape.value_dim}));
     buffers_.push_back(std::move(rec));
   }
@@ -42,7 +43,7 @@ void RecurrentState::copy_slot(int32_t from, int32_t to) {
                       " outside [0, " + std::to_string(shape_.num_slots) + ")");
   if (from == to) return;
   const size_t conv_row = static_cast<size_t>(shape_.conv_dim * shape_.conv_width) * dtype_size(shape_.conv_dtype);
-  const size_t rec_row = static_cast<size_t>(shape_.num_v_heads * shape_.key_dim * shape_.value_dim) * sizeof(float);
+  const size_t rec_row = static_cast<size_t>(shape_.num_v_heads * shape_.key_dim * shape_.value_dim) * dtype_size(shape_.state_dtype);
   for (size_t l = 0; l < conv_.size(); ++l) {
     auto* conv = conv_[l].ptr<char>();
     auto* rec = recurrent_[l].ptr<char>();

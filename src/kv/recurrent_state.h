@@ -1,6 +1,6 @@
 // The memory of the recurrent-state slots of a hybrid model (docs/design.md §5): for every Gated
 // DeltaNet layer a conv state [slots, conv_dim, kernel-1] in the activation dtype and a recurrent
-// state [slots, Hv, dk, dv] in fp32. One slot per live sequence; slot bookkeeping lives in the
+// state [slots, Hv, dk, dv] in fp32 (or bf16: --mamba-ssm-cache-dtype). One slot per live sequence; slot bookkeeping lives in the
 // scheduler (StateSlotPool), this class only owns the bytes.
 #pragma once
 
@@ -18,16 +18,18 @@ struct RecurrentStateShape {
   int64_t conv_dim = 0;    // C = 2·Hk·dk + Hv·dv
   int64_t conv_width = 0;  // kernel - 1 inputs kept per channel
   int64_t num_v_heads = 0, key_dim = 0, value_dim = 0;
-  DType conv_dtype = DType::F32;  // the backend's activation dtype
+  DType conv_dtype = DType::F32;   // the backend's activation dtype
+  DType state_dtype = DType::F32;  // --mamba-ssm-cache-dtype
 
-  static RecurrentStateShape for_model(const ModelConfig& cfg, int32_t num_slots, DType conv_dtype);
+  static RecurrentStateShape for_model(const ModelConfig& cfg, int32_t num_slots, DType conv_dtype,
+                                       DType state_dtype = DType::F32);
   size_t conv_bytes_per_layer() const {
     return static_cast<size_t>(num_slots) * conv_dim * conv_width * dtype_size(conv_dtype);
   }
   size_t recurrent_bytes_per_layer() const {
-    return static_cast<size_t>(num_slots) * num_v_heads * key_dim * value_dim * sizeof(float);
+    return static_cast<size_t>(num_slots) * num_v_heads * key_dim * value_dim * dtype_size(state_dtype);
   }
-  // Equals ModelConfig::state_bytes_per_sequence(conv_dtype) × num_slots.
+  // Equals ModelConfig::state_bytes_per_sequence(conv_dtype, state_dtype) × num_slots.
   size_t total_bytes() const {
     return static_cast<size_t>(num_layers) * (conv_bytes_per_layer() + recurrent_bytes_per_layer());
   }

@@ -154,5 +154,31 @@ TEST(Errors, InvariantFailuresAreNotUserErrors) {
   EXPECT_NO_THROW(check_invariant(true, "fine"));
 }
 
+// --mamba-ssm-cache-dtype: float32 unless bfloat16 is asked for on cuda; a bf16 state is half the
+// recurrent bytes of a sequence (Qwen3.5-0.8B's numbers: 18 GDN layers of 16 heads × 128 × 128).
+TEST(EngineConfig, RecurrentStateDtype) {
+  EngineConfig c;
+  c.device = "cuda";
+  EXPECT_EQ(resolve_engine_config(c, model_of(DType::BF16)).ssm_state_dtype, DType::F32);
+  c.mamba_ssm_cache_dtype = "bfloat16";
+  EXPECT_EQ(resolve_engine_config(c, model_of(DType::BF16)).ssm_state_dtype, DType::BF16);
+  c.mamba_ssm_cache_dtype = "float16";
+  EXPECT_THROW(validate_engine_config(c), Error);
+  c.mamba_ssm_cache_dtype = "bfloat16";
+  c.device = "cpu";
+  EXPECT_THROW(validate_engine_config(c), Error);
+
+  ModelConfig m;
+  m.layer_types.assign(24, LayerKind::FullAttention);
+  for (int l = 0; l < 24; ++l)
+    if (l % 4 != 3) m.layer_types[static_cast<size_t>(l)] = LayerKind::LinearAttention;
+  m.linear_num_key_heads = m.linear_num_value_heads = 16;
+  m.linear_key_head_dim = m.linear_value_head_dim = 128;
+  m.linear_conv_kernel_dim = 4;
+  const int64_t conv = (2 * 16 * 128 + 16 * 128) * 3 * 2;  // bf16 conv state, 3 inputs per channel
+  EXPECT_EQ(m.state_bytes_per_sequence(DType::BF16, DType::F32), 18 * (conv + 16 * 128 * 128 * 4));
+  EXPECT_EQ(m.state_bytes_per_sequence(DType::BF16, DType::BF16), 18 * (conv + 16 * 128 * 128 * 2));
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -219,9 +219,10 @@ void check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   require(is_float_dtype(A_log.dtype) && A_log.numel() == Hv && A_log.is_contiguous() &&
               is_float_dtype(dt_bias.dtype) && dt_bias.numel() == Hv && dt_bias.is_contiguous(),
           op, "A_log and dt_bias must be [Hv] float tensors");
-  require(state.ndim == 4 && state.is_contiguous() && state.size(1) == Hv &&
+  require(state.ndim == 4 && state.dtype == DType::F32 && state.is_contiguous() && state.size(1) == Hv &&
               state.size(2) == dk && state.size(3) == dv,
-          op, "state must be a contiguous [slots, Hv, dk, dv] tensor");
+          op, "state must be a contiguous F32 [slots, Hv, dk, dv] tensor (the CPU backend keeps the recurrent state in "
+          "float32: --mamba-ssm-cache-dtype bfloat16 is for cuda)");
   require(meta.num_tokens == T, op, "q must have meta.num_tokens rows");
   // Rows of out are written while q, k, v of other tokens are still to be read.
   require(out.data != q.data && out.data != k.data && out.data != v.data, op,

@@ -2,8 +2,8 @@
 // for sequences with few new tokens (decodes) and a chunked kernel (chunk 64, fp32; its products on tensor
 // cores in 3xTF32 for bf16 activations) for prefill chunks. Both run over every sequence of the step and
 // skip those of the other kind, so a mixed step needs no host knowledge of the lengths. State
-// [slots, Hv, dk, dv] fp32 is read and written in place at each sequence's slot (zero start where
-// has_initial_state is 0).
+// [slots, Hv, dk, dv] fp32 (or bf16, --mamba-ssm-cache-dtype: widened on load, rounded on store) is
+// read and written in place at each sequence's slot (zero start where has_initial_state is 0).
 //
 // Per token and value head h (key head h / (Hv / Hk)), all fp32:
 //   k̂ = k / sqrt(Σk² + 1e-6), q̃ = q / sqrt(Σq² + 1e-6) / sqrt(dk), β = sigmoid(b) (held in the
@@ -34,7 +34,8 @@ struct GdnArgs {
   const void* a_log;
   const void* dt_bias;
   int a_log_dtype, dt_bias_dtype;
-  float* state;
+  void* state;     // F32, or BF16 when state_bf16 (--mamba-ssm-cache-dtype bfloat16)
+  int state_bf16;  // the state is rounded to bf16 where a launch stores it, carried in fp32 inside one
   int64_t num_slots;
   void* out;
   const int32_t* cu_seqlens;
@@ -44,6 +45,25 @@ struct GdnArgs {
   int group;      // hv / hk
   float q_scale;  // 1 / sqrt(dk)
 };
+
+// Four consecutive state elements (index a multiple of 4) as fp32, and back.
+__device__ __forceinline__ float4 load_state4(const GdnArgs& p, int64_t idx) {
+  if (p.state_bf16) {
+    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(p.state) + idx);
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+  }
+  return *reinterpret_cast<const float4*>(static_cast<const float*>(p.state) + idx);
+}
+__device__ __forceinline__ void store_state4(const GdnArgs& p, int64_t idx, const float4& v) {
+  if (p.state_bf16) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    *reinterpret_cast<uint2*>(static_cast<bf16*>(p.state) + idx) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    return;
+  }
+  *reinterpret_cast<float4*>(static_cast<float*>(p.state) + idx) = v;
+}
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
@@ -122,13 +142,13 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArg
   const int slot = p.state_slots[s];
   const bool slot_ok = slot >= 0 && slot < p.num_slots;
   const bool init = slot_ok && p.has_init[s] != 0;
-  float* st = slot_ok ? p.state + (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : nullptr;
+  const int64_t st = slot_ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0;  // this head's state
 
   float4 S[kRecRows];
 #pragma unroll
   for (int m = 0; m < kRecRows; ++m) {
     const int i = rg + m * kRecRowGroups;
-    S[m] = (init && col_ok && i < p.dk) ? *reinterpret_cast<const float4*>(st + static_cast<int64_t>(i) * p.dv + col)
+    S[m] = (init && col_ok && i < p.dk) ? load_state4(p, st + static_cast<int64_t>(i) * p.dv + col)
                                         : f4(0.0f);
   }
 
@@ -223,7 +243,7 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArg
 #pragma unroll
   for (int m = 0; m < kRecRows; ++m) {
     const int i = rg + m * kRecRowGroups;
-    if (i < p.dk) *reinterpret_cast<float4*>(st + static_cast<int64_t>(i) * p.dv + col) = S[m];
+    if (i < p.dk) store_state4(p, st + static_cast<int64_t>(i) * p.dv + col, S[m]);
   }
 }
 
@@ -385,7 +405,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   const int slot = p.state_slots[s];
   const bool slot_ok = slot >= 0 && slot < p.num_slots;
   const bool init = slot_ok && p.has_init[s] != 0;
-  float* st = slot_ok ? p.state + (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : nullptr;
+  const int64_t st = slot_ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0;  // this head's state
   const int dk4 = (p.dk + 3) & ~3;
   const int dk8 = (p.dk + 7) & ~7;  // K̂, Q̃ and S are zero past dk up to kMaxDk
   const T* vg = static_cast<const T*>(p.v);
@@ -397,7 +417,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   for (int m = 0; m < L::kStateRows; ++m) {
     const int i = tq + RG * m;
     float4 v = f4(0.0f);
-    if (init && col_ok && i < p.dk) v = *reinterpret_cast<const float4*>(st + static_cast<int64_t>(i) * p.dv + colg);
+    if (init && col_ok && i < p.dk) v = load_state4(p, st + static_cast<int64_t>(i) * p.dv + colg);
     *reinterpret_cast<float4*>(Ss + i * kSs + 4 * tc) = v;
   }
 
@@ -735,8 +755,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   for (int m = 0; m < L::kStateRows; ++m) {
     const int i = tq + RG * m;
     if (i < p.dk)
-      *reinterpret_cast<float4*>(st + static_cast<int64_t>(i) * p.dv + colg) =
-          *reinterpret_cast<const float4*>(Ss + i * kSs + 4 * tc);
+      store_state4(p, st + static_cast<int64_t>(i) * p.dv + colg, *reinterpret_cast<const float4*>(Ss + i * kSs + 4 * tc));
   }
 }
 
@@ -830,9 +849,9 @@ void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, 
               is_float_dtype(A_log.dtype) && is_float_dtype(dt_bias.dtype),
           op, "A_log and dt_bias must be float [" + std::to_string(hv) + "], got " + shape_str(A_log) + " and " +
                   shape_str(dt_bias));
-  require(state.ndim == 4 && state.dtype == DType::F32 && state.shape[1] == hv && state.shape[2] == dk &&
-              state.shape[3] == dv && state.is_contiguous() && aligned16(state.data),
-          op, "state must be a contiguous, 16-byte aligned F32 [slots, " + std::to_string(hv) + ", " +
+  require(state.ndim == 4 && (state.dtype == DType::F32 || state.dtype == DType::BF16) && state.shape[1] == hv &&
+              state.shape[2] == dk && state.shape[3] == dv && state.is_contiguous() && aligned16(state.data),
+          op, "state must be a contiguous, 16-byte aligned F32 or BF16 [slots, " + std::to_string(hv) + ", " +
                   std::to_string(dk) + ", " + std::to_string(dv) + "], got " + shape_str(state));
   const int nseq = meta.num_seqs;
   require(nseq >= 0 && nseq <= 65535, op, "num_seqs " + std::to_string(nseq) + " out of range (0..65535)");
@@ -850,7 +869,8 @@ void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.b_stride = b.stride0(), p.a_stride = a.stride0(), p.out_stride = out.stride0();
   p.a_log = A_log.data, p.dt_bias = dt_bias.data;
   p.a_log_dtype = static_cast<int>(A_log.dtype), p.dt_bias_dtype = static_cast<int>(dt_bias.dtype);
-  p.state = state.ptr<float>();
+  p.state = state.data;
+  p.state_bf16 = state.dtype == DType::BF16 ? 1 : 0;
   p.num_slots = state.shape[0];
   p.out = out.data;
   p.cu_seqlens = meta.cu_seqlens_q.ptr<int32_t>();
