@@ -395,6 +395,12 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "Path prefix a proxy serves pagoda under; removed before routing");
   cmd->add_flag("--return-tokens-as-token-ids", args->server.return_tokens_as_token_ids,
                 "Logprobs name tokens as 'token_id:N' instead of their text");
+  cmd->add_option_function<std::string>(
+         "--scheduling-policy",
+         [args](const std::string& policy) { args->server.priority_scheduling = policy == "priority"; },
+         "fcfs (default): first come, first served; priority: requests' priority field, lower first "
+         "(vLLM's)")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
   cmd->add_flag("--enable-prompt-tokens-details", args->server.enable_prompt_tokens_details,
                 "usage.prompt_tokens_details in responses (cached_tokens)");
   cmd->add_option("--ssl-certfile", args->tls.certfile, "Serve HTTPS with this PEM certificate chain");

@@ -190,8 +190,6 @@ const std::vector<VllmFlag> kFlags = {
     {"--max-long-partial-prefills", V, kAny, "pagoda's chunked prefill takes one partial prompt at a time"},
     {"--long-prefill-token-threshold", V, kAny, "pagoda's chunked prefill takes one partial prompt at a time"},
     {"--num-lookahead-slots", V, kAny, "speculative decoding sizes its own slots (--speculative-config)"},
-    {"--scheduling-policy", V, "fcfs",
-     "pagoda schedules first come, first served (fcfs) with per-client fairness; 'priority' is not implemented"},
     {"--disable-chunked-mm-input", F, kAny, "pagoda serves text models: requests carry no media"},
     {"--scheduler-cls", V, kNo, "pagoda loads no Python scheduler classes"},
     {"--disable-hybrid-kv-cache-manager", F, kAny, "pagoda's one KV cache manager serves every model"},

@@ -32,7 +32,7 @@ void OutputProcessor::add_request(int64_t id, const SamplingParams& params) {
   rs->stop = params.stop;
   rs->include_stop_str = params.include_stop_str_in_output;
   for (const std::string& s : rs->stop) rs->max_stop_len = std::max(rs->max_stop_len, s.size());
-  if (tokenizer_) rs->decoder.emplace(*tokenizer_, /*skip_special_tokens=*/true);
+  if (tokenizer_) rs->decoder.emplace(*tokenizer_, params.skip_special_tokens);
   requests_[id] = std::move(rs);
 }
 

@@ -88,6 +88,32 @@ void apply_logit_bias(std::span<float> row, const SamplingParams& p) {
     if (id >= 0 && static_cast<size_t>(id) < row.size()) row[static_cast<size_t>(id)] += bias;
 }
 
+void apply_allowed_token_ids(std::span<float> row, const SamplingParams& p) {
+  if (p.allowed_token_ids.empty()) return;
+  const std::vector<int32_t>& allowed = p.allowed_token_ids.list();  // sorted
+  size_t next = 0;
+  for (size_t i = 0; i < row.size(); ++i) {
+    while (next < allowed.size() && static_cast<size_t>(allowed[next]) < i) ++next;
+    if (next == allowed.size() || static_cast<size_t>(allowed[next]) != i) row[i] = kNegInf;
+  }
+}
+
+void apply_bad_words(std::span<float> row, const SamplingParams& p, std::span<const int32_t> output) {
+  if (!p.bad_words_token_ids) return;
+  for (const std::vector<int32_t>& word : *p.bad_words_token_ids) {
+    if (word.empty() || word.size() > output.size() + 1) continue;
+    const size_t prefix = word.size() - 1;
+    if (!std::equal(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(prefix), output.end() - static_cast<std::ptrdiff_t>(prefix)))
+      continue;
+    const int32_t last = word.back();
+    if (last >= 0 && static_cast<size_t>(last) < row.size()) row[static_cast<size_t>(last)] = kNegInf;
+  }
+}
+
+bool has_token_masks(const SamplingParams& p) {
+  return !p.allowed_token_ids.empty() || (p.bad_words_token_ids && !p.bad_words_token_ids->empty());
+}
+
 void apply_temperature(std::span<float> row, double temperature) {
   if (temperature == 1.0) return;
   const auto inv = static_cast<float>(1.0 / temperature);
@@ -172,6 +198,7 @@ bool Sampler::needs_logits(const Sequence& seq) const {
   if (!p.greedy() || p.logprobs) return true;
   if (p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) return true;
   if (p.logit_bias && !p.logit_bias->empty()) return true;
+  if (has_token_masks(p)) return true;
   // mask_stop_tokens_for_min_tokens would change the row.
   const bool masks = !p.stop_token_ids.empty() || (!p.ignore_eos && !eos_token_ids_.empty());
   return masks && static_cast<int32_t>(seq.output().size()) < p.min_tokens;
@@ -179,6 +206,9 @@ bool Sampler::needs_logits(const Sequence& seq) const {
 
 void Sampler::process_row(std::vector<float>& row, const SamplingParams& params, std::span<const int32_t> prompt,
                           std::span<const int32_t> output) const {
+  // The request's own masks first (vLLM applies allowed_token_ids and bad_words before the others).
+  apply_allowed_token_ids(row, params);
+  apply_bad_words(row, params, output);
   mask_stop_tokens_for_min_tokens(row, params, eos_token_ids_, static_cast<int32_t>(output.size()));
   apply_logit_bias(row, params);
   apply_penalties(row, params, prompt, output);
@@ -237,6 +267,7 @@ bool Sampler::plain_greedy(const SamplingParams& p, size_t num_output_tokens) co
   if (!p.greedy() || p.logprobs) return false;
   if (p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) return false;
   if (p.logit_bias && !p.logit_bias->empty()) return false;
+  if (has_token_masks(p)) return false;
   const bool masks = !p.stop_token_ids.empty() || (!p.ignore_eos && !eos_token_ids_.empty());
   return !(masks && static_cast<int32_t>(num_output_tokens) < p.min_tokens);
 }

@@ -2,6 +2,8 @@
 // parameters, token history and RNG only, so a request's samples never depend on its batch-mates.
 //
 // Order of the logits processors (vLLM's, as in its v0 sampler and Hugging Face's warpers):
+//   0. allowed_token_ids and bad_words (vLLM's): tokens outside the set, and each bad word's last
+//      token where the output ends with the rest of the word, become -inf
 //   1. min_tokens: while fewer than min_tokens tokens are out, EOS (unless ignore_eos) and
 //      stop_token_ids are masked, so that the request cannot stop early
 //   2. logit_bias added to the raw logits (OpenAI's; vLLM applies it with the logits processors,
@@ -84,6 +86,12 @@ class Sampler {
 void mask_stop_tokens_for_min_tokens(std::span<float> row, const SamplingParams& p,
                                      std::span<const int32_t> eos_token_ids, int32_t num_output_tokens);
 void apply_logit_bias(std::span<float> row, const SamplingParams& p);
+// allowed_token_ids: -inf for every token outside the set (nothing when it is empty).
+void apply_allowed_token_ids(std::span<float> row, const SamplingParams& p);
+// bad_words: -inf for each word's last token where `output` ends with the word's other tokens.
+void apply_bad_words(std::span<float> row, const SamplingParams& p, std::span<const int32_t> output);
+// Whether allowed_token_ids or bad_words are in force (the row must then reach the host).
+bool has_token_masks(const SamplingParams& p);
 // Structured output: -inf for every token whose bit in `allowed` is clear, before anything else
 // touches the row, so whatever the later steps do the chosen token is one the grammar allows.
 void apply_token_mask(std::span<float> row, const std::vector<uint64_t>& allowed);

@@ -122,6 +122,16 @@ std::optional<std::string> validate_sampling_params(const SamplingParams& p) {
         return "logit_bias values must be in [-100, 100], got " + fmt(bias) + ".";
     }
   }
+  for (int32_t id : p.allowed_token_ids) {
+    if (id < 0) return "allowed_token_ids must be non-negative token ids, got " + fmt(id) + ".";
+  }
+  if (p.bad_words_token_ids) {
+    for (const auto& word : *p.bad_words_token_ids) {
+      if (word.empty()) return "bad_words cannot contain an empty word.";
+      for (int32_t id : word)
+        if (id < 0) return "bad_words must tokenize to non-negative token ids, got " + fmt(id) + ".";
+    }
+  }
   for (const std::string& s : p.stop) {
     if (s.empty()) return "stop cannot contain an empty string.";
   }

@@ -106,6 +106,16 @@ struct SamplingParams {
   // OpenAI's logit_bias: added to the raw logits of these token ids, in [-100, 100]. Shared between
   // the choices of a request like the stop strings.
   std::shared_ptr<const std::vector<std::pair<int32_t, float>>> logit_bias;
+  // vLLM's allowed_token_ids: only these may be sampled (empty = every token). Shared, sorted.
+  TokenIdSet allowed_token_ids;
+  // vLLM's bad_words, tokenized by the server: a word's last token is masked whenever the tokens
+  // before it are the last ones generated (a one-token word is always masked). Shared.
+  std::shared_ptr<const std::vector<std::vector<int32_t>>> bad_words_token_ids;
+  // vLLM's skip_special_tokens: the output text leaves special tokens out (false: they stay in).
+  bool skip_special_tokens = true;
+  // vLLM's priority (--scheduling-policy priority): lower values are scheduled first. Always 0 with
+  // fcfs, which the server enforces.
+  int32_t priority = 0;
   // Not sampling, but per request and carried with it: vLLM's cache_salt. Requests share cached
   // prefix blocks only when their salts are equal (empty = the common pool).
   std::string cache_salt;

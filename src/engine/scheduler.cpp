@@ -101,7 +101,11 @@ Sequence* Scheduler::add(int64_t id, std::vector<int32_t> prompt, SamplingParams
   seq->embed = embed;
   Sequence* raw = seq.get();
   live_.emplace(id, std::move(seq));
-  waiting_.push_back(raw);
+  // Priority scheduling: behind every waiting sequence of the same or a lower value (all 0 under fcfs).
+  const int32_t priority = raw->params().priority;
+  const auto behind = std::find_if(waiting_.begin(), waiting_.end(),
+                                   [priority](const Sequence* s) { return s->params().priority > priority; });
+  waiting_.insert(behind, raw);
   return raw;
 }
 

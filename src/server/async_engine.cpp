@@ -236,7 +236,8 @@ void AsyncEngine::add_pending(std::vector<Pending>& adds) {
     std::vector<int64_t> prompt_tokens;
     prompt_tokens.reserve(p.choices.size());
     for (const ChoiceSpec& c : p.choices) prompt_tokens.push_back(static_cast<int64_t>(c.prompt.size()));
-    fair_.push(p.id, p.client, std::move(prompt_tokens));
+    const int32_t priority = p.embed || p.choices.empty() ? 0 : p.choices.front().params.priority;
+    fair_.push(p.id, p.client, std::move(prompt_tokens), priority);
     const uint64_t id = p.id;
     held_.emplace(id, std::move(p));
   }

@@ -98,7 +98,7 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
   // The request parser bounds these already (parsed tool arguments may add to a message's nesting,
   // hence the margin); this holds for any other caller too, before the copies below, which recurse.
   for (const auto& [what, v] : {std::pair<const char*, const Json*>{"messages", &r.messages}, {"tools", &r.tools},
-                                {"chat_template_kwargs", &r.chat_template_kwargs}})
+                                {"chat_template_kwargs", &r.chat_template_kwargs}, {"documents", &r.documents}})
     if (nesting_exceeds(*v, 2 * kMaxChatNesting))
       throw bad_request(std::string("'") + what + "' is nested too deeply", what);
   Json context = Json::object();
@@ -106,6 +106,7 @@ std::string ChatPrompt::render(const ChatPromptRequest& r) const {
   for (const auto& [k, v] : r.chat_template_kwargs.items()) context[k] = v;
   context["messages"] = adapt_messages(r.messages, forms_);
   if (!r.tools.is_null()) context["tools"] = r.tools;
+  if (!r.documents.is_null()) context["documents"] = r.documents;  // as Hugging Face hands them over
   if (guard_) guard_->mark_json(context);  // all of it is the client's so far
   context["add_generation_prompt"] = r.add_generation_prompt;
   context["bos_token"] = bos_token;

@@ -30,6 +30,7 @@ struct ChatChoice {
   std::unique_ptr<ChatOutputParser> parser;
   ChatDelta parsed;  // everything, for a whole response
   std::vector<SampleResult> samples;
+  std::vector<int32_t> token_ids;  // return_token_ids
   RequestOutput last;
   bool started = false;  // streaming: the role chunk went out
   size_t tool_calls_sent = 0;
@@ -52,6 +53,18 @@ struct ChatStream {
   int64_t cached_tokens = 0;  // of the first choice (the prompt is counted once)
 };
 
+// vLLM's chat echo: the last message's content when its role is the one answering (the assistant,
+// or with add_generation_prompt false the last message's own role); "" otherwise.
+std::string echo_text(const ChatPromptRequest& prompt) {
+  if (prompt.messages.empty()) return "";
+  const Json& last = prompt.messages.back();
+  const auto role = last.find("role");
+  const auto content = last.find("content");
+  if (role == last.end() || content == last.end() || !content->is_string()) return "";
+  if (prompt.add_generation_prompt && *role != "assistant") return "";
+  return content->get<std::string>();
+}
+
 }  // namespace
 
 HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
@@ -60,8 +73,12 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   ChatRequest r = parse_chat_request(body, ctx.sampling_defaults);
   check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
+  apply_vllm_params(ctx, r.extras, r.params);
   const std::string prompt_text = ctx.chat->render(r.prompt);
-  const std::vector<int32_t> ids = encode_chat_prompt(ctx, prompt_text, "messages");
+  std::vector<int32_t> ids = encode_chat_prompt(ctx, prompt_text, "messages");
+  const size_t full_length = ids.size();
+  truncate_prompt(ctx, ids, r.extras.truncate_prompt_tokens);
+  const bool truncated = ids.size() != full_length;
   fit_prompt(ctx, ids, r.params, "messages");
   ChatParserOptions popts;
   popts.reasoning = ctx.options.reasoning_parser && has_token(ctx.engine.tokenizer(), "<think>") && has_token(ctx.engine.tokenizer(), "</think>");
@@ -75,19 +92,25 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
     // Reasoning (the template opened <think>) stays free; the constraint holds for the answer.
     if (popts.starts_in_reasoning) r.params.grammar_after_token = *ctx.engine.tokenizer()->token_to_id("</think>");
   }
-  r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
+  // The boundaries are positions in the whole prompt; a truncated one has lost its start.
+  if (!truncated) r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
   std::vector<ChoiceSpec> specs;
   fan_out(ids, r.params, specs);
 
   const bool details = ctx.options.enable_prompt_tokens_details;
   // Logprobs name tokens by their text, or as "token_id:N" (--return-tokens-as-token-ids).
-  const Tokenizer* tok = ctx.options.return_tokens_as_token_ids ? nullptr : ctx.engine.tokenizer();
+  const bool as_ids = ctx.options.return_tokens_as_token_ids || r.extras.return_tokens_as_token_ids;
+  const Tokenizer* tok = as_ids ? nullptr : ctx.engine.tokenizer();
+  const bool return_token_ids = r.extras.return_token_ids;
+  const bool continuous_usage = r.extras.continuous_usage_stats;
+  const std::string echo = r.echo ? echo_text(r.prompt) : std::string();
+  auto prompt_ids = return_token_ids ? std::make_shared<const std::vector<int32_t>>(ids) : nullptr;
   popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
   auto state = std::make_shared<ChatStream>();
   state->choices.resize(specs.size());
   for (ChatChoice& c : state->choices) c.parser = std::make_unique<ChatOutputParser>(popts);
 
-  const std::string id = random_id("chatcmpl-");
+  const std::string id = response_id(req, "chatcmpl-", r.extras);
   const int64_t created = unix_now();
   const std::string model = r.model.empty() ? ctx.model_name() : r.model;
   const SamplingParams params = r.params;
@@ -102,6 +125,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
           ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
           append(c.parsed, c.parser->feed(o.out.new_text));
           c.samples.insert(c.samples.end(), o.out.samples.begin(), o.out.samples.end());
+          c.token_ids.insert(c.token_ids.end(), o.out.new_token_ids.begin(), o.out.new_token_ids.end());
           if (o.choice == 0) state->cached_tokens = o.out.num_cached_tokens;
           if (o.out.finished) {
             append(c.parsed, c.parser->finish());
@@ -115,24 +139,28 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
             ChatChoice& c = state->choices[i];
             Json message = {{"role", "assistant"}};
             const bool calls = !c.parsed.tool_calls.empty();
-            message["content"] = calls && c.parsed.content.empty() ? Json(nullptr) : Json(c.parsed.content);
+            const std::string content = echo + c.parsed.content;
+            message["content"] = calls && content.empty() ? Json(nullptr) : Json(content);
             // `reasoning` is current vLLM's name; `reasoning_content` its older one, which clients still read.
             if (!c.parsed.reasoning.empty()) message["reasoning"] = message["reasoning_content"] = c.parsed.reasoning;
             if (calls) message["tool_calls"] = tool_calls_json(c.parsed.tool_calls, 0, false);
-            out_choices.push_back(
-                {{"index", i},
-                 {"message", std::move(message)},
-                 {"logprobs", logprobs ? Json{{"content", chat_logprobs_content(tok, c.samples)}} : Json(nullptr)},
-                 {"finish_reason", chat_finish_reason(c.last, c.parsed.tool_calls.size())},
-                 {"stop_reason", stop_reason_json(c.last, params)}});
+            Json choice = {{"index", i},
+                           {"message", std::move(message)},
+                           {"logprobs", logprobs ? Json{{"content", chat_logprobs_content(tok, c.samples)}} : Json(nullptr)},
+                           {"finish_reason", chat_finish_reason(c.last, c.parsed.tool_calls.size())},
+                           {"stop_reason", stop_reason_json(c.last, params)}};
+            if (return_token_ids) choice["token_ids"] = c.token_ids;
+            out_choices.push_back(std::move(choice));
             completion_tokens += c.last.num_output_tokens;
           }
-          return Json{{"id", id},
-                      {"object", "chat.completion"},
-                      {"created", created},
-                      {"model", model},
-                      {"choices", out_choices},
-                      {"usage", usage_json(prompt_tokens, completion_tokens, details, state->cached_tokens)}};
+          Json response = {{"id", id},
+                           {"object", "chat.completion"},
+                           {"created", created},
+                           {"model", model},
+                           {"choices", out_choices},
+                           {"usage", usage_json(prompt_tokens, completion_tokens, details, state->cached_tokens)}};
+          if (return_token_ids) response["prompt_token_ids"] = *prompt_ids;
+          return response;
         });
   }
 
@@ -151,12 +179,26 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
           ChatChoice& c = state->choices[static_cast<size_t>(o.choice)];
           const RequestOutput& out = o.out;
           if (o.choice == 0) state->cached_tokens = out.num_cached_tokens;
+          // vLLM's continuous_usage_stats: every chunk carries this choice's usage so far.
+          auto with_usage = [&](Json event, int64_t completion_tokens) {
+            if (continuous_usage)
+              event["usage"] = usage_json(prompt_tokens, completion_tokens, details, state->cached_tokens);
+            return event;
+          };
           if (!c.started) {
             c.started = true;
-            events += sse_event(chunk({{"index", o.choice},
-                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                       {"logprobs", nullptr},
-                                       {"finish_reason", nullptr}}));
+            Json first = chunk({{"index", o.choice},
+                                {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                {"logprobs", nullptr},
+                                {"finish_reason", nullptr}});
+            if (return_token_ids) first["prompt_token_ids"] = *prompt_ids;
+            events += sse_event(with_usage(std::move(first), 0));
+            if (!echo.empty())
+              events += sse_event(with_usage(chunk({{"index", o.choice},
+                                                    {"delta", {{"content", echo}}},
+                                                    {"logprobs", nullptr},
+                                                    {"finish_reason", nullptr}}),
+                                             0));
           }
           ChatDelta d = c.parser->feed(out.new_text);
           if (out.finished) {
@@ -164,7 +206,8 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
             state->completion_tokens += out.num_output_tokens;
           }
           const bool has_logprobs = logprobs && !out.samples.empty();
-          if (d.empty() && !out.finished && !has_logprobs) continue;
+          const bool has_ids = return_token_ids && !out.new_token_ids.empty();
+          if (d.empty() && !out.finished && !has_logprobs && !has_ids) continue;
           Json delta = Json::object();
           if (!d.reasoning.empty()) delta["reasoning"] = delta["reasoning_content"] = d.reasoning;
           if (!d.content.empty()) delta["content"] = d.content;
@@ -179,7 +222,8 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
                          {"finish_reason", out.finished ? Json(chat_finish_reason(out, c.tool_calls_sent))
                                                         : Json(nullptr)}};
           if (out.finished) choice["stop_reason"] = stop_reason_json(out, params);
-          events += sse_event(chunk(std::move(choice)));
+          if (return_token_ids) choice["token_ids"] = out.new_token_ids;
+          events += sse_event(with_usage(chunk(std::move(choice)), out.num_output_tokens));
         }
         return events;
       },

@@ -4,18 +4,20 @@
 
 namespace pagoda::server {
 
-void FairQueue::push(uint64_t generation, const std::string& client, std::vector<int64_t> prompt_tokens) {
+void FairQueue::push(uint64_t generation, const std::string& client, std::vector<int64_t> prompt_tokens,
+                     int32_t priority) {
   if (prompt_tokens.empty()) return;
   waiting_choices_ += static_cast<int64_t>(prompt_tokens.size());
   Generation& g = gens_[generation];
   g.client = client;
   g.prompt_tokens = std::move(prompt_tokens);
   g.order = arrivals_++;
+  g.priority = priority;
 }
 
 FairQueue::Generation* FairQueue::pick(uint64_t& id) {
   Generation* best = nullptr;
-  std::tuple<int32_t, int32_t, uint64_t> best_key{};
+  std::tuple<int32_t, int32_t, int32_t, uint64_t> best_key{};
   for (auto& [gid, g] : gens_) {
     if (g.next >= g.prompt_tokens.size()) continue;
     // A named client's second request is no newcomer while its first runs: one client cannot take
@@ -27,7 +29,7 @@ FairQueue::Generation* FairQueue::pick(uint64_t& id) {
     const int64_t tokens = g.prompt_tokens[g.next];
     const bool room = newcomer || unstarted_tokens_ == 0 || unstarted_tokens_ + tokens <= limits_.max_unstarted_tokens;
     if (!slot || !room) continue;
-    const std::tuple<int32_t, int32_t, uint64_t> key{client_live, g.in_engine, g.order};
+    const std::tuple<int32_t, int32_t, int32_t, uint64_t> key{g.priority, client_live, g.in_engine, g.order};
     if (!best || key < best_key) {
       best = &g;
       best_key = key;

@@ -37,8 +37,10 @@ class FairQueue {
   explicit FairQueue(FairQueueLimits limits) : limits_(limits) {}
 
   // A generation whose choices wait; `prompt_tokens[i]` is choice i's prompt length. `client` groups
-  // generations ("" = the anonymous client).
-  void push(uint64_t generation, const std::string& client, std::vector<int64_t> prompt_tokens);
+  // generations ("" = the anonymous client). `priority` (--scheduling-policy priority; 0 under fcfs)
+  // comes before fairness: a lower value goes first.
+  void push(uint64_t generation, const std::string& client, std::vector<int64_t> prompt_tokens,
+            int32_t priority = 0);
 
   struct Admit {
     uint64_t generation;
@@ -73,6 +75,7 @@ class FairQueue {
     size_t next = 0;      // choices before it were taken
     int32_t in_engine = 0;
     uint64_t order = 0;   // arrival order, for ties
+    int32_t priority = 0;
   };
   struct InEngine {
     uint64_t generation;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "server/api_error.h"
+#include "server/chat_output_parser.h"
 #include "server/router.h"
 #include "server/special_text.h"
 #include "server/sse.h"
@@ -103,6 +104,9 @@ void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, Sa
       if (id >= vocab)
         throw bad_request("logit_bias names token id " + std::to_string(id) + ", outside the vocabulary [0, " +
                               std::to_string(vocab) + ")", "logit_bias");
+  if (!params.allowed_token_ids.empty() && params.allowed_token_ids.list().back() >= vocab)
+    throw bad_request("allowed_token_ids names token id " + std::to_string(params.allowed_token_ids.list().back()) +
+                          ", outside the vocabulary [0, " + std::to_string(vocab) + ")", "allowed_token_ids");
   if (!params.stop.empty() && !ctx.engine.tokenizer())
     throw bad_request("stop strings need a tokenizer, and this model has none; use stop_token_ids", "stop");
   const int64_t max_len = ctx.engine.max_model_len();
@@ -116,6 +120,59 @@ void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, Sa
                       param, "context_length_exceeded");
   }
   params.max_tokens = static_cast<int32_t>(want);
+}
+
+void truncate_prompt(const ServerContext& ctx, std::vector<int32_t>& ids, const std::optional<int64_t>& keep) {
+  if (!keep || *keep == 0) return;
+  const int64_t max_len = ctx.engine.max_model_len();
+  if (*keep > max_len)
+    throw bad_request("truncate_prompt_tokens (" + std::to_string(*keep) + ") is greater than max_model_len (" +
+                          std::to_string(max_len) + "); give a smaller value, or -1 for max_model_len",
+                      "truncate_prompt_tokens");
+  const int64_t k = *keep < 0 ? max_len : *keep;
+  if (static_cast<int64_t>(ids.size()) > k) ids.erase(ids.begin(), ids.end() - k);
+}
+
+void apply_vllm_params(const ServerContext& ctx, const VllmExtras& extras, SamplingParams& params) {
+  if (params.priority != 0 && !ctx.options.priority_scheduling)
+    throw bad_request("priority " + std::to_string(params.priority) +
+                          " needs priority scheduling; this server schedules first come, first served (start it "
+                          "with --scheduling-policy priority, or leave priority out)",
+                      "priority");
+  if (extras.bad_words.empty()) return;
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  if (!tok) throw bad_request("bad_words need a tokenizer, and this model has none", "bad_words");
+  // As vLLM: each word as written (leading spaces dropped), and with one leading space when that
+  // tokenizes into as many tokens, starting differently (the word inside a sentence).
+  auto words = std::make_shared<std::vector<std::vector<int32_t>>>();
+  for (const std::string& word : extras.bad_words) {
+    const size_t start = word.find_first_not_of(' ');
+    const std::string bare = start == std::string::npos ? "" : word.substr(start);
+    if (bare.empty()) throw bad_request("bad_words cannot contain an empty word", "bad_words");
+    check_tokenize_bytes(ctx, bare.size() + 1, "bad_words");
+    std::vector<int32_t> plain = tok->encode(bare);
+    std::vector<int32_t> spaced = tok->encode(" " + bare);
+    if (plain.empty()) continue;
+    const bool add_spaced = !spaced.empty() && spaced.front() != plain.front() && spaced.size() == plain.size();
+    words->push_back(std::move(plain));
+    if (add_spaced) words->push_back(std::move(spaced));
+  }
+  const int32_t vocab = static_cast<int32_t>(ctx.engine.model_config().vocab_size);
+  for (const auto& w : *words)
+    for (int32_t id : w)
+      if (id < 0 || id >= vocab)
+        throw bad_request("a bad word tokenizes to token id " + std::to_string(id) + ", outside the vocabulary [0, " +
+                              std::to_string(vocab) + ")", "bad_words");
+  params.bad_words_token_ids = std::move(words);
+}
+
+std::string response_id(const HttpRequest& req, const std::string& prefix, const VllmExtras& extras) {
+  const std::string header(req.header("x-request-id"));
+  bool usable = !header.empty() && header.size() <= kMaxRequestIdBytes;
+  for (char c : header) usable = usable && c >= 0x21 && c <= 0x7e;
+  if (usable) return prefix + header;
+  if (!extras.request_id.empty()) return prefix + extras.request_id;
+  return random_id(prefix);
 }
 
 void fan_out(const std::vector<int32_t>& prompt, const SamplingParams& params, std::vector<ChoiceSpec>& out) {

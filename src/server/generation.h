@@ -41,6 +41,19 @@ std::shared_ptr<structured::GrammarRuntime> compile_for_engine(const ServerConte
 void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, SamplingParams& params,
                 const std::string& param);
 
+// vLLM's truncate_prompt_tokens: the last k tokens of the prompt (-1: the last max_model_len). 400
+// naming the field when k is beyond max_model_len, as vLLM refuses it.
+void truncate_prompt(const ServerContext& ctx, std::vector<int32_t>& ids, const std::optional<int64_t>& keep);
+
+// What of vLLM's extensions needs the served model or the server's flags: bad_words tokenized into
+// params (400 without a tokenizer), priority checked against --scheduling-policy (fcfs refuses a
+// non-zero one, as vLLM does).
+void apply_vllm_params(const ServerContext& ctx, const VllmExtras& extras, SamplingParams& params);
+
+// A response's id as vLLM makes it: `prefix` + the client's X-Request-Id header (when a header can
+// carry it as it is), else the body's request_id, else a fresh random id.
+std::string response_id(const HttpRequest& req, const std::string& prefix, const VllmExtras& extras);
+
 // n choices of one prompt; with a seed, choice i uses seed + i so that they differ. The stop
 // strings are shared between the choices, not copied.
 void fan_out(const std::vector<int32_t>& prompt, const SamplingParams& params, std::vector<ChoiceSpec>& out);

@@ -63,6 +63,51 @@ void read_sampling(const Json& j, SamplingParams& p) {
   }
 }
 
+// vLLM's extensions both endpoints take; what needs the tokenizer or the server's options is
+// applied by the route (server/generation.h).
+void read_vllm_extras(const Json& j, SamplingParams& p, VllmExtras& x) {
+  if (const Json* v = field(j, "allowed_token_ids")) {
+    if (v->is_array() && v->size() > kMaxAllowedTokenIds)
+      throw bad_request("allowed_token_ids has " + std::to_string(v->size()) + " entries; at most " +
+                            std::to_string(kMaxAllowedTokenIds) + " are allowed", "allowed_token_ids");
+    std::vector<int32_t> ids = token_id_list(*v, "allowed_token_ids");
+    if (ids.empty()) throw bad_request("allowed_token_ids cannot be empty; leave it out to allow every token",
+                                       "allowed_token_ids");
+    p.allowed_token_ids = TokenIdSet(std::move(ids));
+  }
+  if (const Json* v = field(j, "bad_words")) {
+    if (!v->is_array()) wrong_type("bad_words", "an array of strings", *v);
+    if (v->size() > kMaxBadWords)
+      throw bad_request("bad_words has " + std::to_string(v->size()) + " words; at most " +
+                            std::to_string(kMaxBadWords) + " are allowed", "bad_words");
+    size_t bytes = 0;
+    for (const Json& w : *v) {
+      if (!w.is_string()) wrong_type("bad_words", "an array of strings", *v);
+      bytes += w.get_ref<const std::string&>().size();
+      x.bad_words.push_back(w.get<std::string>());
+    }
+    if (bytes > kMaxBadWordsBytes)
+      throw bad_request("bad_words have " + std::to_string(bytes) + " bytes; at most " +
+                            std::to_string(kMaxBadWordsBytes) + " are allowed", "bad_words");
+  }
+  if (auto v = opt_bool(j, "skip_special_tokens")) p.skip_special_tokens = *v;
+  if (field(j, "prompt_logprobs"))
+    throw bad_request("prompt_logprobs is not supported: pagoda's engine computes logprobs of sampled tokens "
+                      "only; leave prompt_logprobs out", "prompt_logprobs");
+  if (auto v = opt_int(j, "truncate_prompt_tokens", -1)) x.truncate_prompt_tokens = *v;
+  x.return_token_ids = opt_bool(j, "return_token_ids").value_or(false);
+  x.return_tokens_as_token_ids = opt_bool(j, "return_tokens_as_token_ids").value_or(false);
+  if (auto v = opt_string(j, "request_id")) {
+    bool printable = !v->empty() && v->size() <= kMaxRequestIdBytes;
+    for (char c : *v) printable = printable && c >= 0x21 && c <= 0x7e;
+    if (!printable)
+      throw bad_request("request_id must be 1 to " + std::to_string(kMaxRequestIdBytes) +
+                            " visible ASCII characters (no spaces)", "request_id");
+    x.request_id = *v;
+  }
+  if (auto v = opt_int(j, "priority")) p.priority = static_cast<int32_t>(*v);
+}
+
 void finish_sampling(SamplingParams& p) {
   if (auto err = validate_sampling_params(p)) throw bad_request(*err, param_of(*err));
   if (p.n > kMaxChoices)
@@ -71,12 +116,14 @@ void finish_sampling(SamplingParams& p) {
     throw bad_request("logprobs must be at most " + std::to_string(kMaxLogprobs), "logprobs");
 }
 
-void read_stream(const Json& j, bool& stream, bool& include_usage) {
+void read_stream(const Json& j, bool& stream, bool& include_usage, bool& continuous_usage_stats) {
   stream = opt_bool(j, "stream").value_or(false);
   if (const Json* so = field(j, "stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object", *so);
     if (!stream) throw bad_request("stream_options can only be given when stream is true", "stream_options");
     include_usage = opt_bool(*so, "include_usage").value_or(false);
+    // vLLM: usage in every chunk, only together with include_usage.
+    continuous_usage_stats = include_usage && opt_bool(*so, "continuous_usage_stats").value_or(false);
   }
 }
 
@@ -202,6 +249,14 @@ ChatPromptRequest read_chat_prompt(const Json& j) {
     check_nesting(*kw, "chat_template_kwargs");
     r.chat_template_kwargs = *kw;
   }
+  if (const Json* docs = field(j, "documents")) {
+    // vLLM's: a list of {"title": ..., "text": ...} objects, handed to the template as `documents`.
+    if (!docs->is_array()) wrong_type("documents", "an array of objects", *docs);
+    for (const Json& d : *docs)
+      if (!d.is_object()) wrong_type("documents", "an array of objects", *docs);
+    check_nesting(*docs, "documents");
+    r.documents = *docs;
+  }
   if (field(j, "chat_template"))
     throw bad_request("a per-request chat_template is not supported; the model's own template is used",
                       "chat_template");
@@ -257,7 +312,8 @@ CompletionRequest parse_completion_request(const Json& j, const SamplingParams& 
   r.constraint = read_constraint(j);
   if (auto best_of = opt_int(j, "best_of"); best_of && *best_of != r.params.n)
     throw bad_request("best_of other than n is not supported", "best_of");
-  read_stream(j, r.stream, r.include_usage);
+  read_stream(j, r.stream, r.include_usage, r.extras.continuous_usage_stats);
+  read_vllm_extras(j, r.params, r.extras);
   finish_sampling(r.params);
   if (static_cast<int64_t>(r.prompts.size()) * r.params.n > kMaxChoices)
     throw bad_request("prompts x n must be at most " + std::to_string(kMaxChoices), "n");
@@ -298,7 +354,9 @@ ChatRequest parse_chat_request(const Json& j, const SamplingParams& defaults) {
   if (auto effort = opt_string(j, "reasoning_effort"); effort && !r.prompt.chat_template_kwargs.contains("reasoning_effort"))
     r.prompt.chat_template_kwargs["reasoning_effort"] = *effort;
   r.parse_tool_calls = !r.prompt.tools.is_null() && tool_choice != "none";
-  read_stream(j, r.stream, r.include_usage);
+  r.echo = opt_bool(j, "echo").value_or(false);
+  read_stream(j, r.stream, r.include_usage, r.extras.continuous_usage_stats);
+  read_vllm_extras(j, r.params, r.extras);
   finish_sampling(r.params);
   return r;
 }

@@ -25,6 +25,17 @@ struct CompletionPrompt {
   std::vector<int32_t> token_ids;   // a prompt given as token ids
 };
 
+// vLLM's request extensions that the routes apply once the prompt is tokenized (the sampling ones,
+// allowed_token_ids, skip_special_tokens and priority, go straight into SamplingParams).
+struct VllmExtras {
+  std::vector<std::string> bad_words;            // tokenized by the route (needs the tokenizer)
+  std::optional<int64_t> truncate_prompt_tokens; // keep the last k prompt tokens; -1 = max_model_len
+  bool return_token_ids = false;                 // prompt_token_ids and token_ids in the response
+  bool return_tokens_as_token_ids = false;       // logprobs name tokens "token_id:N"
+  std::string request_id;                        // the response id's suffix ("" = a fresh one)
+  bool continuous_usage_stats = false;           // usage in every streamed chunk (with include_usage)
+};
+
 struct CompletionRequest {
   std::string model;  // "" when not given
   std::vector<CompletionPrompt> prompts;
@@ -33,6 +44,7 @@ struct CompletionRequest {
   bool include_usage = false;
   bool echo = false;
   std::optional<RequestedConstraint> constraint;  // structured output, compiled by the route
+  VllmExtras extras;
 };
 
 // The chat fields that decide the prompt (shared with /tokenize).
@@ -42,6 +54,7 @@ struct ChatPromptRequest {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   Json chat_template_kwargs = Json::object();
+  Json documents;  // null or vLLM's documents (an array of objects), for RAG templates
 };
 
 struct ChatRequest {
@@ -53,6 +66,9 @@ struct ChatRequest {
   bool include_usage = false;
   bool logprobs = false;  // params.logprobs holds top_logprobs when set
   std::optional<RequestedConstraint> constraint;  // structured output or a forced tool call
+  // vLLM's chat echo: the last message's content, when its role is the answer's, starts the answer.
+  bool echo = false;
+  VllmExtras extras;
 };
 
 struct TokenizeRequest {
@@ -78,5 +94,13 @@ DetokenizeRequest parse_detokenize_request(const Json& body);
 inline constexpr int32_t kMaxLogprobs = 20;
 // The most choices one request may fan out into.
 inline constexpr int32_t kMaxChoices = 256;
+// allowed_token_ids: beyond every vocabulary pagoda serves (a mask over all of it is still one pass
+// over the row).
+inline constexpr size_t kMaxAllowedTokenIds = size_t{1} << 18;
+// bad_words: each is tokenized (twice) and checked against the output on every sampled token.
+inline constexpr size_t kMaxBadWords = 64;
+inline constexpr size_t kMaxBadWordsBytes = size_t{16} << 10;
+// request_id: it becomes part of the response id, as a header can carry it.
+inline constexpr size_t kMaxRequestIdBytes = 256;
 
 }  // namespace pagoda::server

@@ -24,6 +24,7 @@ struct ResponsesRequest {
   // max_tool_calls, parallel_tool_calls, previous_response_id, reasoning, service_tier, store,
   // text, tool_choice, tools, top_logprobs, truncation, user, metadata.
   Json echo = Json::object();
+  std::string request_id;  // vLLM's: the response's id when given ("" = a fresh resp_ id)
 };
 
 // `defaults`: the sampling values for the fields the request leaves out (generation_config.json).

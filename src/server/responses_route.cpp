@@ -143,6 +143,7 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   const Json body = parse_json_body(req.body);
   ResponsesRequest r = parse_responses_request(body, ctx.sampling_defaults);
   check_model_name(ctx, r.model);
+  apply_vllm_params(ctx, VllmExtras{}, r.params);  // priority against --scheduling-policy
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "input");
   const std::string prompt_text = ctx.chat->render(r.prompt);
   const std::vector<int32_t> ids = encode_chat_prompt(ctx, prompt_text, "input");
@@ -166,7 +167,7 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   auto state = std::make_shared<ResponseState>(tok, popts, r.logprobs, r.stream);
 
   auto head = std::make_shared<ResponseHead>();
-  head->id = random_id("resp_");
+  head->id = r.request_id.empty() ? random_id("resp_") : r.request_id;
   head->created_at = unix_now();
   head->model = r.model.empty() ? ctx.model_name() : r.model;
   head->echo = std::move(r.echo);

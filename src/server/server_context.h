@@ -57,6 +57,9 @@ struct ServerOptions {
   std::string root_path;                     // a prefix a proxy adds, removed before routing
   bool return_tokens_as_token_ids = false;   // logprobs tokens as "token_id:N" (vLLM's flag)
   bool enable_prompt_tokens_details = false; // usage.prompt_tokens_details (cached_tokens)
+  // --scheduling-policy priority: requests' priority orders the waiting ones (lower first); fcfs
+  // (the default) refuses a non-zero priority, as vLLM does.
+  bool priority_scheduling = false;
   bool reasoning_parser = true;  // <think>...</think> -> reasoning_content (when the vocab has them)
   bool tool_call_parser = true;  // tool calls -> tool_calls (when tools are given)
   // --tool-call-parser: "auto" (from the vocabulary: <tool_call> hermes, [TOOL_CALLS] mistral,

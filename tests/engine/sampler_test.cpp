@@ -438,5 +438,49 @@ TEST(Sampler, MaskedArgmaxEqualsArgmaxOfTheMaskedRow) {
   }
 }
 
+// allowed_token_ids: only those survive, whatever their logits.
+TEST(Sampler, AllowedTokenIdsMaskEverythingElse) {
+  SamplingParams p;
+  p.allowed_token_ids = TokenIdSet({5, 2});
+  std::vector<float> row = {9, 1, 0.5f, 8, 7, 0.25f, 6};
+  apply_allowed_token_ids(row, p);
+  const std::vector<float> want = {-kInf, -kInf, 0.5f, -kInf, -kInf, 0.25f, -kInf};
+  EXPECT_EQ(row, want);
+  // The sampler, greedy and sampling, never picks outside the set.
+  Sampler sampler({0});
+  std::mt19937_64 rng(3);
+  std::mt19937 gen(4);
+  for (double t : {0.0, 1.0}) {
+    p.temperature = t;
+    for (int i = 0; i < 50; ++i) {
+      const std::vector<float> logits = random_logits(gen, 7);
+      const int32_t tok = sampler.sample_row(logits, p, {}, {}, rng).token;
+      EXPECT_TRUE(tok == 2 || tok == 5) << tok;
+    }
+  }
+}
+
+// bad_words: a one-token word is always masked; a longer one only right after its prefix.
+TEST(Sampler, BadWordsMaskTheLastTokenAfterThePrefix) {
+  SamplingParams p;
+  p.bad_words_token_ids = std::make_shared<const std::vector<std::vector<int32_t>>>(
+      std::vector<std::vector<int32_t>>{{4}, {1, 2, 3}});
+  const std::vector<float> flat(6, 1.0f);
+  auto masked = [&](std::vector<int32_t> output) {
+    std::vector<float> row = flat;
+    apply_bad_words(row, p, output);
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < row.size(); ++i)
+      if (row[i] == -kInf) out.push_back(static_cast<int32_t>(i));
+    return out;
+  };
+  EXPECT_EQ(masked({}), (std::vector<int32_t>{4}));
+  EXPECT_EQ(masked({1}), (std::vector<int32_t>{4}));
+  EXPECT_EQ(masked({0, 1, 2}), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(masked({1, 2, 0}), (std::vector<int32_t>{4}));
+  EXPECT_TRUE(has_token_masks(p));
+  EXPECT_FALSE(has_token_masks(SamplingParams{}));
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -79,5 +79,28 @@ TEST(FairQueue, UnstartedPromptTokensAreBounded) {
   EXPECT_FALSE(q.has_waiting());
 }
 
+// --scheduling-policy priority: of the waiting generations the lowest priority value goes first,
+// whatever the arrival order; equal priorities keep arrival order.
+TEST(FairQueue, LowerPriorityValueIsTakenFirst) {
+  FairQueue q({.max_seqs = 1, .reserved_seqs = 0, .max_unstarted_tokens = 1 << 20});
+  int64_t id = 0;
+  std::vector<int64_t> ids;
+  q.push(1, "", prompts(1, 4), 0);
+  ASSERT_EQ(take(q, id, &ids).size(), 1u);  // the one sequence is busy from here
+  q.push(2, "", prompts(1, 4), 5);
+  q.push(3, "", prompts(1, 4), 0);
+  q.push(4, "", prompts(1, 4), -5);
+  q.push(5, "", prompts(1, 4), 0);
+  std::vector<uint64_t> order;
+  for (int i = 0; i < 4; ++i) {
+    q.started(ids.back());
+    q.finished(ids.back());
+    const auto next = take(q, id, &ids);
+    ASSERT_EQ(next.size(), 1u);
+    order.push_back(next[0].generation);
+  }
+  EXPECT_EQ(order, (std::vector<uint64_t>{4, 3, 5, 2}));
+}
+
 }  // namespace
 }  // namespace pagoda::server
