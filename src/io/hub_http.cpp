@@ -1,6 +1,8 @@
 #include "io/hub_http.h"
 
+#if PAGODA_HAS_CURL
 #include <curl/curl.h>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,8 @@
 
 namespace pagoda::hub {
 namespace fs = std::filesystem;
+
+#if PAGODA_HAS_CURL
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -235,5 +239,23 @@ void http_download(const std::string& url, const HttpAuth& auth, const fs::path&
     std::this_thread::sleep_for(std::chrono::milliseconds(250 << std::min(attempt - 1, 4)));
   }
 }
+
+#else  // built without libcurl: the cache still serves, downloads say how to get them
+
+namespace {
+[[noreturn]] void no_curl(const std::string& url) {
+  throw Error("this pagoda was built without libcurl, so it cannot download " + url +
+              "; install libcurl4-openssl-dev and rebuild (tools/setup.sh), or download the model with "
+              "`hf download` and pass its directory");
+}
+}  // namespace
+
+std::string http_get_text(const std::string& url, const HttpAuth&, size_t) { no_curl(url); }
+
+void http_download(const std::string& url, const HttpAuth&, const fs::path&, const std::string&, double) {
+  no_curl(url);
+}
+
+#endif
 
 }  // namespace pagoda::hub
