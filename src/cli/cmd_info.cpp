@@ -167,7 +167,8 @@ void add_info_command(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<EngineConfig>();
   auto source = std::make_shared<ModelSourceFlags>();
   cmd->add_option("model_dir", *dir,
-                  "Checkpoint directory, config.json + *.safetensors (default: models/default)");
+                  "Checkpoint directory, config.json + *.safetensors, or a Hugging Face model id org/name "
+                  "(default: models/default)");
   cmd->add_option("--model", *dir, "Same as MODEL_DIR");
   add_model_source_flags(cmd, *source);
   cmd->add_option("--device", flags->device, "Show the dtypes for this device: cpu, cuda or vulkan")->capture_default_str();
