@@ -212,7 +212,7 @@ void http_download(const std::string& url, const HttpAuth& auth, const fs::path&
     const CURLcode rc = easy.perform();
     const bool flushed = !t.out || std::fclose(t.out) == 0;
     const long status = easy.status();
-    if (rc == CURLE_OK && !t.refused && flushed) {
+    if (rc == CURLE_OK && (status == 200 || status == 206) && !t.refused && flushed) {
       if (!fs::exists(part)) std::ofstream(part, std::ios::binary);  // an empty file: no body was written
       const int64_t size = size_on_disk(part);
       if (t.total < 0 || size == t.total) {

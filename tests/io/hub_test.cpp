@@ -274,6 +274,9 @@ TEST(HubDownload, ContinuesAnIncompleteFileLeftByAnEarlierRun) {
   fs::create_directories(snapshot);
   const std::string whole = read_file(kSource + "/model.safetensors");
   write_file((snapshot / "model.safetensors.incomplete").string(), whole.substr(0, 1000000));
+  // Longer than the file (it changed meanwhile): the Hub answers the Range with 416; start over.
+  const uintmax_t tokenizer_size = fs::file_size(kSource + "/tokenizer.json");
+  write_file((snapshot / "tokenizer.json.incomplete").string(), std::string(tokenizer_size + 10, 'x'));
   ::testing::internal::CaptureStderr();
   resolve_hub_model("org/tiny", options(hub.endpoint(), cache));
   ::testing::internal::GetCapturedStderr();
@@ -281,6 +284,11 @@ TEST(HubDownload, ContinuesAnIncompleteFileLeftByAnEarlierRun) {
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0]["range"], "bytes=1000000-");
   expect_same_file(snapshot / "model.safetensors", kSource + "/model.safetensors");
+  const auto tokenizer_asked = hub.requests_for("tokenizer.json");
+  ASSERT_EQ(tokenizer_asked.size(), 2u);
+  EXPECT_EQ(tokenizer_asked[0]["range"], "bytes=" + std::to_string(tokenizer_size + 10) + "-");
+  EXPECT_TRUE(tokenizer_asked[1]["range"].is_null());
+  expect_same_file(snapshot / "tokenizer.json", kSource + "/tokenizer.json");
   fs::remove_all(cache);
 }
 
