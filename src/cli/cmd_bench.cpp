@@ -237,7 +237,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   bench->require_subcommand(1);
   auto* off = bench->add_subcommand("offline", "pp / tg and batched P x G points through one engine");
   auto args = std::make_shared<OfflineArgs>();
-  off->add_option("model_dir", args->model_dir, "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
+  off->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
   add_model_source_flags(off, args->source);
   off->add_option("--batch-sizes", args->batch_sizes, "Batched points B (P prompt, G generated)")
       ->delimiter(',');

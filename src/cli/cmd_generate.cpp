@@ -252,7 +252,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("generate", "Generate text for a prompt, or for a JSONL batch");
   auto args = std::make_shared<GenerateArgs>();
   args->sampling.max_tokens = 256;
-  cmd->add_option("model_dir", args->model_dir, "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
+  cmd->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
   add_model_source_flags(cmd, args->source);
   cmd->add_option("--prompt", args->prompt, "Prompt text (streamed answer)");

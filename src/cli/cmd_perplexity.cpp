@@ -132,7 +132,8 @@ void run_perplexity(const PerplexityArgs& a) {
 void add_perplexity_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text (sliding window, like HF)");
   auto args = std::make_shared<PerplexityArgs>();
-  cmd->add_option("model_dir", args->model_dir, "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
+  cmd->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
   add_model_source_flags(cmd, args->source);
   cmd->add_option("--file", args->text_file, "Text file to score");

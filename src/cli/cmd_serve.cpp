@@ -348,7 +348,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   // line, or a launch script that appends to a base command).
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto args = std::make_shared<ServeArgs>();
-  cmd->add_option("model_dir", args->model_dir, "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
+  cmd->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
   add_model_source_flags(cmd, args->source);
   cmd->add_option("--host", args->server.host, "Address to listen on")->capture_default_str();

@@ -185,7 +185,8 @@ std::string http_get_text(const std::string& url, const HttpAuth& auth, size_t m
   if (sink.too_large)
     throw Error("the answer of " + url + " is larger than " + std::to_string(max_bytes) +
                 " bytes, which is not what a Hub sends; check HF_ENDPOINT");
-  if (rc != CURLE_OK) throw Error("cannot fetch " + url + ": " + easy.failure(rc) + "; check the network and HF_ENDPOINT");
+  if (rc != CURLE_OK)
+    throw Error("cannot fetch " + url + ": " + easy.failure(rc) + "; check the network and HF_ENDPOINT");
   const long status = easy.status();
   if (status < 200 || status >= 300) throw HttpStatusError(status, url);
   return sink.text;
@@ -226,7 +227,9 @@ void http_download(const std::string& url, const HttpAuth& auth, const fs::path&
       fs::remove(part);
       if (attempt < kAttempts) continue;
     }
-    if (t.refused && status >= 400 && status < 500 && status != 408 && status != 429) throw HttpStatusError(status, url);
+    // A client error other than a timeout or a rate limit will not change on a retry.
+    if (t.refused && status >= 400 && status < 500 && status != 408 && status != 429)
+      throw HttpStatusError(status, url);
     if (t.misplaced) fs::remove(part);  // the server continued elsewhere than asked: start over
     if (attempt >= kAttempts) {
       if (t.refused) throw HttpStatusError(status, url);

@@ -195,7 +195,8 @@ TEST(HubCache, FindsACachedSnapshotWithNoServerAtAll) {
 TEST(HubCache, RootFromTheEnvironmentAsHuggingFaceHub) {
   const char* names[] = {"HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME"};
   std::vector<std::optional<std::string>> saved;
-  for (const char* n : names) saved.push_back(std::getenv(n) ? std::optional<std::string>(std::getenv(n)) : std::nullopt);
+  for (const char* n : names)
+    saved.push_back(std::getenv(n) ? std::optional<std::string>(std::getenv(n)) : std::nullopt);
   for (const char* n : names) unsetenv(n);
   setenv("HOME", "/home/someone", 1);
   EXPECT_EQ(hub_options_from_env("main", "", "").cache_root, fs::path("/home/someone/.cache/huggingface/hub"));
