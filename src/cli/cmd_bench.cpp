@@ -20,6 +20,7 @@
 #include "bench/structured_bench.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/model_source.h"
 #include "core/error.h"
 
 namespace pagoda::cli {
@@ -27,6 +28,7 @@ namespace {
 
 struct OfflineArgs {
   std::string model_dir;
+  ModelSourceFlags source;
   std::vector<int32_t> batch_sizes{1, 16, 64, 128};
   int32_t prompt_len = 256, gen_len = 256, pp = 512, tg = 128;
   std::string json_file;
@@ -43,7 +45,7 @@ void run_offline(const OfflineArgs& a) {
   if (cfg.max_num_seqs == 0) cfg.max_num_seqs = max_b;
   if (cfg.max_model_len == 0) cfg.max_model_len = std::max(a.prompt_len + a.gen_len, a.pp + 1) + 16;
   const auto t_start = std::chrono::steady_clock::now();
-  Engine engine(resolve_model_dir(a.model_dir), cfg);
+  Engine engine(resolve_model(a.model_dir, a.source), cfg);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   const int64_t rss_after_load = resident_bytes();
   std::fprintf(stderr, "[pagoda] bench on %s\n", engine.backend().name().c_str());
@@ -235,7 +237,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   bench->require_subcommand(1);
   auto* off = bench->add_subcommand("offline", "pp / tg and batched P x G points through one engine");
   auto args = std::make_shared<OfflineArgs>();
-  off->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
+  off->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
+  add_model_source_flags(off, args->source);
   off->add_option("--batch-sizes", args->batch_sizes, "Batched points B (P prompt, G generated)")
       ->delimiter(',');
   off->add_option("--prompt-len", args->prompt_len, "P of the batched points")->capture_default_str();

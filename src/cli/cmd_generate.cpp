@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/model_source.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
@@ -21,6 +22,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model_dir;
+  ModelSourceFlags source;
   std::string prompt;
   bool chat = false;
   std::vector<int32_t> prompt_token_ids;
@@ -235,7 +237,7 @@ void run_generate(GenerateArgs args, const CLI::App* cmd) {
   check(!args.chat || args.prompt_token_ids.empty(),
         "--chat renders a text prompt through the chat template; it cannot apply to --prompt-token-ids");
   if (auto err = validate_sampling_params(args.sampling)) throw Error(*err);
-  const std::string dir = resolve_model_dir(args.model_dir);
+  const std::string dir = resolve_model(args.model_dir, args.source);
   const PromptText prompt_text(dir, args.chat);  // before the engine loads: a missing template fails fast
   Engine engine(dir, engine_config_from(args.engine));
   args.sampling = sampling_with_model_defaults(cmd, args.sampling, engine.model_config());
@@ -250,8 +252,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("generate", "Generate text for a prompt, or for a JSONL batch");
   auto args = std::make_shared<GenerateArgs>();
   args->sampling.max_tokens = 256;
-  cmd->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
+  cmd->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
+  add_model_source_flags(cmd, args->source);
   cmd->add_option("--prompt", args->prompt, "Prompt text (streamed answer)");
   cmd->add_flag("--chat", args->chat,
                 "Send each text prompt as one user message through the model's chat template (as "

@@ -8,6 +8,7 @@
 #include "backend/devices.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/model_source.h"
 #include "engine/engine_config.h"
 #include "core/format.h"
 #include "io/model_config.h"
@@ -164,14 +165,17 @@ void add_info_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("info", "Describe a checkpoint: architecture, layers, sizes");
   auto dir = std::make_shared<std::string>();
   auto flags = std::make_shared<EngineConfig>();
+  auto source = std::make_shared<ModelSourceFlags>();
   cmd->add_option("model_dir", *dir,
-                  "Checkpoint directory, config.json + *.safetensors (default: models/default)");
+                  "Checkpoint directory, config.json + *.safetensors, or a Hugging Face model id org/name "
+                  "(default: models/default)");
   cmd->add_option("--model", *dir, "Same as MODEL_DIR");
+  add_model_source_flags(cmd, *source);
   cmd->add_option("--device", flags->device, "Show the dtypes for this device: cpu, cuda or vulkan")->capture_default_str();
   cmd->add_option("--dtype", flags->dtype, "As serve's --dtype")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "As serve's --kv-cache-dtype")->capture_default_str();
-  cmd->callback([dir, flags, exit_code] {
-    print_info(resolve_model_dir(*dir), *flags);
+  cmd->callback([dir, flags, source, exit_code] {
+    print_info(resolve_model(*dir, *source), *flags);
     *exit_code = 0;
   });
 }

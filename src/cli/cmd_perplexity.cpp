@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/model_source.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/scorer.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct PerplexityArgs {
   std::string model_dir, text_file, ids_file, logits_out;
+  ModelSourceFlags source;
   int32_t ctx = 512, stride = 256;
   std::string device = "cpu", kv_cache_dtype = "auto";
   int32_t threads = 0;
@@ -54,7 +56,7 @@ std::vector<std::vector<int32_t>> read_ids_file(const std::string& path) {
 void run_perplexity(const PerplexityArgs& a) {
   check(a.text_file.empty() != a.ids_file.empty(), "give exactly one of --file TEXT or --token-ids-file F");
   check(a.ctx >= 2 && a.stride >= 1 && a.stride <= a.ctx, "need --ctx >= 2 and 1 <= --stride <= --ctx");
-  const std::string dir = resolve_model_dir(a.model_dir);
+  const std::string dir = resolve_model(a.model_dir, a.source);
   EngineConfig flags;
   flags.device = a.device;
   flags.num_threads = a.threads;
@@ -130,8 +132,10 @@ void run_perplexity(const PerplexityArgs& a) {
 void add_perplexity_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text (sliding window, like HF)");
   auto args = std::make_shared<PerplexityArgs>();
-  cmd->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
+  cmd->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
+  add_model_source_flags(cmd, args->source);
   cmd->add_option("--file", args->text_file, "Text file to score");
   cmd->add_option("--token-ids-file", args->ids_file,
                   "JSON token ids (an array, or an array of arrays) to score whole");

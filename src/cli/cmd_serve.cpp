@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "server/chat_output_parser.h"
 #include "cli/engine_flags.h"
+#include "cli/model_source.h"
 #include "cli/vllm_flags.h"
 #include "core/device_error.h"
 #include "core/error.h"
@@ -49,6 +50,7 @@ namespace {
 
 struct ServeArgs {
   std::string model_dir;
+  ModelSourceFlags source;
   EngineFlags engine;
   server::ServerOptions server;
   // Choices (requests x n) waiting to start before new requests get 503 + Retry-After. Generous:
@@ -232,7 +234,7 @@ void run_serve(ServeArgs& a) {
             "' is not one pagoda has: auto, none, hermes, llama3_json, mistral, pythonic (and their aliases "
             "qwen3, llama4_json, llama4_pythonic)");
   a.server.tool_call_format = a.tool_call_parser;
-  const std::string dir = resolve_model_dir(a.model_dir);
+  const std::string dir = resolve_model(a.model_dir, a.source);
   a.server.model_dir = dir;
   // As vllm serve: the model is named as it was given; the shipped default by its own folder name.
   if (a.server.served_model_names.empty())
@@ -346,8 +348,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   // line, or a launch script that appends to a base command).
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto args = std::make_shared<ServeArgs>();
-  cmd->add_option("model_dir", args->model_dir, "Checkpoint directory (default: models/default)");
+  cmd->add_option("model_dir", args->model_dir,
+                  "Checkpoint directory, or a Hugging Face model id org/name (default: models/default)");
   cmd->add_option("--model", args->model_dir, "Same as MODEL_DIR");
+  add_model_source_flags(cmd, args->source);
   cmd->add_option("--host", args->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->server.port, "Port to listen on (0 = any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", args->server.served_model_names,

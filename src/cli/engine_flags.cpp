@@ -224,7 +224,9 @@ int64_t parse_human_int(const std::string& given, const std::string& flag) {
 std::string resolve_model_dir(const std::string& given) {
   if (!given.empty()) {
     check(std::filesystem::is_directory(given),
-          "model directory '" + given + "' does not exist (expected config.json and *.safetensors in it)");
+          "model directory '" + given +
+              "' does not exist (expected config.json and *.safetensors in it; a Hugging Face model id is "
+              "written org/name)");
     return given;
   }
   // The model that ships with the project, found relative to the binary's source tree.
