@@ -42,6 +42,7 @@ void run_cases(const char* mode, Expect* predicted, Expect* counted) {
   const std::string m = mode;
   for (const optable::OpCase& c : optable::test_cases()) {
     if (c.op != "gated_delta_rule") continue;
+    if (c.unsupported && !c.unsupported(*be).empty()) continue;  // e.g. the bf16-state case (CUDA's)
     SCOPED_TRACE(m + " " + c.label);
     const optable::OpData in = c.make(DType::F32);
     const auto got = optable::run_case(*be, c, in);
