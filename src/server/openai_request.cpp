@@ -97,14 +97,7 @@ void read_vllm_extras(const Json& j, SamplingParams& p, VllmExtras& x) {
   if (auto v = opt_int(j, "truncate_prompt_tokens", -1)) x.truncate_prompt_tokens = *v;
   x.return_token_ids = opt_bool(j, "return_token_ids").value_or(false);
   x.return_tokens_as_token_ids = opt_bool(j, "return_tokens_as_token_ids").value_or(false);
-  if (auto v = opt_string(j, "request_id")) {
-    bool printable = !v->empty() && v->size() <= kMaxRequestIdBytes;
-    for (char c : *v) printable = printable && c >= 0x21 && c <= 0x7e;
-    if (!printable)
-      throw bad_request("request_id must be 1 to " + std::to_string(kMaxRequestIdBytes) +
-                            " visible ASCII characters (no spaces)", "request_id");
-    x.request_id = *v;
-  }
+  if (auto v = read_request_id(j)) x.request_id = *v;
   if (auto v = opt_int(j, "priority")) p.priority = static_cast<int32_t>(*v);
 }
 
@@ -381,6 +374,17 @@ DetokenizeRequest parse_detokenize_request(const Json& j) {
   if (!tokens) throw bad_request("'tokens' is required", "tokens");
   r.tokens = token_id_list(*tokens, "tokens");
   return r;
+}
+
+std::optional<std::string> read_request_id(const Json& j) {
+  auto v = opt_string(j, "request_id");
+  if (!v) return v;
+  bool printable = !v->empty() && v->size() <= kMaxRequestIdBytes;
+  for (char c : *v) printable = printable && c >= 0x21 && c <= 0x7e;
+  if (!printable)
+    throw bad_request("request_id must be 1 to " + std::to_string(kMaxRequestIdBytes) +
+                          " visible ASCII characters (no spaces)", "request_id");
+  return v;
 }
 
 }  // namespace pagoda::server

@@ -102,5 +102,8 @@ inline constexpr size_t kMaxBadWords = 64;
 inline constexpr size_t kMaxBadWordsBytes = size_t{16} << 10;
 // request_id: it becomes part of the response id, as a header can carry it.
 inline constexpr size_t kMaxRequestIdBytes = 256;
+// The request's `request_id` (absent: nullopt); anything but 1 to kMaxRequestIdBytes visible ASCII
+// characters is a 400 naming it.
+std::optional<std::string> read_request_id(const Json& j);
 
 }  // namespace pagoda::server

@@ -401,14 +401,7 @@ ResponsesRequest parse_responses_request(const Json& j, const SamplingParams& de
   if (const Json* v = field(j, "priority"))
     r.params.priority = static_cast<int32_t>(
         as_int(*v, "priority", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
-  if (auto v = opt_string(j, "request_id")) {
-    bool printable = !v->empty() && v->size() <= kMaxRequestIdBytes;
-    for (char c : *v) printable = printable && c >= 0x21 && c <= 0x7e;
-    if (!printable)
-      throw bad_request("request_id must be 1 to " + std::to_string(kMaxRequestIdBytes) +
-                            " visible ASCII characters (no spaces)", "request_id");
-    r.request_id = *v;
-  }
+  if (auto v = read_request_id(j)) r.request_id = *v;
   if (auto err = validate_sampling_params(r.params)) throw bad_request(*err, param_of(*err));
 
   opt_bool(j, "store");  // accepted: nothing is stored either way (vLLM without its store)
