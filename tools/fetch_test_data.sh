@@ -45,6 +45,21 @@ else
   npm install --silent --no-audit --no-fund --prefix "$node_prefix" "@anthropic-ai/sdk@$anthropic_package_version"
   echo "fetch_test_data: installed @anthropic-ai/sdk@$anthropic_package_version into $node_prefix"
 fi
+# LangChain JS (`@langchain/openai` with its peer `@langchain/core`) for
+# tests/server/structured_clients_test.mjs (withStructuredOutput). zod comes with `ai` and openai's
+# helpers/zod takes zod 3.25+ or 4, as @langchain/openai does.
+langchain_openai_version="1.6.0"
+langchain_core_version="1.4.0"
+if grep -qs "\"version\": \"$langchain_openai_version\"" "$node_prefix/node_modules/@langchain/openai/package.json" &&
+   grep -qs "\"version\": \"$langchain_core_version\"" "$node_prefix/node_modules/@langchain/core/package.json"; then
+  echo "fetch_test_data: $node_prefix has @langchain/openai@$langchain_openai_version"
+else
+  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
+  mkdir -p "$node_prefix"
+  npm install --silent --no-audit --no-fund --prefix "$node_prefix" \
+    "@langchain/openai@$langchain_openai_version" "@langchain/core@$langchain_core_version"
+  echo "fetch_test_data: installed @langchain/openai@$langchain_openai_version, @langchain/core@$langchain_core_version into $node_prefix"
+fi
 # --- end of the server tests section ---------------------------------------------------------------
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
