@@ -74,6 +74,7 @@ std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
   X(ReshapeAndCache, reshape_and_cache)         \
   X(PagedAttention, paged_attention)            \
   X(Linear, linear)                             \
+  X(LinearFp8, linear_fp8)                      \
   X(SiluMul, silu_mul)                          \
   X(GeluTanhMul, gelu_tanh_mul)                 \
   X(Add, add)                                   \
@@ -203,6 +204,14 @@ class Backend {
                                        const AttentionLengths& lengths);
   // out[T, N] = x[T, K] · w[N, K]^T (weights stored [out_features, in_features], contiguous).
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // FP8 weights with 2-D block scales: out[t, n] = Σ_k x[t, k] · w[n, k] · scale[n / block_n,
+  // k / block_k], w F8_E4M3 [N, K] contiguous, scale F32 [ceil(N / block_n), ceil(K / block_k)]
+  // contiguous (partial last blocks). One form for every FP8 checkpoint: Qwen/DeepSeek 128×128
+  // blocks, per-channel (block_n 1, block_k K) and per-tensor (N, K) scales. x and out are
+  // activations; fp32 accumulation, the answer of dequantizing w (w·scale) and multiplying, up to
+  // the rounding of the activation dtype. supports(LinearFp8, F8_E4M3) says whether it runs.
+  virtual void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
+                          Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
   // out[T, I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:], gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·

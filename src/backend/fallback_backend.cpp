@@ -12,12 +12,21 @@ FallbackBackend::FallbackBackend(std::unique_ptr<Backend> device, std::unique_pt
         "internal: the " + device_->name() + " backend's memory is not host-visible; the CPU cannot run its ops");
 }
 
+namespace {
+// The dtype supports() is asked about for `op` in a model of activation dtype `act` (backend.h):
+// the logits' for argmax, the weights' for FP8 projections, the activations' otherwise.
+DType probe_dtype(Op op, DType act) {
+  if (op == Op::ArgmaxRows) return DType::F32;
+  if (op == Op::LinearFp8) return DType::F8_E4M3;
+  return act;
+}
+}  // namespace
+
 std::vector<Op> FallbackBackend::ops_on_cpu() const {
   std::vector<Op> ops;
   const DType act = activation_dtype();
   for (Op op : all_ops()) {
-    const DType dt = op == Op::ArgmaxRows ? DType::F32 : act;
-    if (!device_->supports(op, dt)) ops.push_back(op);
+    if (!device_->supports(op, probe_dtype(op, act))) ops.push_back(op);
   }
   return ops;
 }
@@ -87,6 +96,10 @@ void FallbackBackend::paged_attention(const Tensor& q, const Tensor& k_cache, co
 }
 void FallbackBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   on(Op::Linear, w.dtype).linear(x, w, out);
+}
+void FallbackBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n,
+                                 int64_t block_k, Tensor& out) {
+  on(Op::LinearFp8, w.dtype).linear_fp8(x, w, scale, block_n, block_k, out);
 }
 void FallbackBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   on(Op::SiluMul, gate_up.dtype).silu_mul(gate_up, out);
@@ -183,7 +196,7 @@ std::unique_ptr<Backend> with_cpu_fallback(std::unique_ptr<Backend> device, int 
   if (!device->host_visible_memory()) return device;
   const DType act = device->activation_dtype();
   bool complete = true;
-  for (Op op : all_ops()) complete = complete && device->supports(op, op == Op::ArgmaxRows ? DType::F32 : act);
+  for (Op op : all_ops()) complete = complete && device->supports(op, probe_dtype(op, act));
   if (complete) return device;
   return std::make_unique<FallbackBackend>(std::move(device), make_cpu_backend(cpu_threads));
 }

@@ -33,6 +33,7 @@ double percentile(std::vector<double> v, double p) {
 
 struct Category {
   int total = 0, compiled = 0, finished = 0, valid = 0;
+  int walk_errors = 0;  // walks stopped by the matcher's own budget (the request would get an error)
   std::vector<double> compile_us, mask_us;
   std::map<std::string, int> errors;
 };
@@ -101,17 +102,24 @@ void run_jsonschemabench(const StructuredBenchArgs& a) {
       structured::Matcher m(rt);
       std::string output;
       bool done = false;
-      for (int step = 0; step < max_steps && !done; ++step) {
-        t0 = Clock::now();
-        m.fill_mask(mask, max_steps - step);
-        cat.mask_us.push_back(us_since(t0));
-        structured::allowed_ids(mask, allowed);
-        if (allowed.empty()) break;
-        int32_t t = allowed[rng() % allowed.size()];
-        if (m.accepting() && rng() % 2 == 0) t = eos[0];
-        if (!m.accept(t)) break;
-        if (std::find(eos.begin(), eos.end(), t) != eos.end()) done = true;
-        else output += trie->bytes(t);
+      try {
+        for (int step = 0; step < max_steps && !done; ++step) {
+          t0 = Clock::now();
+          m.fill_mask(mask, max_steps - step);
+          cat.mask_us.push_back(us_since(t0));
+          structured::allowed_ids(mask, allowed);
+          if (allowed.empty()) break;
+          int32_t t = allowed[rng() % allowed.size()];
+          if (m.accepting() && rng() % 2 == 0) t = eos[0];
+          if (!m.accept(t)) break;
+          if (std::find(eos.begin(), eos.end(), t) != eos.end()) done = true;
+          else output += trie->bytes(t);
+        }
+      } catch (const Error& e) {
+        ++cat.walk_errors;
+        std::string msg = e.what();
+        cat.errors["(walk) " + msg.substr(0, std::min<size_t>(msg.size(), 93))]++;
+        continue;
       }
       if (!done) continue;
       ++cat.finished;
@@ -120,6 +128,8 @@ void run_jsonschemabench(const StructuredBenchArgs& a) {
       out << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
     out.close();
+    std::fprintf(stderr, "%s: %d schemas, %d compiled, %d walks finished, %d stopped by the matcher's budget\n",
+                 dir.filename().c_str(), cat.total, cat.compiled, cat.finished, cat.walk_errors);
     const auto [checked, failed] = validate(out_path);
     cat.valid = checked - failed;
   }

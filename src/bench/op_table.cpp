@@ -38,6 +38,7 @@ float round_to(float v, DType t) {
   switch (t) {
     case DType::BF16: return bf16_to_f32(f32_to_bf16(v));
     case DType::F16: return f16_to_f32(f32_to_f16(v));
+    case DType::F8_E4M3: return fp8_e4m3_to_f32(f32_to_fp8_e4m3(v));
     default: return v;
   }
 }
@@ -112,6 +113,8 @@ std::vector<unsigned char> to_bytes(const HostTensor& h) {
         std::memcpy(dst, &h.i[src], 4);
       } else if (h.dtype == DType::F32) {
         std::memcpy(dst, &h.f[src], 4);
+      } else if (h.dtype == DType::F8_E4M3) {
+        *dst = f32_to_fp8_e4m3(h.f[src]);
       } else {
         const uint16_t v = h.dtype == DType::BF16 ? f32_to_bf16(h.f[src]) : f32_to_f16(h.f[src]);
         std::memcpy(dst, &v, 2);

@@ -107,6 +107,55 @@ void add_norms(std::vector<OpCase>& out) {
   }
 }
 
+void add_linear_fp8(std::vector<OpCase>& out) {
+  // Block scales with partial last blocks, per-channel (block 1 x K) and per-tensor (N x K); T from
+  // decode to past CUDA's skinny-GEMM limit (its dequantize-and-GEMM path); K not a multiple of 16
+  // (no skinny GEMM on CUDA either). Per-channel with T > 8 and K, N multiples of 16 is CUDA's FP8
+  // tensor-core path, which quantizes x per token: there x lies on that grid (e4m3 codes times
+  // 2^-9, every row reaching 448 · 2^-9), so every path has the same exact answer to compare.
+  struct Shape { int64_t t, n, k, bn, bk; };
+  const Shape shapes[] = {{1, 40, 64, 16, 32},  {3, 72, 136, 1, 136}, {8, 33, 256, 128, 128}, {9, 64, 96, 32, 32},
+                          {2, 48, 64, 48, 64},  {37, 50, 128, 16, 16}, {1, 24, 40, 8, 8},     {16, 64, 128, 1, 128},
+                          {40, 48, 256, 1, 256}};
+  for (const Shape& s : shapes)
+    for (bool f32_out : {false, true}) {
+      if (f32_out && s.t > 3) continue;
+      OpCase c;
+      c.op = "linear_fp8";
+      c.label = "T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) + " block " +
+                std::to_string(s.bn) + "x" + std::to_string(s.bk) + (f32_out ? " out f32" : "");
+      c.make = [=](DType act) {
+        OpData d;
+        d.t["x"] = random_tensor(static_cast<uint32_t>(s.t + s.k), act, {s.t, s.k});
+        if (s.bn == 1 && s.t > 8) {
+          HostTensor g = random_tensor(static_cast<uint32_t>(s.t * 7 + s.k), DType::F8_E4M3, {s.t, s.k}, -448.0f, 448.0f);
+          for (int64_t r = 0; r < s.t; ++r) g.f[static_cast<size_t>(r * s.k + r % s.k)] = r % 2 ? 448.0f : -448.0f;
+          for (float& v : g.f) v = std::ldexp(v, -9);
+          g.dtype = act;
+          d.t["x"] = g;
+        }
+        // e4m3 values over most of its range (±448), as a quantizer leaves them.
+        d.t["w"] = random_tensor(static_cast<uint32_t>(s.n * 5 + s.k), DType::F8_E4M3, {s.n, s.k}, -448.0f, 448.0f);
+        const int64_t sr = (s.n + s.bn - 1) / s.bn, sc = (s.k + s.bk - 1) / s.bk;
+        d.t["scale"] = random_tensor(static_cast<uint32_t>(sr * 3 + sc), DType::F32, {sr, sc}, 1e-4f, 4e-3f);
+        d.t["out"] = zeros(f32_out ? DType::F32 : act, {s.t, s.n});
+        d.p["block_n"] = static_cast<double>(s.bn);
+        d.p["block_k"] = static_cast<double>(s.bk);
+        return d;
+      };
+      c.run = [s](Backend& be, DeviceData& d, int) {
+        be.linear_fp8(d.t("x"), d.t("w"), d.t("scale"), s.bn, s.bk, d.t("out"));
+      };
+      c.outputs = {"out"};
+      c.tol = tol_by_act({1e-5 * std::sqrt(double(s.k)), 1e-4}, kBf16);
+      c.unsupported = [](Backend& be) {
+        return be.supports(Op::LinearFp8, DType::F8_E4M3) ? std::string()
+                                                            : be.name() + " does not support FP8 weights";
+      };
+      out.push_back(std::move(c));
+    }
+}
+
 void add_linear(std::vector<OpCase>& out) {
   // T from 1 (decode GEMV) past the skinny-GEMM limit of 8 to a small GEMM; K a multiple of 8 and not.
   struct Shape { int64_t t, n, k; };
@@ -372,6 +421,7 @@ void add_dense_cases(std::vector<OpCase>& out) {
   add_embedding(out);
   add_norms(out);
   add_linear(out);
+  add_linear_fp8(out);
   add_glu(out);
   add_gather_argmax(out);
 }

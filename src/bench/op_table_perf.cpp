@@ -43,6 +43,34 @@ void perf_linear(std::vector<OpCase>& out, const char* model, int64_t n, int64_t
   out.push_back(std::move(c));
 }
 
+// The same matrices as FP8 with 128x128 block scales (Qwen's FP8 checkpoints): the bytes are half
+// of bf16's weight bytes, so at decode the roofline time halves too.
+void perf_linear_fp8(std::vector<OpCase>& out, const char* model, int64_t n, int64_t k, const char* name, int64_t t) {
+  OpCase c;
+  c.op = "linear_fp8";
+  c.label = std::string(model) + " " + name + " T=" + std::to_string(t) + " " + std::to_string(n) + "x" +
+            std::to_string(k) + " block 128x128";
+  const int64_t sr = (n + 127) / 128, sc = (k + 127) / 128;
+  c.make = [=](DType act) {
+    OpData d;
+    d.t["x"] = lazy(act, {t, k});
+    d.t["w"] = lazy(DType::F8_E4M3, {n, k});
+    d.t["scale"] = lazy(DType::F32, {sr, sc});
+    d.t["out"] = lazy(act, {t, n});
+    return d;
+  };
+  c.run = [](Backend& be, DeviceData& d, int rep) {
+    be.linear_fp8(d.t("x"), d.t("w", rep), d.t("scale"), 128, 128, d.t("out"));
+  };
+  c.bytes = [=](DType act) { return n * k + sr * sc * 4.0 + (t * k + t * n) * es(act); };
+  c.flops = [=](DType) { return 2.0 * t * n * k; };
+  c.rotate = {"w"};
+  c.unsupported = [](Backend& be) {
+    return be.supports(Op::LinearFp8, DType::F8_E4M3) ? std::string() : be.name() + " does not support FP8 weights";
+  };
+  out.push_back(std::move(c));
+}
+
 void perf_rowwise(std::vector<OpCase>& out, int64_t t, int64_t h) {
   const std::string shape = "T=" + std::to_string(t) + " H=" + std::to_string(h);
   auto make = [=](DType act) {
@@ -265,6 +293,10 @@ std::vector<OpCase> perf_cases(bool quick) {
     for (int64_t t : ts)
       for (const Mat& m : mats)
         if (!(std::string(m.name) == "lm_head" && t > 256)) perf_linear(out, model, m.n, m.k, m.name, t);  // lm_head: sampled rows only
+  for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 4, 8, 64, 2048})
+    for (const auto& [name, n, k] : {std::tuple{"qkv", 6144, 4096}, std::tuple{"gate_up", 24576, 4096},
+                                     std::tuple{"down", 4096, 12288}})
+      perf_linear_fp8(out, "8B", n, k, name, t);
   for (int64_t h : {int64_t{1024}, int64_t{4096}})
     for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 128, 8192}) perf_rowwise(out, t, h);
   for (auto [hq, hkv] : {std::pair{16, 8}, std::pair{32, 8}})

@@ -25,7 +25,7 @@ struct PerplexityArgs {
   std::string model_dir, text_file, ids_file, logits_out;
   ModelSourceFlags source;
   int32_t ctx = 512, stride = 256;
-  std::string device = "cpu", kv_cache_dtype = "auto";
+  std::string device = "cpu", kv_cache_dtype = "auto", quantization;
   int32_t threads = 0;
   std::string dtype = "auto";
 };
@@ -62,10 +62,13 @@ void run_perplexity(const PerplexityArgs& a) {
   flags.num_threads = a.threads;
   flags.dtype = a.dtype;
   flags.kv_cache_dtype = a.kv_cache_dtype;
-  const ResolvedEngineConfig rc = resolve_engine_config(flags, load_model_config(dir));
+  ModelConfig config = load_model_config(dir);
+  apply_quantization_flag(a.quantization, config.quantization);
+  const ResolvedEngineConfig rc = resolve_engine_config(flags, config);
   std::fprintf(stderr, "[pagoda] %s\n", rc.describe().c_str());
+  if (config.quantization.fp8()) std::fprintf(stderr, "[pagoda] weights: %s\n", config.quantization.describe().c_str());
   auto backend = make_backend(rc.device, rc.num_threads, rc.dtype_flag);
-  auto model = load_model(dir, *backend);
+  auto model = load_model(config, Checkpoint::open_dir(dir), *backend);
 
   std::vector<std::vector<int32_t>> windows;  // each scored from a fresh sequence
   std::vector<int32_t> first_target;           // per window: first position whose target counts
@@ -147,6 +150,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", args->dtype, "Activation dtype: auto, bfloat16 (cuda) or float32")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "auto, bf16, fp16 or fp32");
+  cmd->add_option("--quantization,-q", args->quantization, "fp8: the projections quantized to FP8 at load");
   cmd->callback([args, exit_code] {
     run_perplexity(*args);
     *exit_code = 0;

@@ -44,6 +44,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                                         "4096, 4k (= 4000), 4K (= 4096), 1M (= 1048576)");
   cmd->add_option("--block-size", c.block_size, "KV cache block size in tokens (8..128)")
       ->capture_default_str();
+  cmd->add_option("--quantization,-q", c.quantization,
+                  "fp8: quantize a bf16/fp16 checkpoint's projections to FP8 at load (per-channel scales, as vLLM's "
+                  "online FP8; CUDA and CPU). A checkpoint with a quantization_config loads in its own format without it");
   cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto (= the model dtype, see --dtype), bf16, fp16 or fp32")
       ->capture_default_str();
   cmd->add_option("--mamba-ssm-cache-dtype", c.mamba_ssm_cache_dtype,

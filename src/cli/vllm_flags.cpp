@@ -74,8 +74,6 @@ const std::vector<VllmFlag> kFlags = {
     {"--rope-scaling", V, kNo, "not supported: pagoda takes rope_scaling from config.json; edit it there"},
     {"--rope-theta", V, kNo, "not supported: pagoda takes rope_theta from config.json; edit it there"},
     {"--hf-overrides", V, kNo, "not supported: edit config.json in the model directory instead"},
-    {"--quantization", V, kNo,
-     "pagoda loads the checkpoint's weights as they are (its quantization_config decides); leave the flag out"},
     {"--logprobs-mode", V, "raw_logprobs", "pagoda returns the raw log-probabilities (raw_logprobs) only"},
     {"--disable-sliding-window", F, kNo, "not supported: pagoda runs sliding-window layers as the model defines them"},
     {"--disable-cascade-attn", F, kAny, "pagoda has no cascade attention"},

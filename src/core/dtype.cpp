@@ -1,5 +1,6 @@
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pagoda {
@@ -8,8 +9,27 @@ bool parse_safetensors_dtype(std::string_view s, DType* out) {
   if (s == "F32") *out = DType::F32;
   else if (s == "F16") *out = DType::F16;
   else if (s == "BF16") *out = DType::BF16;
+  else if (s == "F8_E4M3") *out = DType::F8_E4M3;
+  else if (s == "I32") *out = DType::I32;
   else return false;
   return true;
+}
+
+uint8_t f32_to_fp8_e4m3(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const auto sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  uint32_t a = bits & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7f;  // NaN
+  if (a >= 0x43e00000u) return static_cast<uint8_t>(sign | 0x7e);  // ≥ 448: saturate
+  if (a < 0x3c800000u) {  // below 2^-6: subnormal steps of 2^-9 (8 of them reach 2^-6, code 0x08)
+    float m;
+    std::memcpy(&m, &a, 4);
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(m * 512.0f)));
+  }
+  a += 0x7ffffu + ((a >> 20) & 1u);  // round the 23-bit mantissa to 3 bits, ties to even
+  const uint32_t code = ((((a >> 23) - 127u + 7u) << 3) | ((a >> 20) & 7u));
+  return static_cast<uint8_t>(sign | std::min<uint32_t>(code, 0x7e));
 }
 
 float f16_to_f32(uint16_t h) {

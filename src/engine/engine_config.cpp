@@ -14,6 +14,7 @@ const char* torch_dtype_name(DType t) {
     case DType::BF16: return "bfloat16";
     case DType::I32: return "int32";
     case DType::I64: return "int64";
+    case DType::F8_E4M3: return "float8_e4m3fn";
   }
   return "?";
 }

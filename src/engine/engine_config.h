@@ -25,6 +25,7 @@ struct EngineConfig {
   int32_t max_model_len = 0;           // 0 = the model's max_position_embeddings
   int32_t block_size = 16;
   std::string kv_cache_dtype = "auto";  // auto (= the model dtype) | bf16 | fp16 | fp32
+  std::string quantization;             // --quantization: "" (the checkpoint's own) | fp8 (online)
   // Hybrid models' recurrent (SSM) state: auto (= float32) | float32 | bfloat16 (cuda only).
   std::string mamba_ssm_cache_dtype = "auto";
   double gpu_memory_utilization = 0.9;

@@ -340,6 +340,7 @@ void read_common_config(const ConfigReader& r, const json* gen, int64_t default_
   read_rope_theta(r, c);
   c->rope_scaling = read_rope_scaling(r, rope_settings(r), *c);
   read_dtype(r, c);
+  c->quantization = read_quantization_config(r.top());
   read_special_tokens(r, gen, c);
   if (gen != nullptr) read_generation_defaults(*gen, c);
 }

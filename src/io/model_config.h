@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/rope_params.h"
+#include "io/quantization.h"
 
 namespace pagoda {
 
@@ -30,6 +31,7 @@ struct ModelConfig {
   std::string model_type;    // as written: qwen3, qwen3_5, qwen3_5_text
   std::string architecture;  // architectures[0], e.g. Qwen3ForCausalLM
   DType dtype = DType::BF16; // `dtype` / `torch_dtype` of the checkpoint
+  WeightQuantization quantization;  // quantization_config, or --quantization fp8 applied at load
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;

@@ -5,7 +5,7 @@
 namespace pagoda {
 
 DecoderBase::DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend, const ShardSpec& shard)
-    : cfg_(cfg), shard_(shard), local_(rank_view(cfg, shard)), be_(backend), ws_(backend, ckpt), native_dtype_(WeightStore::native_dtype(ckpt)) {}
+    : cfg_(cfg), shard_(shard), local_(rank_view(cfg, shard)), be_(backend), ws_(backend, ckpt, cfg.quantization), native_dtype_(WeightStore::native_dtype(ckpt)) {}
 
 // The CPU keeps the checkpoint's dtype (used in place from the mapping; its kernels accumulate in
 // fp32 whatever the weight dtype), and so does Vulkan (its shaders read f32, bf16 or f16 weights);
@@ -67,6 +67,8 @@ std::vector<OpUse> DecoderBase::required_ops() const {
                             {Op::ApplyTokenMask, DType::F32}};
   if (embedding_scale_ != 1.0f) ops.push_back({Op::Scale, a});
   if (final_logit_softcap_ > 0.0f) ops.push_back({Op::Softcap, DType::F32});
+  // FP8 projections (a checkpoint's or --quantization fp8), refused at load where unsupported.
+  if (cfg_.quantization.fp8()) ops.push_back({Op::LinearFp8, DType::F8_E4M3});
   return ops;
 }
 

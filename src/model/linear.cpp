@@ -1,6 +1,7 @@
 #include "model/linear.h"
 
 #include "core/error.h"
+#include "model/linear_fp8.h"
 
 #include <tuple>
 #include <utility>
@@ -36,6 +37,8 @@ const char* weight_format_name(WeightFormat f) {
   switch (f) {
     case WeightFormat::Dense:
       return "dense";
+    case WeightFormat::Fp8:
+      return "fp8";
   }
   return "?";
 }
@@ -76,6 +79,39 @@ Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& ra
     }
     col += hi - lo;
   }
+  const std::string& first = spec.parts[0].weight;
+  const bool fp8_tensor = ws.dtype_of(first) == DType::F8_E4M3;
+  bool mixed = false;
+  for (const LinearPart& p : spec.parts) mixed = mixed || (ws.dtype_of(p.weight) == DType::F8_E4M3) != fp8_tensor;
+  if (mixed) {
+    // Consecutive parts of one format make a segment, loaded as a projection of its own (same
+    // shard and columns, no bias, no sum: those stay with the whole).
+    for (size_t i = 0; i < spec.parts.size();) {
+      const bool fp8 = ws.dtype_of(spec.parts[i].weight) == DType::F8_E4M3;
+      LinearSpec sub = spec;
+      sub.parts.clear();
+      for (; i < spec.parts.size() && (ws.dtype_of(spec.parts[i].weight) == DType::F8_E4M3) == fp8; ++i) {
+        sub.parts.push_back(spec.parts[i]);
+        sub.parts.back().bias.clear();
+      }
+      Linear seg = Linear::load(ws, sub, rank);
+      seg.shard_ = ShardKind::Replicated;
+      l.segments_.push_back(std::move(seg));
+    }
+    l.format_ = WeightFormat::Fp8;
+    return l;
+  }
+  const WeightQuantization& q = ws.quantization();
+  if (fp8_tensor || (q.online && !q.keeps_dense(first))) {
+    Fp8Weight f = fp8_tensor ? load_fp8_weight(ws, blocks, col_begin, col_end)
+                             : quantize_fp8_weight(ws, blocks, col_begin, col_end);
+    l.format_ = WeightFormat::Fp8;
+    l.weight_ = f.weight;
+    l.scale_ = f.scale;
+    l.block_n_ = f.block_n;
+    l.block_k_ = f.block_k;
+    return l;
+  }
   l.weight_ = ws.load_parts(std::move(blocks), spec.dtype, col_begin, col_end);
   return l;
 }
@@ -93,25 +129,66 @@ void Linear::add_biases(Backend& be, Tensor& out) const {
   }
 }
 
+int64_t Linear::out_features() const {
+  if (!segments_.empty()) {
+    int64_t n = 0;
+    for (const Linear& s : segments_) n += s.out_features();
+    return n;
+  }
+  return weight_.empty() ? 0 : weight_.size(0);
+}
+
+int64_t Linear::in_features() const {
+  if (!segments_.empty()) return segments_[0].in_features();
+  return weight_.empty() ? 0 : weight_.size(1);
+}
+
+void Linear::multiply(Backend& be, const Tensor& x, Tensor& out) const {
+  if (!segments_.empty()) {
+    int64_t col = 0;
+    for (const Linear& s : segments_) {
+      Tensor part = out.cols(col, col + s.out_features());
+      s.multiply(be, x, part);
+      col += s.out_features();
+    }
+    return;
+  }
+  if (format_ == WeightFormat::Fp8) be.linear_fp8(x, weight_, scale_, block_n_, block_k_, out);
+  else be.linear(x, weight_, out);
+}
+
 void Linear::forward(Backend& be, const Tensor& x, Tensor& out) const {
-  be.linear(x, weight_, out);
+  multiply(be, x, out);
   add_biases(be, out);
   if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
 }
 
 void Linear::forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, Tensor& out) const {
-  be.linear_silu_mul(gate_up, weight_, act, out);
+  if (format_ == WeightFormat::Fp8) {
+    be.silu_mul(gate_up, act);
+    multiply(be, act, out);
+  } else {
+    be.linear_silu_mul(gate_up, weight_, act, out);
+  }
   add_biases(be, out);
   if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
 }
 
 void Linear::add_ops(DType activation, std::vector<OpUse>& ops) const {
-  ops.push_back({Op::Linear, weight_.dtype});
+  for (const Linear& s : segments_) s.add_ops(activation, ops);
+  if (!segments_.empty()) {
+    if (!biases_.empty()) ops.push_back({Op::AddBias, activation});
+    return;
+  }
+  if (format_ == WeightFormat::Fp8) ops.push_back({Op::LinearFp8, weight_.dtype});
+  else ops.push_back({Op::Linear, weight_.dtype});
   if (!biases_.empty()) ops.push_back({Op::AddBias, activation});
 }
 
 ExpertLinear ExpertLinear::load_packed(WeightStore& ws, const std::string& name, int64_t experts, int64_t out,
                                        int64_t in, DType dtype) {
+  check(ws.dtype_of(name) != DType::F8_E4M3, "expert weights '" + name + "' are FP8: FP8 experts are not "
+                                            "implemented yet; serve the bf16 checkpoint");
   ExpertLinear e;
   e.weight_ = ws.load_parts({WeightRows{name, {experts, out, in}}}, dtype).reshape({experts, out, in});
   return e;
@@ -125,6 +202,8 @@ ExpertLinear ExpertLinear::load_per_expert(WeightStore& ws, const std::vector<st
   for (size_t x = 0; x < experts.size(); ++x) {
     int64_t rows = 0;
     for (const LinearPart& p : experts[x]) {
+      check(ws.dtype_of(p.weight) != DType::F8_E4M3, "expert weight '" + p.weight + "' is FP8: FP8 experts are not "
+                                                     "implemented yet; serve the bf16 checkpoint");
       blocks.push_back(part_rows(p, in, 0, p.num_rows()));
       rows += p.num_rows();
     }

@@ -18,8 +18,9 @@
 namespace pagoda {
 
 // How the weight is stored. Dense: a [out, in] matrix of bf16, f16 or f32 (the backend's linear
-// takes any of them).
-enum class WeightFormat : uint8_t { Dense };
+// takes any of them). Fp8: e4m3fn with 2-D block scales (Backend::linear_fp8), from an FP8
+// checkpoint or quantized at load (io/quantization.h).
+enum class WeightFormat : uint8_t { Dense, Fp8 };
 const char* weight_format_name(WeightFormat f);
 
 // One logical block of a projection's output rows: rows [begin, end) of checkpoint tensor `weight`
@@ -62,15 +63,16 @@ class Linear {
   // activation, which a backend may fuse (act [T, I] is scratch it may leave unwritten).
   void forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, Tensor& out) const;
 
-  bool empty() const { return weight_.empty(); }
-  int64_t out_features() const { return weight_.empty() ? 0 : weight_.size(0); }  // of this rank
-  int64_t in_features() const { return weight_.empty() ? 0 : weight_.size(1); }   // of this rank
+  bool empty() const { return weight_.empty() && segments_.empty(); }
+  int64_t out_features() const;  // of this rank
+  int64_t in_features() const;   // of this rank
   DType dtype() const { return weight_.dtype; }
   WeightFormat format() const { return format_; }
   ShardKind shard() const { return shard_; }
   bool has_bias() const { return !biases_.empty(); }
-  // The dense weight [out, in] (for a model that shares it, e.g. a tied embedding).
+  // The weight [out, in] as stored (dense: for a model that shares it, e.g. a tied embedding).
   const Tensor& weight() const { return weight_; }
+  const Tensor& scale() const { return scale_; }  // Fp8 only
   // The primitives forward() uses, with the dtypes supports() is asked about.
   void add_ops(DType activation, std::vector<OpUse>& ops) const;
 
@@ -81,11 +83,20 @@ class Linear {
   };
   void add_biases(Backend& be, Tensor& out) const;
 
+  // The format's product: linear or linear_fp8, or each segment's into its output columns.
+  void multiply(Backend& be, const Tensor& x, Tensor& out) const;
+
   Tensor weight_;
+  Tensor scale_;  // Fp8: F32 [ceil(N / block_n), ceil(K / block_k)]
+  int64_t block_n_ = 0, block_k_ = 0;
   std::vector<Bias> biases_;
   WeightFormat format_ = WeightFormat::Dense;
   ShardKind shard_ = ShardKind::Replicated;
   ShardSpec rank_;
+  // A projection fused from parts stored in different formats (Qwen3.5's GDN in-projection: q|k|v
+  // and z in FP8 beside the small b and a kept in bf16): one Linear per run of parts of one format,
+  // each writing its own output columns; weight_ is then empty and the biases and the sum stay here.
+  std::vector<Linear> segments_;
   // LoRA adapter slots go here (shrink/expand by per-token adapter index): none yet.
 };
 

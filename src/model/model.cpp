@@ -17,10 +17,18 @@ int Model::attention_index(int layer) const {
 void check_weights_fit(const ModelConfig& config, const Checkpoint& ckpt, DType weight_dtype, int64_t device_bytes,
                        const std::string& device) {
   if (device_bytes <= 0) return;
-  int64_t params = 0;
-  for (const TensorView* t : ckpt.all())
-    if (canonical_weight_name(t->name)) params += t->numel();
-  const int64_t bytes = params * static_cast<int64_t>(dtype_size(weight_dtype));
+  int64_t params = 0, bytes = 0;
+  const WeightQuantization& q = config.quantization;
+  for (const TensorView* t : ckpt.all()) {
+    const auto name = canonical_weight_name(t->name);
+    if (!name) continue;
+    params += t->numel();
+    // FP8 stays one byte; online FP8 makes a projection's matrix one byte (a lower bound: every
+    // 2-D tensor but the embedding and lm_head is a projection).
+    const bool fp8 = t->dtype == DType::F8_E4M3 ||
+                     (q.online && t->shape.size() == 2 && !q.keeps_dense(*name) && name->find("embed") == std::string::npos);
+    bytes += t->numel() * static_cast<int64_t>(fp8 ? 1 : dtype_size(weight_dtype));
+  }
   if (bytes <= device_bytes) return;
   std::string what = format_count(params) + " parameters";
   if (moe_fields(config) != nullptr) {

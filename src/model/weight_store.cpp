@@ -46,7 +46,8 @@ DType WeightStore::native_dtype(const Checkpoint& ckpt) {
   return DType::F32;
 }
 
-WeightStore::WeightStore(Backend& backend, const Checkpoint& ckpt) : backend_(backend), ckpt_(ckpt) {
+WeightStore::WeightStore(Backend& backend, const Checkpoint& ckpt, const WeightQuantization& quantization)
+    : backend_(backend), quant_(quantization), ckpt_(ckpt) {
   for (const TensorView* t : ckpt_.all()) {
     auto canon = canonical_weight_name(t->name);
     if (!canon) canon = canonical_mtp_name(t->name);  // loaded only when speculative decoding asks for it
@@ -75,6 +76,54 @@ const std::vector<int64_t>& WeightStore::shape_of(const std::string& name) const
   auto it = by_name_.find(name);
   check(it != by_name_.end(), "checkpoint is missing tensor '" + name + "'");
   return it->second->shape;
+}
+
+DType WeightStore::dtype_of(const std::string& name) const {
+  auto it = by_name_.find(name);
+  check(it != by_name_.end(), "checkpoint is missing tensor '" + name + "'");
+  return it->second->dtype;
+}
+
+std::vector<float> WeightStore::host_floats(const std::string& name) const {
+  auto it = by_name_.find(name);
+  check(it != by_name_.end(), "checkpoint is missing tensor '" + name + "'");
+  const TensorView& t = *it->second;
+  check(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16,
+        "tensor '" + name + "' is " + dtype_name(t.dtype) + "; a float tensor (F32, BF16, F16) was expected");
+  std::vector<float> out(static_cast<size_t>(product(t.shape, 0)));
+  convert_float_elements(t.data, t.dtype, out.data(), DType::F32, out.size());
+  return out;
+}
+
+std::vector<float> WeightStore::host_rows(std::vector<WeightRows> parts, int64_t col_begin, int64_t col_end) {
+  std::vector<float> out;
+  std::vector<float> row;
+  for (WeightRows& part : parts) {
+    const TensorView& view = find(part.name, part.shape);
+    const Tensor src = host_view(view);
+    const int64_t cols = src.shape[1], end = col_end < 0 ? cols : col_end;
+    check_invariant(0 <= col_begin && col_begin < end && end <= cols, "WeightStore::host_rows: columns outside '" +
+                                                                          part.name + "'");
+    if (part.end < 0) part.end = src.shape[0];
+    std::vector<int64_t> rows = part.order;
+    if (rows.empty())
+      for (int64_t r = part.begin; r < part.end; ++r) rows.push_back(r);
+    row.resize(static_cast<size_t>(cols));
+    for (int64_t r : rows) {
+      check_invariant(r >= 0 && r < src.shape[0], "WeightStore::host_rows: row outside '" + part.name + "'");
+      convert_float_elements(src.row(r), src.dtype, row.data(), DType::F32, row.size());
+      out.insert(out.end(), row.begin() + col_begin, row.begin() + end);
+    }
+    loaded(src.rows(0, 0));
+  }
+  return out;
+}
+
+Tensor WeightStore::upload(const void* host, DType dtype, int64_t rows, int64_t cols) {
+  Tensor dst = allocate(dtype, rows, cols);
+  const Tensor src(const_cast<void*>(host), dtype, Device::CPU, {rows, cols});
+  backend_.upload_convert(src, dst);
+  return dst;
 }
 
 const TensorView& WeightStore::find(const std::string& name, const std::vector<int64_t>& shape) const {

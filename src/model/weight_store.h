@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "io/quantization.h"
 #include "io/safetensors.h"
 
 namespace pagoda {
@@ -32,13 +33,22 @@ struct WeightRows {
 
 class WeightStore {
  public:
-  WeightStore(Backend& backend, const Checkpoint& ckpt);
+  WeightStore(Backend& backend, const Checkpoint& ckpt, const WeightQuantization& quantization = {});
 
   // The dtype the CPU backend keeps the matrices in: the float dtype holding most of the checkpoint's
   // bytes (bf16 for a bf16 checkpoint), so they are used in place; other backends choose their own.
   static DType native_dtype(const Checkpoint& ckpt);
 
   bool has(const std::string& name) const { return by_name_.count(name) > 0; }
+  const WeightQuantization& quantization() const { return quant_; }
+  // The checkpoint dtype of tensor `name`; throws naming it when absent.
+  DType dtype_of(const std::string& name) const;
+  // Tensor `name` (any float dtype) as fp32 values on the host, row-major (scales, small vectors).
+  std::vector<float> host_floats(const std::string& name) const;
+  // load_parts()'s rows and columns as fp32 on the host (what online quantization reads).
+  std::vector<float> host_rows(std::vector<WeightRows> parts, int64_t col_begin = 0, int64_t col_end = -1);
+  // A [rows, cols] tensor of `dtype` on the backend holding `host` (rows * cols elements).
+  Tensor upload(const void* host, DType dtype, int64_t rows, int64_t cols);
   // The checkpoint shape of tensor `name`; throws naming it when absent.
   const std::vector<int64_t>& shape_of(const std::string& name) const;
   // Uploads tensor `name` as `dtype`; throws naming the tensor when absent or of another shape.
@@ -64,6 +74,7 @@ class WeightStore {
   void loaded(const Tensor& src);
 
   Backend& backend_;
+  WeightQuantization quant_;
   Checkpoint ckpt_;  // keeps the mapped files alive while tensors point into them
   std::map<std::string, const TensorView*> by_name_;  // canonical name -> checkpoint tensor
   std::vector<Buffer> buffers_;

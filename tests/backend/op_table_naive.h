@@ -85,6 +85,23 @@ inline Outputs linear(const OpData& in) {
   return {{"out", matmul_t(values(x), in.at("w"), x.shape[0], in.at("out").dtype)}};
 }
 
+// x · (w ⊙ scale)ᵀ with scale[n / block_n, k / block_k] (backend.h's linear_fp8), in double.
+inline Outputs linear_fp8(const OpData& in) {
+  const HostTensor &x = in.at("x"), &w = in.at("w"), &s = in.at("scale");
+  const int64_t t = x.shape[0], n = w.shape[0], k = w.shape[1];
+  const auto bn = static_cast<int64_t>(in.param("block_n")), bk = static_cast<int64_t>(in.param("block_k"));
+  const int64_t sc = s.shape[1];
+  std::vector<double> out(static_cast<size_t>(t * n));
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i)
+        acc += static_cast<double>(x.at(r * k + i)) * w.at(j * k + i) * s.at((j / bn) * sc + i / bk);
+      out[static_cast<size_t>(r * n + j)] = rnd(acc, in.at("out").dtype);
+    }
+  return {{"out", out}};
+}
+
 // silu(gate_up[:, :I]) * gate_up[:, I:], rounded to the activation dtype.
 inline std::vector<double> swiglu(const HostTensor& gu) {
   const int64_t t = gu.shape[0], i2 = gu.shape[1], half = i2 / 2;

@@ -67,6 +67,9 @@ class PartialBackend final : public Backend {
     run(Op::PagedAttention).paged_attention(q, kc, vc, m, p, out);
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override { run(Op::Linear).linear(x, w, out); }
+  void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& s, int64_t bn, int64_t bk, Tensor& out) override {
+    run(Op::LinearFp8).linear_fp8(x, w, s, bn, bk, out);
+  }
   void silu_mul(const Tensor& gu, Tensor& out) override { run(Op::SiluMul).silu_mul(gu, out); }
   void gelu_tanh_mul(const Tensor& gu, Tensor& out) override { run(Op::GeluTanhMul).gelu_tanh_mul(gu, out); }
   void scale(Tensor& x, float f) override { run(Op::Scale).scale(x, f); }

@@ -29,7 +29,9 @@ const char* const kFixtures[] = {"qwen3-tiny-tied", "qwen3-tiny-untied-gqa4", "q
                                  "qwen3_moe-tiny-dense-layer", "qwen3_moe-tiny-raw-topk", "qwen3_5_moe-tiny-mm",
                                  "qwen3_5_moe-tiny-mm-relayout",
                                  // Fused qkv_proj / gate_up_proj loaded as parts lists.
-                                 "phi3-tiny-fused"};
+                                 "phi3-tiny-fused",
+                                 // FP8 weights (block scales, per-channel; Qwen3.5's interleaved q|gate rows).
+                                 "qwen3-tiny-fp8-block", "qwen3-tiny-fp8-channel", "qwen3_5-tiny-fp8-block"};
 
 struct Variant {
   const char* name;

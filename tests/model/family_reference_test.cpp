@@ -1,6 +1,6 @@
 // Every family against Hugging Face transformers' fp32 reference: each fixture directory under
 // tests/fixtures/models/ made by tools/make_llama_fixtures.py, tools/make_family_fixtures.py or
-// tools/make_moe_fixtures.py
+// tools/make_moe_fixtures.py or tools/make_fp8_fixtures.py (FP8 weights against their dequantized fp32 values)
 // (found at run time; a new family's fixtures join without touching this file) runs
 //  (a) through the model alone: prefill each prompt in one step, then decode token by token with
 //      shuffled KV blocks (and a recurrent-state slot for hybrid models); greedy tokens identical,
@@ -47,7 +47,8 @@ bool made_by_family_script(const std::string& dir) {
   const std::string by = j["made_by"].get<std::string>();
   return by.find("make_llama_fixtures.py") != std::string::npos ||
          by.find("make_family_fixtures.py") != std::string::npos ||
-         by.find("make_moe_fixtures.py") != std::string::npos;
+         by.find("make_moe_fixtures.py") != std::string::npos ||
+         by.find("make_fp8_fixtures.py") != std::string::npos;
 }
 
 std::vector<std::string> family_fixtures() {

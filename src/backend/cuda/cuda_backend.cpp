@@ -40,6 +40,10 @@ CudaBackend::CudaBackend(int device, DType activation) : device_(device), activa
   if (const char* env = std::getenv("PAGODA_GEMV"); env && *env) set_gemv_max_tokens(std::atoi(env));
   // PAGODA_MOE_GEMV=0 keeps the experts' decode GEMMs on the tiled kernel (A/B runs).
   if (const char* env = std::getenv("PAGODA_MOE_GEMV"); env && *env) moe_gemv_ = std::atoi(env) != 0;
+  // FP8 tensor cores: Ada and Hopper (sm_89+). PAGODA_FP8_GEMM=0 keeps FP8 weights on the
+  // dequantize-and-GEMM path (A/B runs).
+  fp8_tensor_cores_ = prop.major * 10 + prop.minor >= 89;
+  if (const char* env = std::getenv("PAGODA_FP8_GEMM"); env && *env) fp8_tensor_cores_ = fp8_tensor_cores_ && std::atoi(env) != 0;
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PAGODA_CUDA_CHECK(cudaMalloc(&gemm_workspace_, kGemmWorkspaceBytes));
   PAGODA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&split_workspace_), kSplitWorkspaceBytes));
@@ -54,6 +58,8 @@ CudaBackend::~CudaBackend() {
     if (g) cudaGraphExecDestroy(g);
   gemm_.reset();
   if (split_workspace_) cudaFree(split_workspace_);
+  if (fp8_weight_scratch_.ptr) cudaFree(fp8_weight_scratch_.ptr);
+  if (fp8_act_scratch_.ptr) cudaFree(fp8_act_scratch_.ptr);
   if (gemm_workspace_) cudaFree(gemm_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -62,6 +68,7 @@ std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_)
 
 bool CudaBackend::supports(Op op, DType dtype) const {
   if (op == Op::Embedding) return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
+  if (op == Op::LinearFp8) return dtype == DType::F8_E4M3;
   return dtype == DType::F32 || dtype == DType::BF16;
 }
 
@@ -202,6 +209,46 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     cuda::launch_gemv(x, w, out, num_sms_, stream_);
   else
     gemm_->linear(x, w, out, stream_);
+}
+
+void* CudaBackend::scratch(Scratch& s, size_t bytes) {
+  if (bytes <= s.bytes) return s.ptr;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  PAGODA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw Error("internal: linear_fp8 needs a larger scratch buffer inside a CUDA graph capture");
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be read
+  if (s.ptr) PAGODA_CUDA_CHECK(cudaFree(s.ptr));
+  s.ptr = nullptr;
+  s.ptr = raw_alloc(bytes);
+  s.bytes = bytes;
+  return s.ptr;
+}
+
+void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
+                             Tensor& out) {
+  activate();
+  if (cuda::gemv_fp8_fits(x, w, out, block_k)) {
+    cuda::launch_gemv_fp8(x, w, scale, block_n, block_k, out, num_sms_, stream_);
+    return;
+  }
+  const int64_t t = x.shape[0], n = w.shape[0], k = w.shape[1];
+  // Per-channel scales (online FP8, compressed-tensors per channel or tensor): FP8 tensor cores with
+  // x quantized per token, as vLLM runs them (W8A8). cuBLASLt declines where it has no kernel.
+  if (fp8_tensor_cores_ && block_n == 1 && block_k == k && x.dtype == DType::BF16 && k % 16 == 0 && n % 16 == 0 &&
+      w.is_contiguous()) {
+    const size_t q_bytes = (static_cast<size_t>(t * k) + 255) / 256 * 256;
+    auto* base = static_cast<uint8_t*>(scratch(fp8_act_scratch_, q_bytes + static_cast<size_t>(t) * 4));
+    Tensor xq(base, DType::F8_E4M3, Device::CUDA, {t, k});
+    Tensor sx(base + q_bytes, DType::F32, Device::CUDA, {t});
+    cuda::launch_quantize_rows_fp8(x, xq, sx, stream_);
+    if (gemm_->linear_fp8_rowwise(xq, sx, w, scale.reshape({n}), out, stream_)) return;
+  }
+  // The dense copy in the activation dtype: bf16 for speed, fp32 under --dtype float32 (exact).
+  void* dense_ptr = scratch(fp8_weight_scratch_, static_cast<size_t>(w.numel()) * dtype_size(x.dtype));
+  Tensor dense(dense_ptr, x.dtype, Device::CUDA, {n, k});
+  cuda::launch_dequantize_fp8(w, scale, block_n, block_k, dense, stream_);
+  gemm_->linear(x, dense, out, stream_);
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& out) {

@@ -51,6 +51,8 @@ class CudaBackend final : public Backend {
   // Any scaling: the inverse frequencies are rope_inv_freq's, passed to the kernel by value.
   void rope(Tensor& x, const Tensor& positions, const RopeParams& rope) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
+                  Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void gelu_tanh_mul(const Tensor& gate_up, Tensor& out) override;
   void scale(Tensor& x, float factor) override;
@@ -130,6 +132,16 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   void* gemm_workspace_ = nullptr;
   float* split_workspace_ = nullptr;
+  // linear_fp8's scratch, grown on first use (the memory plan's profiling pass runs the largest
+  // step), never inside a capture: the dense copy of a weight matrix (activation dtype) for the
+  // shapes the skinny GEMM and the FP8 tensor-core GEMM do not take, and x quantized per token.
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  void* scratch(Scratch& s, size_t bytes);
+  Scratch fp8_weight_scratch_, fp8_act_scratch_;
+  bool fp8_tensor_cores_ = false;  // compute capability 8.9+ and PAGODA_FP8_GEMM not 0
   std::unique_ptr<cuda::LtGemm> gemm_;
   std::vector<cudaGraphExec_t> graphs_;  // handle = index; destroyed ones are null
 };

@@ -74,6 +74,21 @@ constexpr int64_t kGemvSiluMulMaxRows = 2048;
 bool gemv_silu_mul_preferred(int64_t t, int64_t n);
 void launch_gemv_silu_mul(const Tensor& gate_up, const Tensor& w, Tensor& out, int num_sms, cudaStream_t stream);
 
+// FP8 weights (gemv_fp8.cu), Backend::linear_fp8's semantics for bf16 x. The skinny GEMM for
+// T ≤ kGemvMaxTokens: fits bf16 x (16-byte aligned, stride a multiple of 8), contiguous F8_E4M3 w
+// with K a multiple of 16 and block_k a multiple of 16, out BF16 or F32. Otherwise the caller
+// dequantizes w into a matrix of w's shape in the activation dtype (launch_dequantize_fp8: BF16 or
+// F32 out) and runs the dense GEMM.
+bool gemv_fp8_fits(const Tensor& x, const Tensor& w, const Tensor& out, int64_t block_k);
+void launch_gemv_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
+                     Tensor& out, int num_sms, cudaStream_t stream);
+void launch_dequantize_fp8(const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k, Tensor& out,
+                           cudaStream_t stream);
+// Per-row (per-token) FP8 quantization of bf16 x [T, K] for the FP8 tensor-core GEMM: scale[t] =
+// max |x[t, :]| / 448 (1 for a zero row), q[t, k] = e4m3(x[t, k] / scale[t]) saturated, rounded to
+// nearest even. q F8_E4M3 [T, K] contiguous, scale F32 [T].
+void launch_quantize_rows_fp8(const Tensor& x, Tensor& q, Tensor& scale, cudaStream_t stream);
+
 // The experts' skinny GEMMs of a decode step (gemv.cu), moe_grouped_linear's semantics (backend.h)
 // for bf16 x [R, K] and w [E, N, K] (contiguous, K a multiple of 8, 16-byte aligned), out BF16 or
 // F32, when R ≤ kMoeGemvMaxRowsPerExpert · E: each routed expert's weights are streamed once per

@@ -22,6 +22,7 @@ cudaDataType_t cuda_type(DType t) {
     case DType::F32: return CUDA_R_32F;
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
+    case DType::F8_E4M3: return CUDA_R_8F_E4M3;
     default: throw Error(std::string("cuda linear: unsupported dtype ") + dtype_name(t));
   }
 }
@@ -59,17 +60,23 @@ LtGemm::~LtGemm() {
 
 // Row-major y[T,N] = x[T,K] w[N,K]^T is column-major y^T[N,T] = op(W)[N,K] x^T[K,T] with W seen as a
 // column-major [K, N] matrix (transposed by the op) and x as a column-major [K, T] matrix.
-// Key: (T, N, K, ldw, ldx, ldy, type w, type x, type y, align w, align x, align y).
-const LtGemm::Plan& LtGemm::plan_for(const Key& key) {
+// Outer-vector scales: the A (weight) scale per row of op(A) = output channel, the B (x) scale per
+// column of B = token.
+const LtGemm::Plan* LtGemm::plan_for(const Key& key, bool may_fail) {
   auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
-  const auto [t, n, k, ldw, ldx, ldy, tw, tx, ty, aw, ax, ay] = key;
+  if (it != plans_.end()) return it->second.get();
+  const auto [t, n, k, ldw, ldx, ldy, tw, tx, ty, aw, ax, ay, outer_vec] = key;
   auto plan = std::make_unique<Plan>();
   const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   PAGODA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
   PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
   PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+  if (outer_vec) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+    PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+  }
   PAGODA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, static_cast<cudaDataType_t>(tw), static_cast<uint64_t>(k),
                                                  static_cast<uint64_t>(n), ldw));
   PAGODA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, static_cast<cudaDataType_t>(tx), static_cast<uint64_t>(k),
@@ -91,11 +98,12 @@ const LtGemm::Plan& LtGemm::plan_for(const Key& key) {
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), plan->desc, plan->a,
                                                            plan->b, plan->c, plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  if ((st != CUBLAS_STATUS_SUCCESS || found == 0) && may_fail) return nullptr;
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error("cuda linear: cuBLASLt has no algorithm for x[" + std::to_string(t) + ", " + std::to_string(k) +
                 "] · w[" + std::to_string(n) + ", " + std::to_string(k) + "]^T (" + cublasGetStatusString(st) + ")");
   plan->algo = result.algo;
-  return *plans_.emplace(key, std::move(plan)).first->second;
+  return plans_.emplace(key, std::move(plan)).first->second.get();
 }
 
 void LtGemm::linear(const Tensor& x, const Tensor& w, Tensor& out, cudaStream_t stream) {
@@ -118,12 +126,40 @@ void LtGemm::linear(const Tensor& x, const Tensor& w, Tensor& out, cudaStream_t 
                 static_cast<int>(cuda_type(w.dtype)), static_cast<int>(cuda_type(x.dtype)), static_cast<int>(cuda_type(out.dtype)),
                 alignment_of(w.data, ldw * static_cast<int64_t>(dtype_size(w.dtype))),
                 alignment_of(x.data, ldx * static_cast<int64_t>(dtype_size(x.dtype))),
-                alignment_of(out.data, ldy * static_cast<int64_t>(dtype_size(out.dtype)))};
+                alignment_of(out.data, ldy * static_cast<int64_t>(dtype_size(out.dtype))), false};
   std::lock_guard<std::mutex> lock(mu_);
-  const Plan& p = plan_for(key);
+  const Plan& p = *plan_for(key);
   const float alpha = 1.0f, beta = 0.0f;
   PAGODA_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha, w.data, p.a, x.data, p.b,
                                      &beta, out.data, p.c, out.data, p.c, &p.algo, workspace_, workspace_bytes_, stream));
+}
+
+bool LtGemm::linear_fp8_rowwise(const Tensor& xq, const Tensor& scale_x, const Tensor& w, const Tensor& scale_w,
+                                Tensor& out, cudaStream_t stream) {
+  const char* op = "linear_fp8";
+  require(xq.ndim == 2 && w.ndim == 2 && out.ndim == 2 && xq.dtype == DType::F8_E4M3 && w.dtype == DType::F8_E4M3 &&
+              xq.shape[1] == w.shape[1] && out.shape[0] == xq.shape[0] && out.shape[1] == w.shape[0] &&
+              (out.dtype == DType::BF16 || out.dtype == DType::F32),
+          op, "unsupported operands x " + shape_str(xq) + ", w " + shape_str(w) + ", out " + shape_str(out));
+  const int64_t t = xq.shape[0], k = xq.shape[1], n = w.shape[0];
+  if (t == 0 || n == 0) return true;
+  const int64_t ldw = w.stride0(), ldx = xq.stride0(), ldy = out.stride0();
+  const Key key{t, n, k, ldw, ldx, ldy, static_cast<int>(CUDA_R_8F_E4M3), static_cast<int>(CUDA_R_8F_E4M3),
+                static_cast<int>(cuda_type(out.dtype)), alignment_of(w.data, ldw), alignment_of(xq.data, ldx),
+                alignment_of(out.data, ldy * static_cast<int64_t>(dtype_size(out.dtype))), true};
+  std::lock_guard<std::mutex> lock(mu_);
+  const Plan* p = plan_for(key, /*may_fail=*/true);
+  if (p == nullptr) return false;
+  // The scale pointers change between calls (a graph capture records the values of its call).
+  const void* sw = scale_w.data;
+  const void* sx = scale_x.data;
+  PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof(sw)));
+  PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof(sx)));
+  const float alpha = 1.0f, beta = 0.0f;
+  PAGODA_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p->desc, &alpha, w.data, p->a, xq.data,
+                                     p->b, &beta, out.data, p->c, out.data, p->c, &p->algo, workspace_,
+                                     workspace_bytes_, stream));
+  return true;
 }
 
 }  // namespace pagoda::cuda

@@ -76,6 +76,8 @@ bool VulkanBackend::supports(Op op, DType dtype) const {
     case Op::Linear:
     case Op::MoeGroupedLinear:
       return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
+    case Op::LinearFp8:
+      return false;
     default:
       return dtype == DType::F32;
   }
@@ -274,6 +276,11 @@ void VulkanBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& p
   } p{vk_address(x), vk_address(positions), inv_freq_address(params, D), u32(T), u32(H), u32(D),
       u32(x.stride0()), u32(rot / 2), params.style == RopeStyle::Interleaved ? 1u : 0u, params.attention_factor};
   run("rope", p, groups_for(T * H * (rot / 2), 256));
+}
+
+void VulkanBackend::linear_fp8(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, Tensor&) {
+  throw Error("vulkan: FP8 weights are not implemented on this backend (supports() says so); serve the checkpoint "
+              "with --device cuda or --device cpu");
 }
 
 void VulkanBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {

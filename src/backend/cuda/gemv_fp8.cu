@@ -1,0 +1,255 @@
+// FP8 weights on the GPU (Backend::linear_fp8): out[T, N] = x[T, K] · (w ⊙ scale)[N, K]^T, w e4m3fn
+// with 2-D block scales, x bf16, fp32 accumulation.
+// - Decode (T ≤ kGemvMaxTokens): a skinny GEMM that streams each weight byte once (half of bf16's
+//   bytes: decode is bandwidth-bound), laid out as gemv.cu's kernel — a block of 128 threads owns R
+//   output rows and its threads split K in 16-byte vectors (16 weights, one scale block: block_k is
+//   a multiple of 16). Each vector's dot product is scaled once by its block's scale.
+// - Otherwise the matrix is dequantized into a bf16 scratch (each element w · scale rounded to bf16)
+//   and multiplied by cuBLASLt: correct for every shape; FP8 tensor cores for prefill are the next
+//   step (docs/architecture.md, "FP8 weights").
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ uint4 load_stream_u8(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Four e4m3fn bytes of `w` to fp32, exactly: the 7 magnitude bits at fp32's exponent/mantissa
+// boundary read as 2^-120 times the value (normals and subnormals alike), the sign bit moved up.
+__device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float* f) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t b = (w >> (8 * i)) & 0xffu;
+    f[i] = __uint_as_float(((b & 0x80u) << 24) | ((b & 0x7fu) << 20)) * 0x1p120f;
+  }
+}
+
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float* f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+template <typename OutT>
+__device__ __forceinline__ void store(OutT* p, float v);
+template <>
+__device__ __forceinline__ void store<float>(float* p, float v) { *p = v; }
+template <>
+__device__ __forceinline__ void store<bf16>(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// kv = K / 16 vectors per row; sc = scale columns; a vector v of row n has scale
+// scale[(n / bn) * sc + v * 16 / bk].
+template <int T, int R, typename OutT>
+__global__ void __launch_bounds__(kThreads)
+    gemv_fp8_kernel(const bf16* __restrict__ x, int64_t ldx, const uint8_t* __restrict__ w, int64_t ldw,
+                    const float* __restrict__ scale, int sc, int bn, int bk, OutT* __restrict__ out, int64_t ldo,
+                    int n, int kv) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int row0 = static_cast<int>(blockIdx.x) * R;
+  const uint8_t* wr[R];
+  const float* sr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = min(row0 + r, n - 1);
+    wr[r] = w + static_cast<int64_t>(row) * ldw;
+    sr[r] = scale + static_cast<int64_t>(row / bn) * sc;
+  }
+  float acc[R][T];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+
+  for (int v = tid; v < kv; v += kThreads) {
+    uint4 wv[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[r] = load_stream_u8(wr[r] + static_cast<int64_t>(v) * 16);
+    const int sb = v * 16 / bk;
+    float xf[T][16];
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 16;
+      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp)), xf[t]);
+      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp + 8)), xf[t] + 8);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float wf[16];
+      fp8x4_to_f32(wv[r].x, wf);
+      fp8x4_to_f32(wv[r].y, wf + 4);
+      fp8x4_to_f32(wv[r].z, wf + 8);
+      fp8x4_to_f32(wv[r].w, wf + 12);
+      const float s = __ldg(sr[r] + sb);
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        float d = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 16; ++e) d = fmaf(wf[e], xf[t][e], d);
+        acc[r][t] = fmaf(d, s, acc[r][t]);
+      }
+    }
+  }
+
+  __shared__ float partial[kWarps][R * T];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      float v = acc[r][t];
+#pragma unroll
+      for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0) partial[warp][r * T + t] = v;
+    }
+  __syncthreads();
+  if (tid < R * T) {
+    const int r = tid / T, t = tid % T, row = row0 + r;
+    if (row < n) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kWarps; ++i) sum += partial[i][tid];
+      store(out + t * ldo + row, sum);
+    }
+  }
+}
+
+template <int T, typename OutT>
+void launch_t(const bf16* x, int64_t ldx, const uint8_t* w, int64_t ldw, const float* scale, int sc, int bn, int bk,
+              OutT* out, int64_t ldo, int n, int kv, int num_sms, cudaStream_t stream) {
+  // Four rows per block where that leaves several blocks per SM, two for the narrow matrices.
+  if (n >= 4 * 8 * num_sms && T <= 4)
+    gemv_fp8_kernel<T, 4, OutT><<<(n + 3) / 4, kThreads, 0, stream>>>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
+  else
+    gemv_fp8_kernel<T, 2, OutT><<<(n + 1) / 2, kThreads, 0, stream>>>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
+}
+
+template <typename OutT>
+void launch_out(int t, const bf16* x, int64_t ldx, const uint8_t* w, int64_t ldw, const float* scale, int sc, int bn,
+                int bk, OutT* out, int64_t ldo, int n, int kv, int num_sms, cudaStream_t stream) {
+  switch (t) {
+    case 1: launch_t<1>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+    case 2: launch_t<2>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+    case 3: launch_t<3>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+    case 4: launch_t<4>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+    case 5: launch_t<5>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+    case 6: launch_t<6>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+    case 7: launch_t<7>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+    default: launch_t<8>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv, num_sms, stream); break;
+  }
+}
+
+// out[n, k] = fp8(w[n, k]) · scale[n / bn, k / bk], rounded to OutT (memory-bound: one byte in,
+// two or four out).
+template <typename OutT>
+__global__ void dequantize_fp8_kernel(const uint8_t* __restrict__ w, const float* __restrict__ scale, int sc, int bn,
+                                      int bk, OutT* __restrict__ out, int64_t k, int64_t total) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t b = w[e];
+    const float f = __uint_as_float(((b & 0x80u) << 24) | ((b & 0x7fu) << 20)) * 0x1p120f;
+    const int64_t row = e / k, col = e - row * k;
+    store(out + e, f * scale[(row / bn) * sc + col / bk]);
+  }
+}
+
+// One row of x per block: s = max |x| / 448 (1 for a zero row), q = e4m3(x / s) saturated.
+constexpr int kQuantThreads = 256;
+__global__ void __launch_bounds__(kQuantThreads)
+    quantize_rows_fp8_kernel(const bf16* __restrict__ x, int64_t ldx, int k, uint8_t* __restrict__ q, float* __restrict__ s) {
+  const bf16* row = x + blockIdx.x * ldx;
+  float amax = 0.0f;
+  for (int i = threadIdx.x; i < k; i += kQuantThreads) amax = fmaxf(amax, fabsf(__bfloat162float(row[i])));
+  __shared__ float warp_max[kQuantThreads / 32];
+#pragma unroll
+  for (int off = 16; off >= 1; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = warp_max[0];
+#pragma unroll
+  for (int i = 1; i < kQuantThreads / 32; ++i) amax = fmaxf(amax, warp_max[i]);
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const float inv = 1.0f / scale;
+  uint8_t* qrow = q + static_cast<int64_t>(blockIdx.x) * k;
+  for (int i = threadIdx.x; i < k; i += kQuantThreads)
+    qrow[i] = __nv_cvt_float_to_fp8(__bfloat162float(row[i]) * inv, __NV_SATFINITE, __NV_E4M3);
+  if (threadIdx.x == 0) s[blockIdx.x] = scale;
+}
+
+}  // namespace
+
+void launch_quantize_rows_fp8(const Tensor& x, Tensor& q, Tensor& scale, cudaStream_t stream) {
+  require(x.dtype == DType::BF16 && x.ndim == 2 && q.dtype == DType::F8_E4M3 && q.is_contiguous() &&
+              q.shape[0] == x.shape[0] && q.shape[1] == x.shape[1] && scale.dtype == DType::F32 &&
+              scale.numel() == x.shape[0],
+          "linear_fp8 (quantize x)", "unsupported operands x " + shape_str(x) + ", q " + shape_str(q));
+  if (x.shape[0] == 0) return;
+  quantize_rows_fp8_kernel<<<static_cast<unsigned>(x.shape[0]), kQuantThreads, 0, stream>>>(
+      static_cast<const bf16*>(x.data), x.stride0(), static_cast<int>(x.shape[1]), static_cast<uint8_t*>(q.data),
+      static_cast<float*>(scale.data));
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+bool gemv_fp8_fits(const Tensor& x, const Tensor& w, const Tensor& out, int64_t block_k) {
+  if (x.ndim != 2 || w.ndim != 2 || out.ndim != 2) return false;
+  const int64_t t = x.shape[0], k = x.shape[1], n = w.shape[0];
+  if (t < 1 || t > kGemvMaxTokens || k < 16 || k % 16 != 0 || n < 1 || block_k % 16 != 0) return false;
+  if (x.dtype != DType::BF16 || w.dtype != DType::F8_E4M3) return false;
+  if (out.dtype != DType::BF16 && out.dtype != DType::F32) return false;
+  if (n > (int64_t{1} << 30) || k > (int64_t{1} << 30)) return false;
+  return x.stride0() % 8 == 0 && w.is_contiguous() && aligned16(x.data) && aligned16(w.data);
+}
+
+void launch_gemv_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
+                     Tensor& out, int num_sms, cudaStream_t stream) {
+  require(gemv_fp8_fits(x, w, out, block_k), "linear_fp8 (gemv)",
+          "unsupported operands x " + shape_str(x) + ", w " + shape_str(w) + ", out " + shape_str(out));
+  const int t = static_cast<int>(x.shape[0]), n = static_cast<int>(w.shape[0]), kv = static_cast<int>(x.shape[1] / 16);
+  const int sc = static_cast<int>(scale.shape[1]), bn = static_cast<int>(block_n), bk = static_cast<int>(block_k);
+  const auto* xp = static_cast<const bf16*>(x.data);
+  const auto* wp = static_cast<const uint8_t*>(w.data);
+  const auto* sp = static_cast<const float*>(scale.data);
+  if (out.dtype == DType::F32)
+    launch_out(t, xp, x.stride0(), wp, w.shape[1], sp, sc, bn, bk, static_cast<float*>(out.data), out.stride0(), n, kv,
+               num_sms, stream);
+  else
+    launch_out(t, xp, x.stride0(), wp, w.shape[1], sp, sc, bn, bk, static_cast<bf16*>(out.data), out.stride0(), n, kv,
+               num_sms, stream);
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_dequantize_fp8(const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k, Tensor& out,
+                           cudaStream_t stream) {
+  require(w.dtype == DType::F8_E4M3 && w.ndim == 2 && w.is_contiguous() &&
+              (out.dtype == DType::BF16 || out.dtype == DType::F32) && out.is_contiguous() &&
+              out.numel() == w.numel(),
+          "linear_fp8 (dequantize)", "unsupported operands w " + shape_str(w) + ", out " + shape_str(out));
+  const int64_t total = w.numel();
+  if (total == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 65536));
+  const auto* wp = static_cast<const uint8_t*>(w.data);
+  const auto* sp = static_cast<const float*>(scale.data);
+  const int sc = static_cast<int>(scale.shape[1]), bn = static_cast<int>(block_n), bk = static_cast<int>(block_k);
+  if (out.dtype == DType::F32)
+    dequantize_fp8_kernel<<<blocks, 256, 0, stream>>>(wp, sp, sc, bn, bk, static_cast<float*>(out.data), w.shape[1], total);
+  else
+    dequantize_fp8_kernel<<<blocks, 256, 0, stream>>>(wp, sp, sc, bn, bk, static_cast<bf16*>(out.data), w.shape[1], total);
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::cuda
