@@ -147,7 +147,8 @@ void add_linear_fp8(std::vector<OpCase>& out) {
         be.linear_fp8(d.t("x"), d.t("w"), d.t("scale"), s.bn, s.bk, d.t("out"));
       };
       c.outputs = {"out"};
-      c.tol = tol_by_act({1e-5 * std::sqrt(double(s.k)), 1e-4}, kBf16);
+      // bf16: CUDA's dequantizing path rounds w · scale to bf16 too (a second rounding beside x's).
+      c.tol = tol_by_act({1e-5 * std::sqrt(double(s.k)), 1e-4}, Tol{3e-2, 2e-2});
       c.unsupported = [](Backend& be) {
         return be.supports(Op::LinearFp8, DType::F8_E4M3) ? std::string()
                                                             : be.name() + " does not support FP8 weights";

@@ -43,14 +43,17 @@ void perf_linear(std::vector<OpCase>& out, const char* model, int64_t n, int64_t
   out.push_back(std::move(c));
 }
 
-// The same matrices as FP8 with 128x128 block scales (Qwen's FP8 checkpoints): the bytes are half
-// of bf16's weight bytes, so at decode the roofline time halves too.
-void perf_linear_fp8(std::vector<OpCase>& out, const char* model, int64_t n, int64_t k, const char* name, int64_t t) {
+// The same matrices as FP8 with 128x128 block scales (Qwen's FP8 checkpoints) or per-channel ones
+// (--quantization fp8): the bytes are half of bf16's weight bytes, so at decode the roofline time
+// halves too.
+void perf_linear_fp8(std::vector<OpCase>& out, const char* model, int64_t n, int64_t k, const char* name, int64_t t,
+                     bool per_channel) {
   OpCase c;
   c.op = "linear_fp8";
   c.label = std::string(model) + " " + name + " T=" + std::to_string(t) + " " + std::to_string(n) + "x" +
-            std::to_string(k) + " block 128x128";
-  const int64_t sr = (n + 127) / 128, sc = (k + 127) / 128;
+            std::to_string(k) + (per_channel ? " per-channel" : " block 128x128");
+  const int64_t bn = per_channel ? 1 : 128, bk = per_channel ? k : 128;
+  const int64_t sr = (n + bn - 1) / bn, sc = (k + bk - 1) / bk;
   c.make = [=](DType act) {
     OpData d;
     d.t["x"] = lazy(act, {t, k});
@@ -59,8 +62,8 @@ void perf_linear_fp8(std::vector<OpCase>& out, const char* model, int64_t n, int
     d.t["out"] = lazy(act, {t, n});
     return d;
   };
-  c.run = [](Backend& be, DeviceData& d, int rep) {
-    be.linear_fp8(d.t("x"), d.t("w", rep), d.t("scale"), 128, 128, d.t("out"));
+  c.run = [bn, bk](Backend& be, DeviceData& d, int rep) {
+    be.linear_fp8(d.t("x"), d.t("w", rep), d.t("scale"), bn, bk, d.t("out"));
   };
   c.bytes = [=](DType act) { return n * k + sr * sc * 4.0 + (t * k + t * n) * es(act); };
   c.flops = [=](DType) { return 2.0 * t * n * k; };
@@ -296,7 +299,7 @@ std::vector<OpCase> perf_cases(bool quick) {
   for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 4, 8, 64, 2048})
     for (const auto& [name, n, k] : {std::tuple{"qkv", 6144, 4096}, std::tuple{"gate_up", 24576, 4096},
                                      std::tuple{"down", 4096, 12288}})
-      perf_linear_fp8(out, "8B", n, k, name, t);
+      for (bool per_channel : {false, true}) perf_linear_fp8(out, "8B", n, k, name, t, per_channel);
   for (int64_t h : {int64_t{1024}, int64_t{4096}})
     for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 128, 8192}) perf_rowwise(out, t, h);
   for (auto [hq, hkv] : {std::pair{16, 8}, std::pair{32, 8}})

@@ -98,6 +98,13 @@ std::vector<float> WeightStore::host_floats(const std::string& name) const {
 std::vector<float> WeightStore::host_rows(std::vector<WeightRows> parts, int64_t col_begin, int64_t col_end) {
   std::vector<float> out;
   std::vector<float> row;
+  size_t total = 0;
+  for (const WeightRows& part : parts) {
+    const int64_t rows = part.order.empty() ? (part.end < 0 ? part.shape[0] : part.end) - part.begin
+                                            : static_cast<int64_t>(part.order.size());
+    total += static_cast<size_t>(rows) * static_cast<size_t>((col_end < 0 ? product(part.shape, 1) : col_end) - col_begin);
+  }
+  out.reserve(total);
   for (WeightRows& part : parts) {
     const TensorView& view = find(part.name, part.shape);
     const Tensor src = host_view(view);
@@ -114,7 +121,7 @@ std::vector<float> WeightStore::host_rows(std::vector<WeightRows> parts, int64_t
       convert_float_elements(src.row(r), src.dtype, row.data(), DType::F32, row.size());
       out.insert(out.end(), row.begin() + col_begin, row.begin() + end);
     }
-    loaded(src.rows(0, 0));
+    loaded(src.rows(part.begin, part.begin + static_cast<int64_t>(rows.size())));
   }
   return out;
 }

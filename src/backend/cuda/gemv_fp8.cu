@@ -28,14 +28,15 @@ __device__ __forceinline__ uint4 load_stream_u8(const uint8_t* p) {
   return v;
 }
 
-// Four e4m3fn bytes of `w` to fp32, exactly: the 7 magnitude bits at fp32's exponent/mantissa
-// boundary read as 2^-120 times the value (normals and subnormals alike), the sign bit moved up.
+// Four e4m3fn bytes of `w` to fp32, exactly (e4m3 ⊂ fp16): the hardware's paired conversion to
+// fp16 on sm_89+ (one instruction for two), then fp16 → fp32.
 __device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float* f) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t b = (w >> (8 * i)) & 0xffu;
-    f[i] = __uint_as_float(((b & 0x80u) << 24) | ((b & 0x7fu) << 20)) * 0x1p120f;
-  }
+  const float2 lo = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3)));
+  const float2 hi = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3)));
+  f[0] = lo.x;
+  f[1] = lo.y;
+  f[2] = hi.x;
+  f[3] = hi.y;
 }
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float* f) {
@@ -55,8 +56,9 @@ template <>
 __device__ __forceinline__ void store<bf16>(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 // kv = K / 16 vectors per row; sc = scale columns; a vector v of row n has scale
-// scale[(n / bn) * sc + v * 16 / bk].
-template <int T, int R, typename OutT>
+// scale[(n / bn) * sc + v * 16 / bk]. U vectors per thread and row are loaded before any is used,
+// so that enough bytes are in flight to reach the memory bandwidth.
+template <int T, int R, int U, typename OutT>
 __global__ void __launch_bounds__(kThreads)
     gemv_fp8_kernel(const bf16* __restrict__ x, int64_t ldx, const uint8_t* __restrict__ w, int64_t ldw,
                     const float* __restrict__ scale, int sc, int bn, int bk, OutT* __restrict__ out, int64_t ldo,
@@ -77,32 +79,42 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
 
-  for (int v = tid; v < kv; v += kThreads) {
-    uint4 wv[R];
+  for (int v0 = tid; v0 < kv; v0 += U * kThreads) {
+    uint4 wv[U][R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) wv[r] = load_stream_u8(wr[r] + static_cast<int64_t>(v) * 16);
-    const int sb = v * 16 / bk;
-    float xf[T][16];
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * kThreads;
 #pragma unroll
-    for (int t = 0; t < T; ++t) {
-      const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 16;
-      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp)), xf[t]);
-      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp + 8)), xf[t] + 8);
+      for (int r = 0; r < R; ++r)
+        wv[u][r] = v < kv ? load_stream_u8(wr[r] + static_cast<int64_t>(v) * 16) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float wf[16];
-      fp8x4_to_f32(wv[r].x, wf);
-      fp8x4_to_f32(wv[r].y, wf + 4);
-      fp8x4_to_f32(wv[r].z, wf + 8);
-      fp8x4_to_f32(wv[r].w, wf + 12);
-      const float s = __ldg(sr[r] + sb);
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * kThreads;
+      if (v >= kv) break;
+      const int sb = v * 16 / bk;
+      float xf[T][16];
 #pragma unroll
       for (int t = 0; t < T; ++t) {
-        float d = 0.0f;
+        const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 16;
+        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp)), xf[t]);
+        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp + 8)), xf[t] + 8);
+      }
 #pragma unroll
-        for (int e = 0; e < 16; ++e) d = fmaf(wf[e], xf[t][e], d);
-        acc[r][t] = fmaf(d, s, acc[r][t]);
+      for (int r = 0; r < R; ++r) {
+        float wf[16];
+        fp8x4_to_f32(wv[u][r].x, wf);
+        fp8x4_to_f32(wv[u][r].y, wf + 4);
+        fp8x4_to_f32(wv[u][r].z, wf + 8);
+        fp8x4_to_f32(wv[u][r].w, wf + 12);
+        const float s = __ldg(sr[r] + sb);
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          float d = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 16; ++e) d = fmaf(wf[e], xf[t][e], d);
+          acc[r][t] = fmaf(d, s, acc[r][t]);
+        }
       }
     }
   }
@@ -132,11 +144,13 @@ __global__ void __launch_bounds__(kThreads)
 template <int T, typename OutT>
 void launch_t(const bf16* x, int64_t ldx, const uint8_t* w, int64_t ldw, const float* scale, int sc, int bn, int bk,
               OutT* out, int64_t ldo, int n, int kv, int num_sms, cudaStream_t stream) {
-  // Four rows per block where that leaves several blocks per SM, two for the narrow matrices.
+  // Four rows per block where that leaves several blocks per SM, two for the narrow matrices; four
+  // vectors a thread in flight for one or two tokens, two for more (registers).
+  constexpr int U = T <= 2 ? 4 : 2;
   if (n >= 4 * 8 * num_sms && T <= 4)
-    gemv_fp8_kernel<T, 4, OutT><<<(n + 3) / 4, kThreads, 0, stream>>>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
+    gemv_fp8_kernel<T, 4, U, OutT><<<(n + 3) / 4, kThreads, 0, stream>>>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
   else
-    gemv_fp8_kernel<T, 2, OutT><<<(n + 1) / 2, kThreads, 0, stream>>>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
+    gemv_fp8_kernel<T, 2, U, OutT><<<(n + 1) / 2, kThreads, 0, stream>>>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
 }
 
 template <typename OutT>
@@ -155,16 +169,41 @@ void launch_out(int t, const bf16* x, int64_t ldx, const uint8_t* w, int64_t ldw
 }
 
 // out[n, k] = fp8(w[n, k]) · scale[n / bn, k / bk], rounded to OutT (memory-bound: one byte in,
-// two or four out).
+// two or four out). A block walks rows; a thread takes 16 columns of a row (one 16-byte load).
 template <typename OutT>
-__global__ void dequantize_fp8_kernel(const uint8_t* __restrict__ w, const float* __restrict__ scale, int sc, int bn,
-                                      int bk, OutT* __restrict__ out, int64_t k, int64_t total) {
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const uint32_t b = w[e];
-    const float f = __uint_as_float(((b & 0x80u) << 24) | ((b & 0x7fu) << 20)) * 0x1p120f;
-    const int64_t row = e / k, col = e - row * k;
-    store(out + e, f * scale[(row / bn) * sc + col / bk]);
+__global__ void __launch_bounds__(256) dequantize_fp8_kernel(const uint8_t* __restrict__ w, const float* __restrict__ scale,
+                                                          int sc, int bn, int bk, OutT* __restrict__ out, int n, int k) {
+  const bool vec = (k & 15) == 0;
+  for (int row = blockIdx.x; row < n; row += gridDim.x) {
+    const uint8_t* wr = w + static_cast<int64_t>(row) * k;
+    const float* sr = scale + static_cast<int64_t>(row / bn) * sc;
+    OutT* orow = out + static_cast<int64_t>(row) * k;
+    for (int c0 = threadIdx.x * 16; c0 < k; c0 += blockDim.x * 16) {
+      float f[16];
+      if (vec) {
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(wr + c0));
+        fp8x4_to_f32(q.x, f);
+        fp8x4_to_f32(q.y, f + 4);
+        fp8x4_to_f32(q.z, f + 8);
+        fp8x4_to_f32(q.w, f + 12);
+      }
+      if (vec) {
+        // 16 results, stored as whole 16-byte vectors (coalesced across the warp).
+        OutT res[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) store(res + j, f[j] * sr[(c0 + j) / bk]);
+        constexpr int kVecs = 16 * static_cast<int>(sizeof(OutT)) / 16;
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i)
+          reinterpret_cast<uint4*>(orow + c0)[i] = reinterpret_cast<const uint4*>(res)[i];
+        continue;
+      }
+      for (int j = 0; j < 16 && c0 + j < k; ++j) {
+        const int c = c0 + j;
+        f[j] = __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(wr[c]), __NV_E4M3)));
+        store(orow + c, f[j] * sr[c / bk]);
+      }
+    }
   }
 }
 
@@ -239,16 +278,16 @@ void launch_dequantize_fp8(const Tensor& w, const Tensor& scale, int64_t block_n
               (out.dtype == DType::BF16 || out.dtype == DType::F32) && out.is_contiguous() &&
               out.numel() == w.numel(),
           "linear_fp8 (dequantize)", "unsupported operands w " + shape_str(w) + ", out " + shape_str(out));
-  const int64_t total = w.numel();
-  if (total == 0) return;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 65536));
+  const int n = static_cast<int>(w.shape[0]), k = static_cast<int>(w.shape[1]);
+  if (n == 0 || k == 0) return;
+  const int blocks = std::min(n, 65535);
   const auto* wp = static_cast<const uint8_t*>(w.data);
   const auto* sp = static_cast<const float*>(scale.data);
   const int sc = static_cast<int>(scale.shape[1]), bn = static_cast<int>(block_n), bk = static_cast<int>(block_k);
   if (out.dtype == DType::F32)
-    dequantize_fp8_kernel<<<blocks, 256, 0, stream>>>(wp, sp, sc, bn, bk, static_cast<float*>(out.data), w.shape[1], total);
+    dequantize_fp8_kernel<<<blocks, 256, 0, stream>>>(wp, sp, sc, bn, bk, static_cast<float*>(out.data), n, k);
   else
-    dequantize_fp8_kernel<<<blocks, 256, 0, stream>>>(wp, sp, sc, bn, bk, static_cast<bf16*>(out.data), w.shape[1], total);
+    dequantize_fp8_kernel<<<blocks, 256, 0, stream>>>(wp, sp, sc, bn, bk, static_cast<bf16*>(out.data), n, k);
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_util.h"
+#include "core/log.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -64,7 +65,7 @@ LtGemm::~LtGemm() {
 // column of B = token.
 const LtGemm::Plan* LtGemm::plan_for(const Key& key, bool may_fail) {
   auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second.get();
+  if (it != plans_.end()) return it->second.get();  // null: no algorithm (may_fail plans only)
   const auto [t, n, k, ldw, ldx, ldy, tw, tx, ty, aw, ax, ay, outer_vec] = key;
   auto plan = std::make_unique<Plan>();
   const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -76,6 +77,10 @@ const LtGemm::Plan* LtGemm::plan_for(const Key& key, bool may_fail) {
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
     PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+    // Scale pointers must be set for the heuristic to consider scaled kernels; each call sets its own.
+    const void* placeholder = workspace_;
+    PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder)));
+    PAGODA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder)));
   }
   PAGODA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, static_cast<cudaDataType_t>(tw), static_cast<uint64_t>(k),
                                                  static_cast<uint64_t>(n), ldw));
@@ -98,7 +103,14 @@ const LtGemm::Plan* LtGemm::plan_for(const Key& key, bool may_fail) {
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), plan->desc, plan->a,
                                                            plan->b, plan->c, plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if ((st != CUBLAS_STATUS_SUCCESS || found == 0) && may_fail) return nullptr;
+  if ((st != CUBLAS_STATUS_SUCCESS || found == 0) && may_fail) {
+    // Remembered, so that the caller's fallback does not pay the query again at every call.
+    LOG_WARN("cuBLASLt has no FP8 outer-vector-scaled kernel for x[" << t << ", " << k << "] · w[" << n << ", " << k
+                                                                     << "]^T (" << cublasGetStatusString(st)
+                                                                     << "): FP8 weights take the dequantizing path");
+    plans_.emplace(key, nullptr);
+    return nullptr;
+  }
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error("cuda linear: cuBLASLt has no algorithm for x[" + std::to_string(t) + ", " + std::to_string(k) +
                 "] · w[" + std::to_string(n) + ", " + std::to_string(k) + "]^T (" + cublasGetStatusString(st) + ")");
