@@ -296,7 +296,7 @@ std::vector<OpCase> perf_cases(bool quick) {
     for (int64_t t : ts)
       for (const Mat& m : mats)
         if (!(std::string(m.name) == "lm_head" && t > 256)) perf_linear(out, model, m.n, m.k, m.name, t);  // lm_head: sampled rows only
-  for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 4, 8, 64, 2048})
+  for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 2, 4, 8, 16, 64, 2048})
     for (const auto& [name, n, k] : {std::tuple{"qkv", 6144, 4096}, std::tuple{"gate_up", 24576, 4096},
                                      std::tuple{"down", 4096, 12288}})
       for (bool per_channel : {false, true}) perf_linear_fp8(out, "8B", n, k, name, t, per_channel);

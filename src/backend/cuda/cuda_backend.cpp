@@ -228,15 +228,18 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
 void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
                              Tensor& out) {
   activate();
-  if (cuda::gemv_fp8_fits(x, w, out, block_k)) {
+  const int64_t t = x.shape[0], n = w.shape[0], k = w.shape[1];
+  // Per-channel scales (online FP8, compressed-tensors per channel or tensor): FP8 tensor cores with
+  // x quantized per token, as vLLM runs them (W8A8), from two tokens on: the skinny GEMM's cost
+  // grows with the tokens (8B shapes at T = 8: 25-90 µs, 1.6x bf16's) while the tensor cores' stays
+  // flat (H200, docs/benchmarks.md). cuBLASLt declines where it has no kernel.
+  const bool w8a8 = fp8_tensor_cores_ && block_n == 1 && block_k == k && x.dtype == DType::BF16 && k % 16 == 0 &&
+                    n % 16 == 0 && w.is_contiguous();
+  if (cuda::gemv_fp8_fits(x, w, out, block_k) && (!w8a8 || t <= kFp8GemvMaxTokensBesideTensorCores)) {
     cuda::launch_gemv_fp8(x, w, scale, block_n, block_k, out, num_sms_, stream_);
     return;
   }
-  const int64_t t = x.shape[0], n = w.shape[0], k = w.shape[1];
-  // Per-channel scales (online FP8, compressed-tensors per channel or tensor): FP8 tensor cores with
-  // x quantized per token, as vLLM runs them (W8A8). cuBLASLt declines where it has no kernel.
-  if (fp8_tensor_cores_ && block_n == 1 && block_k == k && x.dtype == DType::BF16 && k % 16 == 0 && n % 16 == 0 &&
-      w.is_contiguous()) {
+  if (w8a8) {
     const size_t q_bytes = (static_cast<size_t>(t * k) + 255) / 256 * 256;
     auto* base = static_cast<uint8_t*>(scratch(fp8_act_scratch_, q_bytes + static_cast<size_t>(t) * 4));
     Tensor xq(base, DType::F8_E4M3, Device::CUDA, {t, k});

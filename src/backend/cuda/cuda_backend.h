@@ -142,6 +142,8 @@ class CudaBackend final : public Backend {
   void* scratch(Scratch& s, size_t bytes);
   Scratch fp8_weight_scratch_, fp8_act_scratch_;
   bool fp8_tensor_cores_ = false;  // compute capability 8.9+ and PAGODA_FP8_GEMM not 0
+  // Tokens up to which per-channel FP8 weights take the skinny GEMM rather than the tensor cores.
+  static constexpr int64_t kFp8GemvMaxTokensBesideTensorCores = 2;
   std::unique_ptr<cuda::LtGemm> gemm_;
   std::vector<cudaGraphExec_t> graphs_;  // handle = index; destroyed ones are null
 };
