@@ -4,62 +4,43 @@
 # Anthropic npm clients into tests/data/node. Idempotent: what is already there is not fetched again.
 set -euo pipefail
 
-# --- server tests: the official `openai` npm client (owned by the server tests) -------------------
-# tests/server/openai_client_test.mjs imports it from tests/data/node/node_modules (git-ignored).
-# Idempotent: skipped when the pinned version is already installed.
-# The current major (7.x). Every 7.x declares engines {"node": ">=22"} (7.0.0 dropped Node 20 when it
-# reached its end of life), but uses nothing Node 20 lacks: tests/server/*.mjs pass with it on Node 20,
-# where npm only warns (EBADENGINE). Not tried on Debian 12's own Node 18 (tools/setup.sh's fallback).
-openai_package_version="7.57.0"
+# --- server tests: npm clients in tests/data/node (owned by the server tests) ---------------------
+# tests/server/*.mjs import them from tests/data/node/node_modules (git-ignored).
 node_prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/data/node"
-if grep -qs "\"version\": \"$openai_package_version\"" "$node_prefix/node_modules/openai/package.json"; then
-  echo "fetch_test_data: $node_prefix has openai@$openai_package_version"
-else
+
+# npm_pin NAME@VERSION...: installs the packages into $node_prefix, unless every one is already
+# there at its pinned version (idempotent). npm keeps what the prefix's package.json lists.
+npm_pin() {
+  local spec missing=0
+  for spec in "$@"; do
+    grep -qs "\"version\": \"${spec##*@}\"" "$node_prefix/node_modules/${spec%@*}/package.json" || missing=1
+  done
+  if (( !missing )); then
+    echo "fetch_test_data: $node_prefix has $*"
+    return 0
+  fi
   command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
   mkdir -p "$node_prefix"
-  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "openai@$openai_package_version"
-  echo "fetch_test_data: installed openai@$openai_package_version into $node_prefix"
-fi
+  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "$@"
+  echo "fetch_test_data: installed $* into $node_prefix"
+}
+
+# The official `openai` client, current major (7.x). Every 7.x declares engines {"node": ">=22"}
+# (7.0.0 dropped Node 20 when it reached its end of life), but uses nothing Node 20 lacks:
+# tests/server/*.mjs pass with it on Node 20, where npm only warns (EBADENGINE). Not tried on Debian
+# 12's own Node 18 (tools/setup.sh's fallback).
+openai_package_version="7.57.0"
+npm_pin "openai@$openai_package_version"
 # The Vercel AI SDK (`ai` with its OpenAI-compatible provider) for tests/server/ai_sdk_test.mjs
 # (tool_choice enforced). Declares engines {"node": ">=22"} too; its test passes on Node 20.
-ai_package_version="7.0.173"
-ai_provider_version="3.0.92"
-if grep -qs "\"version\": \"$ai_package_version\"" "$node_prefix/node_modules/ai/package.json" &&
-   grep -qs "\"version\": \"$ai_provider_version\"" "$node_prefix/node_modules/@ai-sdk/openai-compatible/package.json"; then
-  echo "fetch_test_data: $node_prefix has ai@$ai_package_version"
-else
-  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
-  mkdir -p "$node_prefix"
-  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "openai@$openai_package_version" \
-    "ai@$ai_package_version" "@ai-sdk/openai-compatible@$ai_provider_version"
-  echo "fetch_test_data: installed ai@$ai_package_version, @ai-sdk/openai-compatible@$ai_provider_version into $node_prefix"
-fi
+npm_pin "openai@$openai_package_version" "ai@7.0.173" "@ai-sdk/openai-compatible@3.0.92"
 # Anthropic's official client, `@anthropic-ai/sdk`, for tests/server/messages_test.mjs (POST
-# /v1/messages). Installed beside the others (npm keeps what the prefix's package.json lists).
-anthropic_package_version="1.14.0"
-if grep -qs "\"version\": \"$anthropic_package_version\"" "$node_prefix/node_modules/@anthropic-ai/sdk/package.json"; then
-  echo "fetch_test_data: $node_prefix has @anthropic-ai/sdk@$anthropic_package_version"
-else
-  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
-  mkdir -p "$node_prefix"
-  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "@anthropic-ai/sdk@$anthropic_package_version"
-  echo "fetch_test_data: installed @anthropic-ai/sdk@$anthropic_package_version into $node_prefix"
-fi
+# /v1/messages).
+npm_pin "@anthropic-ai/sdk@1.14.0"
 # LangChain JS (`@langchain/openai` with its peer `@langchain/core`) for
 # tests/server/structured_clients_test.mjs (withStructuredOutput). zod comes with `ai` and openai's
 # helpers/zod takes zod 3.25+ or 4, as @langchain/openai does.
-langchain_openai_version="1.6.0"
-langchain_core_version="1.4.0"
-if grep -qs "\"version\": \"$langchain_openai_version\"" "$node_prefix/node_modules/@langchain/openai/package.json" &&
-   grep -qs "\"version\": \"$langchain_core_version\"" "$node_prefix/node_modules/@langchain/core/package.json"; then
-  echo "fetch_test_data: $node_prefix has @langchain/openai@$langchain_openai_version"
-else
-  command -v npm >/dev/null || { echo "fetch_test_data: npm is needed (apt-get install npm)" >&2; exit 1; }
-  mkdir -p "$node_prefix"
-  npm install --silent --no-audit --no-fund --prefix "$node_prefix" \
-    "@langchain/openai@$langchain_openai_version" "@langchain/core@$langchain_core_version"
-  echo "fetch_test_data: installed @langchain/openai@$langchain_openai_version, @langchain/core@$langchain_core_version into $node_prefix"
-fi
+npm_pin "@langchain/openai@1.6.0" "@langchain/core@1.4.0"
 # --- end of the server tests section ---------------------------------------------------------------
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -18,7 +18,7 @@ class Tokenizer;
 namespace pagoda::server {
 
 struct ParsedToolCall {
-  std::string id;         // "chatcmpl-tool-<hex>"
+  std::string id;         // "chatcmpl-tool-<hex>"; mistral: 9 letters and digits (its template checks)
   std::string name;
   std::string arguments;  // JSON text of the arguments object
 };

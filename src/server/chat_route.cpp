@@ -11,8 +11,6 @@
 namespace pagoda::server {
 namespace {
 
-bool has_token(const Tokenizer* tok, const char* text) { return tok && tok->token_to_id(text).has_value(); }
-
 Json tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t first_index, bool with_index) {
   Json out = Json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -80,18 +78,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   truncate_prompt(ctx, ids, r.extras.truncate_prompt_tokens);
   const bool truncated = ids.size() != full_length;
   fit_prompt(ctx, ids, r.params, "messages");
-  ChatParserOptions popts;
-  popts.reasoning = ctx.options.reasoning_parser && has_token(ctx.engine.tokenizer(), "<think>") && has_token(ctx.engine.tokenizer(), "</think>");
-  popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
-  popts.tool_format = resolve_tool_call_format(ctx.options.tool_call_format, ctx.engine.tokenizer());
-  // Forced calls (tool_choice required or named) are written in the syntax the parser reads.
-  if (r.constraint && r.constraint->constraint.kind == structured::ConstraintKind::kToolCalls)
-    r.constraint->constraint.tool_syntax = tool_call_format_name(popts.tool_format);
-  if (r.constraint) {
-    r.params.grammar = compile_for_engine(ctx, *r.constraint);
-    // Reasoning (the template opened <think>) stays free; the constraint holds for the answer.
-    if (popts.starts_in_reasoning) r.params.grammar_after_token = *ctx.engine.tokenizer()->token_to_id("</think>");
-  }
+  const ChatParserOptions popts = chat_output_options(ctx, prompt_text, r.parse_tool_calls, r.constraint, r.params);
   // The boundaries are positions in the whole prompt; a truncated one has lost its start.
   if (!truncated) r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
   std::vector<ChoiceSpec> specs;
@@ -105,7 +92,6 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   const bool continuous_usage = r.extras.continuous_usage_stats;
   const std::string echo = r.echo ? echo_text(r.prompt) : std::string();
   auto prompt_ids = return_token_ids ? std::make_shared<const std::vector<int32_t>>(ids) : nullptr;
-  popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
   auto state = std::make_shared<ChatStream>();
   state->choices.resize(specs.size());
   for (ChatChoice& c : state->choices) c.parser = std::make_unique<ChatOutputParser>(popts);

@@ -274,4 +274,24 @@ HttpReply text_reply(std::string body, std::string content_type, int status) {
   return r;
 }
 
+ChatParserOptions chat_output_options(const ServerContext& ctx, const std::string& prompt_text, bool parse_tool_calls,
+                                      std::optional<RequestedConstraint>& constraint, SamplingParams& params) {
+  const Tokenizer* tok = ctx.engine.tokenizer();
+  auto has_token = [tok](const char* text) { return tok && tok->token_to_id(text).has_value(); };
+  ChatParserOptions popts;
+  popts.reasoning = ctx.options.reasoning_parser && has_token("<think>") && has_token("</think>");
+  popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
+  popts.tool_format = resolve_tool_call_format(ctx.options.tool_call_format, tok);
+  popts.tool_calls = parse_tool_calls && ctx.options.tool_call_parser;
+  // Forced calls (tool_choice required or named) are written in the syntax the parser reads.
+  if (constraint && constraint->constraint.kind == structured::ConstraintKind::kToolCalls)
+    constraint->constraint.tool_syntax = tool_call_format_name(popts.tool_format);
+  if (constraint) {
+    params.grammar = compile_for_engine(ctx, *constraint);
+    // Reasoning (the template opened <think>) stays free; the constraint holds for the answer.
+    if (popts.starts_in_reasoning) params.grammar_after_token = *tok->token_to_id("</think>");
+  }
+  return popts;
+}
+
 }  // namespace pagoda::server

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/async_engine.h"
+#include "server/chat_output_parser.h"
 #include "server/http_message.h"
 #include "server/server_context.h"
 #include "server/structured_output.h"
@@ -37,6 +38,14 @@ std::vector<int32_t> conversation_boundaries(const ServerContext& ctx, const Cha
 // A request's structured-output constraint compiled for the served model (cached); 400 when it
 // does not compile, or when the model has no tokenizer to map tokens to bytes.
 std::shared_ptr<structured::GrammarRuntime> compile_for_engine(const ServerContext& ctx, const RequestedConstraint& c);
+
+// The chat-shaped routes' output reading for a rendered prompt: reasoning when --reasoning-parser is
+// on and the vocabulary has <think> and </think> (begun already when the prompt opened it), tool
+// calls when the request asks (`parse_tool_calls`) in the served syntax. The request's constraint
+// goes into params.grammar, forced calls written in that syntax, held until </think> when the
+// answer starts inside reasoning.
+ChatParserOptions chat_output_options(const ServerContext& ctx, const std::string& prompt_text, bool parse_tool_calls,
+                                      std::optional<RequestedConstraint>& constraint, SamplingParams& params);
 
 void fit_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt, SamplingParams& params,
                 const std::string& param);

@@ -6,6 +6,7 @@
 #include "server/request_fields.h"
 #include "server/request_json.h"
 #include "server/sse.h"
+#include "server/tool_list.h"
 
 namespace pagoda::server {
 namespace {
@@ -160,15 +161,7 @@ Json read_messages(const Json& j) {
 
 // Anthropic's custom tools ({name, description, input_schema}) as chat's function tools.
 Json read_tools(const Json& tools) {
-  if (!tools.is_array()) wrong_type("tools", "an array", tools);
-  if (nesting_exceeds(tools, kMaxChatNesting))
-    throw bad_request("'tools' is nested too deeply (more than " + std::to_string(kMaxChatNesting) + " levels)",
-                      "tools");
-  Json out = Json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const Json& t = tools[i];
-    const std::string key = at("tools", i);
-    if (!t.is_object()) wrong_type(key, "an object", t);
+  return chat_function_tools(tools, [](const Json& t, const std::string& key) {
     if (auto type = opt_string(t, "type", key); type && *type != "custom")
       throw bad_request("tools of type '" + *type + "' are not supported: Anthropic's server tools run on "
                         "Anthropic's side; pagoda serves custom tools ({name, description, input_schema})",
@@ -179,9 +172,8 @@ Json read_tools(const Json& tools) {
     if (!schema) throw bad_request("'" + at(key, "input_schema") + "' is required", at(key, "input_schema"));
     if (!schema->is_object()) wrong_type(at(key, "input_schema"), "an object (a JSON schema)", *schema);
     fn["parameters"] = *schema;
-    out.push_back({{"type", "function"}, {"function", std::move(fn)}});
-  }
-  return out;
+    return fn;
+  });
 }
 
 // tool_choice {type: auto | any | tool (with name) | none, disable_parallel_tool_use}: any and tool

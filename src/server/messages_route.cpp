@@ -15,8 +15,6 @@
 namespace pagoda::server {
 namespace {
 
-bool has_token(const Tokenizer* tok, const char* text) { return tok && tok->token_to_id(text).has_value(); }
-
 struct MessageHead {
   std::string id;
   std::string model;
@@ -74,23 +72,11 @@ HttpReply handle_messages(ServerContext& ctx, const HttpRequest& req) {
   std::string prompt_text;
   const std::vector<int32_t> ids = render_prompt(ctx, r.prompt, prompt_text);
   fit_prompt(ctx, ids, r.params, "messages");
-  const Tokenizer* tok = ctx.engine.tokenizer();
-  ChatParserOptions popts;
-  popts.reasoning = ctx.options.reasoning_parser && has_token(tok, "<think>") && has_token(tok, "</think>");
-  popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
-  popts.tool_format = resolve_tool_call_format(ctx.options.tool_call_format, tok);
-  // Forced calls (tool_choice any or tool) are written in the syntax the parser reads.
-  if (r.constraint && r.constraint->constraint.kind == structured::ConstraintKind::kToolCalls)
-    r.constraint->constraint.tool_syntax = tool_call_format_name(popts.tool_format);
-  if (r.constraint) {  // reasoning (the template opened <think>) stays free; the calls are forced
-    r.params.grammar = compile_for_engine(ctx, *r.constraint);
-    if (popts.starts_in_reasoning) r.params.grammar_after_token = *tok->token_to_id("</think>");
-  }
+  const ChatParserOptions popts = chat_output_options(ctx, prompt_text, r.parse_tool_calls, r.constraint, r.params);
   r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
   std::vector<ChoiceSpec> specs;
   fan_out(ids, r.params, specs);
 
-  popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
   auto state = std::make_shared<MessageState>(popts, r.stream);
   auto head = std::make_shared<MessageHead>();
   head->id = random_id("msg_");

@@ -6,6 +6,7 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "server/request_json.h"
+#include "server/tool_list.h"
 
 namespace pagoda::server {
 namespace {
@@ -202,15 +203,7 @@ Json read_messages(const Json& j, ChatPromptRequest& prompt) {
 // shape the template takes, as vLLM converts them: the function's name, description and
 // parameters (null when absent), then its other fields as sent.
 Json chat_tools(const Json& tools) {
-  if (!tools.is_array()) wrong_type("tools", "an array", tools);
-  if (nesting_exceeds(tools, kMaxChatNesting))
-    throw bad_request("'tools' is nested too deeply (more than " + std::to_string(kMaxChatNesting) + " levels)",
-                      "tools");
-  Json out = Json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const Json& t = tools[i];
-    const std::string key = at("tools", i);
-    if (!t.is_object()) wrong_type(key, "an object", t);
+  return chat_function_tools(tools, [](const Json& t, const std::string& key) {
     const std::string type = required_string(t, "type", key);
     if (type != "function")
       throw bad_request("tools of type '" + type + "' are not supported; pagoda serves function tools only",
@@ -229,9 +222,8 @@ Json chat_tools(const Json& tools) {
     }
     for (const auto& [k, v] : t.items())
       if (k != "type" && k != "name" && k != "description" && k != "parameters") fn[k] = v;
-    out.push_back({{"type", "function"}, {"function", std::move(fn)}});
-  }
-  return out;
+    return fn;
+  });
 }
 
 // auto, none, required, or a named function ({"type": "function", "name": N}: the Responses form;

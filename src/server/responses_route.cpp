@@ -13,8 +13,6 @@
 namespace pagoda::server {
 namespace {
 
-bool has_token(const Tokenizer* tok, const char* text) { return tok && tok->token_to_id(text).has_value(); }
-
 // Output tokens inside <think>...</think>, for usage.output_tokens_details.reasoning_tokens: vLLM's
 // count (a depth counter over the marker tokens), starting inside when the prompt opened <think>.
 class ReasoningTokenCounter {
@@ -149,21 +147,10 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   const std::vector<int32_t> ids = encode_chat_prompt(ctx, prompt_text, "input");
   fit_prompt(ctx, ids, r.params, "input");
   const Tokenizer* tok = ctx.engine.tokenizer();
-  ChatParserOptions popts;
-  popts.reasoning = ctx.options.reasoning_parser && has_token(tok, "<think>") && has_token(tok, "</think>");
-  popts.starts_in_reasoning = popts.reasoning && prompt_opens_reasoning(prompt_text);
-  popts.tool_format = resolve_tool_call_format(ctx.options.tool_call_format, tok);
-  // Forced calls (tool_choice required or named) are written in the syntax the parser reads.
-  if (r.constraint && r.constraint->constraint.kind == structured::ConstraintKind::kToolCalls)
-    r.constraint->constraint.tool_syntax = tool_call_format_name(popts.tool_format);
-  if (r.constraint) {  // as chat's response_format: reasoning free, the answer constrained
-    r.params.grammar = compile_for_engine(ctx, *r.constraint);
-    if (popts.starts_in_reasoning) r.params.grammar_after_token = *tok->token_to_id("</think>");
-  }
+  const ChatParserOptions popts = chat_output_options(ctx, prompt_text, r.parse_tool_calls, r.constraint, r.params);
   std::vector<ChoiceSpec> specs;
   fan_out(ids, r.params, specs);
 
-  popts.tool_calls = r.parse_tool_calls && ctx.options.tool_call_parser;
   auto state = std::make_shared<ResponseState>(tok, popts, r.logprobs, r.stream);
 
   auto head = std::make_shared<ResponseHead>();

@@ -2,6 +2,7 @@
 // Each parser takes the whole answer and either finds every call in it or none (the answer is
 // then content), as vLLM's parsers of the same names do.
 #include <cctype>
+#include <random>
 
 #include "server/chat_output_parser.h"
 #include "server/json_body.h"
@@ -38,6 +39,18 @@ size_t json_end(std::string_view s) {
     }
   }
   return std::string_view::npos;
+}
+
+// Mistral's chat template refuses a call id that is not 9 letters and digits ("Tool call IDs should
+// be alphanumeric strings with length 9!"): the calls of its syntax get such ids, as vLLM's mistral
+// parser gives, so that a client can send a call back in the conversation.
+std::string mistral_call_id() {
+  static constexpr char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlnum) - 2);
+  std::string id(9, '\0');
+  for (char& c : id) c = kAlnum[pick(rng)];
+  return id;
 }
 
 bool call_from_json(const OJson& j, ParsedToolCall& out) {
@@ -307,6 +320,7 @@ bool parse_mistral_calls(std::string_view text, std::vector<ParsedToolCall>& out
   for (const OJson& c : list) {
     ParsedToolCall call;
     if (!call_from_json(c, call)) return false;
+    call.id = mistral_call_id();
     out.push_back(std::move(call));
   }
   return !out.empty();

@@ -1,6 +1,8 @@
 // The reasoning / tool-call splitter on crafted model outputs, whole and cut at every byte.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <nlohmann/json.hpp>
 
 #include "server/chat_output_parser.h"
@@ -186,6 +188,16 @@ TEST(ChatOutputParser, MistralCalls) {
   EXPECT_EQ(after.content, "Let me add. ");
   ASSERT_EQ(after.tool_calls.size(), 1u);
   EXPECT_EQ(parse_whole("[1, 2, 3] are the numbers", o).content, "[1, 2, 3] are the numbers");
+}
+
+// Mistral's template raises on a call id that is not 9 letters and digits, so the ids a client
+// sends back must be of that form.
+TEST(ChatOutputParser, MistralCallIdsAreNineLettersAndDigits) {
+  const ChatDelta d = parse_whole(R"([TOOL_CALLS][{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}])",
+                                  with_format(ToolCallFormat::kMistral));
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  for (const ParsedToolCall& c : d.tool_calls) EXPECT_TRUE(std::regex_match(c.id, std::regex("[A-Za-z0-9]{9}"))) << c.id;
+  EXPECT_NE(d.tool_calls[0].id, d.tool_calls[1].id);
 }
 
 TEST(ChatOutputParser, PythonicCalls) {
