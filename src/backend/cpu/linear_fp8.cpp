@@ -1,5 +1,6 @@
 // linear_fp8: FP8 (e4m3fn) weights with 2-D block scales, out = x · (w ⊙ scale)ᵀ with fp32 math.
-// A thread dequantizes a panel of its weight rows into fp32 — each element the byte's value times
+// Decode (a few rows of x) on AVX2 and better: the GEMV of gemv_fp8.h, widening the bytes in registers.
+// Otherwise a thread dequantizes a panel of its weight rows into fp32 — each element the byte's value times
 // its block's scale, one rounding, exactly what a dequantizing reference computes — and the fp32
 // kernel of kernels.h multiplies the panel by every row of x. Each weight byte is read from memory
 // once (a quarter of the fp32 bytes, half of bf16: decode is bandwidth-bound); the panel stays in L2.
@@ -8,6 +9,8 @@
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemv.h"
+#include "backend/cpu/gemv_fp8.h"
 #include "backend/cpu/kernels.h"
 
 namespace pagoda::cpu {
@@ -16,6 +19,9 @@ namespace {
 
 // fp32 elements of one thread's dequantized panel: 256 KiB, within a core's L2.
 constexpr int64_t kPanelFloats = 64 * 1024;
+// Rows of x up to which the GEMV streams the bytes (each pass over the weights serves four rows):
+// past it the panels' fp32 GEMM, which reuses each dequantized panel for every row, wins.
+constexpr int64_t kFp8GemvMaxTokens = 8;
 
 // dst[r, k] = fp8(w[n0 + r, k]) · scale[(n0 + r) / bn, k / bk] for r < rows.
 void dequantize_rows(const uint8_t* w, const float* scale, int64_t n0, int64_t rows, int64_t K, int64_t bn,
@@ -56,12 +62,24 @@ void linear_fp8(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor
   const int64_t ldx = x.stride0(), ldo = out.stride0();
   const auto* wp = w.ptr<const uint8_t>();
   const float* sp = scale.ptr<const float>();
+#if defined(__x86_64__)
+  // PAGODA_CPU_ISA picks the GEMV family (gemv.h): the FP8 one follows it.
+  const CpuIsa isa = gemv_kernels().isa;
+  if (T <= kFp8GemvMaxTokens && (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512 || isa == CpuIsa::Avx512Bf16)) {
+    pool.parallel_for_static(
+        N, [&](int64_t n0, int64_t n1) { gemv_fp8_avx2(xp, ldx, T, wp, K, sp, scale_cols, bn, bk, n0, n1, op_out, ldo); },
+        16, static_cast<double>((T + 1) * K));
+    return;
+  }
+#endif
   const Kernels& kern = kernels();
   const int64_t panel_rows = std::clamp<int64_t>(kPanelFloats / std::max<int64_t>(K, 1), 1, 64);
   pool.parallel_for_static(
       N,
       [&](int64_t n0, int64_t n1) {
-        std::vector<float> panel(static_cast<size_t>(std::min(panel_rows, n1 - n0) * K));
+        // Kept per thread: a fresh 256 KiB every call would fault its pages in every time.
+        thread_local std::vector<float> panel;
+        panel.resize(static_cast<size_t>(std::min(panel_rows, n1 - n0) * K));
         for (int64_t p0 = n0; p0 < n1; p0 += panel_rows) {
           const int64_t rows = std::min(panel_rows, n1 - p0);
           dequantize_rows(wp, sp, p0, rows, K, bn, bk, scale_cols, panel.data());
