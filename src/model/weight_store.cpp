@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -96,33 +98,48 @@ std::vector<float> WeightStore::host_floats(const std::string& name) const {
 }
 
 std::vector<float> WeightStore::host_rows(std::vector<WeightRows> parts, int64_t col_begin, int64_t col_end) {
-  std::vector<float> out;
-  std::vector<float> row;
-  size_t total = 0;
-  for (const WeightRows& part : parts) {
-    const int64_t rows = part.order.empty() ? (part.end < 0 ? part.shape[0] : part.end) - part.begin
-                                            : static_cast<int64_t>(part.order.size());
-    total += static_cast<size_t>(rows) * static_cast<size_t>((col_end < 0 ? product(part.shape, 1) : col_end) - col_begin);
-  }
-  out.reserve(total);
+  // Every output row's source (tensor view, row), then the conversion split over the host's cores:
+  // an 8B model's projections are ~7 billion weights.
+  struct Source {
+    Tensor src;
+    int64_t row;
+  };
+  std::vector<Source> rows;
+  int64_t width = -1;
   for (WeightRows& part : parts) {
-    const TensorView& view = find(part.name, part.shape);
-    const Tensor src = host_view(view);
+    const Tensor src = host_view(find(part.name, part.shape));
     const int64_t cols = src.shape[1], end = col_end < 0 ? cols : col_end;
     check_invariant(0 <= col_begin && col_begin < end && end <= cols, "WeightStore::host_rows: columns outside '" +
                                                                           part.name + "'");
+    check_invariant(width < 0 || width == end - col_begin, "WeightStore::host_rows: parts of different widths");
+    width = end - col_begin;
     if (part.end < 0) part.end = src.shape[0];
-    std::vector<int64_t> rows = part.order;
-    if (rows.empty())
-      for (int64_t r = part.begin; r < part.end; ++r) rows.push_back(r);
-    row.resize(static_cast<size_t>(cols));
-    for (int64_t r : rows) {
+    std::vector<int64_t> order = part.order;
+    if (order.empty())
+      for (int64_t r = part.begin; r < part.end; ++r) order.push_back(r);
+    for (int64_t r : order) {
       check_invariant(r >= 0 && r < src.shape[0], "WeightStore::host_rows: row outside '" + part.name + "'");
-      convert_float_elements(src.row(r), src.dtype, row.data(), DType::F32, row.size());
-      out.insert(out.end(), row.begin() + col_begin, row.begin() + end);
+      rows.push_back({src, r});
     }
-    loaded(src.rows(part.begin, part.begin + static_cast<int64_t>(rows.size())));
+    loaded(src.rows(0, static_cast<int64_t>(order.size())));
   }
+  std::vector<float> out(rows.size() * static_cast<size_t>(std::max<int64_t>(width, 0)));
+  auto convert = [&](size_t r0, size_t r1) {
+    std::vector<float> row;
+    for (size_t i = r0; i < r1; ++i) {
+      const Tensor& src = rows[i].src;
+      row.resize(static_cast<size_t>(src.shape[1]));
+      convert_float_elements(src.row(rows[i].row), src.dtype, row.data(), DType::F32, row.size());
+      std::copy(row.begin() + col_begin, row.begin() + col_begin + width, out.begin() + static_cast<ptrdiff_t>(i * width));
+    }
+  };
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
+  const size_t per = (rows.size() + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads && t * per < rows.size(); ++t)
+    pool.emplace_back(convert, t * per, std::min(rows.size(), (t + 1) * per));
+  convert(0, std::min(rows.size(), per));
+  for (std::thread& t : pool) t.join();
   return out;
 }
 
