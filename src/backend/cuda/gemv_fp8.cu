@@ -10,6 +10,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
@@ -141,12 +142,102 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One warp per R rows (four warps a block, no block-wide reduction): for one or two tokens, where
+// the 128-thread layout above leaves each thread two vectors of a 4096-wide row and its reduction
+// dominates (8B qkv at T = 1: 59% of the copy bandwidth).
+template <int T, int R, int U, typename OutT>
+__global__ void __launch_bounds__(kThreads)
+    gemv_fp8_warp_kernel(const bf16* __restrict__ x, int64_t ldx, const uint8_t* __restrict__ w, int64_t ldw,
+                         const float* __restrict__ scale, int sc, int bn, int bk, OutT* __restrict__ out, int64_t ldo,
+                         int n, int kv) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int row0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * R;
+  if (row0 >= n) return;
+  const uint8_t* wr[R];
+  const float* sr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = min(row0 + r, n - 1);
+    wr[r] = w + static_cast<int64_t>(row) * ldw;
+    sr[r] = scale + static_cast<int64_t>(row / bn) * sc;
+  }
+  float acc[R][T];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+  for (int v0 = lane; v0 < kv; v0 += U * 32) {
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * 32;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        wv[u][r] = v < kv ? load_stream_u8(wr[r] + static_cast<int64_t>(v) * 16) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * 32;
+      if (v >= kv) break;
+      const int sb = v * 16 / bk;
+      float xf[T][16];
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 16;
+        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp)), xf[t]);
+        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp + 8)), xf[t] + 8);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float wf[16];
+        fp8x4_to_f32(wv[u][r].x, wf);
+        fp8x4_to_f32(wv[u][r].y, wf + 4);
+        fp8x4_to_f32(wv[u][r].z, wf + 8);
+        fp8x4_to_f32(wv[u][r].w, wf + 12);
+        const float s = __ldg(sr[r] + sb);
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          float d = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 16; ++e) d = fmaf(wf[e], xf[t][e], d);
+          acc[r][t] = fmaf(d, s, acc[r][t]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      float v = acc[r][t];
+#pragma unroll
+      for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0 && row0 + r < n) store(out + t * ldo + row0 + r, v);
+    }
+}
+
+bool use_warp_kernel() {
+  static const bool on = [] {
+    const char* env = std::getenv("PAGODA_FP8_GEMV_WARP");
+    return !(env && *env && std::atoi(env) == 0);
+  }();
+  return on;
+}
+
 template <int T, typename OutT>
 void launch_t(const bf16* x, int64_t ldx, const uint8_t* w, int64_t ldw, const float* scale, int sc, int bn, int bk,
               OutT* out, int64_t ldo, int n, int kv, int num_sms, cudaStream_t stream) {
   // Four rows per block where that leaves several blocks per SM, two for the narrow matrices; four
   // vectors a thread in flight for one or two tokens, two for more (registers).
   constexpr int U = T <= 2 ? 4 : 2;
+  if constexpr (T <= 2) {
+    if (use_warp_kernel()) {
+      constexpr int R = 2, rows_per_block = kWarps * R;
+      gemv_fp8_warp_kernel<T, R, U, OutT><<<(n + rows_per_block - 1) / rows_per_block, kThreads, 0, stream>>>(
+          x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
+      return;
+    }
+  }
   if (n >= 4 * 8 * num_sms && T <= 4)
     gemv_fp8_kernel<T, 4, U, OutT><<<(n + 3) / 4, kThreads, 0, stream>>>(x, ldx, w, ldw, scale, sc, bn, bk, out, ldo, n, kv);
   else
