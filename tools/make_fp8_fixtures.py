@@ -30,12 +30,13 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_family_fixtures as fam  # noqa: E402  (its greedy loop: NEW_TOKENS = 16, as here)
 import make_fixtures as mf  # noqa: E402
 from make_fixtures import torch, transformers  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 PROMPT_LENGTHS = [1, 7, 40, 130]
-NEW_TOKENS = 16
+NEW_TOKENS = fam.NEW_TOKENS
 BLOCK = 32
 QUANTIZED = re.compile(r"\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj|in_proj_qkv|in_proj_z|"
                        r"out_proj)\.weight$")
@@ -132,22 +133,14 @@ def build(spec, out_dir):
     for idx, length in enumerate(PROMPT_LENGTHS):
         for attempt in range(mf.MAX_ATTEMPTS):
             prompt = mf.make_prompt(spec["seed"], idx, attempt, length, vocab)
-            seq, gen, first, margins = list(prompt), [], None, []
-            for step in range(NEW_TOKENS):
-                lg = mf.hf_logits(model, seq, "cpu")[-1]
-                if step == 0:
-                    first = lg.clone()
-                top = torch.topk(lg, 2)
-                margins.append(float(top.values[0] - top.values[1]))
-                gen.append(int(top.indices[0]))
-                seq.append(gen[-1])
-            if min(margins) >= mf.MIN_MARGIN:
+            gen, first, margin = fam.greedy(model, prompt)
+            if margin >= mf.MIN_MARGIN:
                 break
         else:
             raise AssertionError(f"no usable prompt of length {length}")
         cases.append({"prompt_len": length, "prompt_ids": prompt, "generated_ids": gen,
-                      "prompt_last_logits": mf.f32_list(first), "min_top2_margin": min(margins)})
-        print(f"    prompt len {length:3d}: margin {min(margins):.3f} gen {gen[:6]}")
+                      "prompt_last_logits": mf.f32_list(first), "min_top2_margin": margin})
+        print(f"    prompt len {length:3d}: margin {margin:.3f} gen {gen[:6]}")
     ref = {"model": spec["name"], "architecture": spec["arch"], "made_by": "tools/make_fp8_fixtures.py",
            "reference_dtype": "float32", "quantized_tensors": sorted(quantized),
            "reference_method": ("transformers model with each FP8 weight replaced by its dequantized value "

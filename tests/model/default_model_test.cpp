@@ -83,6 +83,17 @@ Perplexity sliding_perplexity(Backend& be, Model& model, const std::vector<int32
   return {std::exp(total / static_cast<double>(count)), count};
 }
 
+// The cheaper of the recorded windows (non-overlapping); `pagoda perplexity` defaults to stride
+// 256, whose reference is recorded too (models/README.md lists both). Null when absent.
+const nlohmann::json& window_512(const nlohmann::json& ref, const std::string& name) {
+  static const nlohmann::json absent;
+  const auto& windows = ref.at("models").at(name).at("windows");
+  auto it = std::find_if(windows.begin(), windows.end(), [](const nlohmann::json& w) {
+    return w.at("ctx") == 512 && w.at("stride") == 512;
+  });
+  return it == windows.end() ? absent : *it;
+}
+
 class DefaultModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DefaultModelTest, HeldOutPerplexityMatchesTransformers) {
@@ -100,16 +111,11 @@ TEST_P(DefaultModelTest, HeldOutPerplexityMatchesTransformers) {
 
   auto backend = make_backend("cpu");
   auto model = load_model(dir, *backend);
-  // The cheaper of the recorded windows (non-overlapping); `pagoda perplexity` defaults to stride
-  // 256, whose reference is recorded too (models/README.md lists both).
-  const auto& windows = ref.at("models").at(name).at("windows");
-  auto it = std::find_if(windows.begin(), windows.end(), [](const nlohmann::json& w) {
-    return w.at("ctx") == 512 && w.at("stride") == 512;
-  });
-  ASSERT_NE(it, windows.end());
-  const double want = it->at("perplexity").get<double>();
+  const nlohmann::json& window = window_512(ref, name);
+  ASSERT_FALSE(window.is_null());
+  const double want = window.at("perplexity").get<double>();
   const Perplexity got = sliding_perplexity(*backend, *model, ids, 512, 512);
-  EXPECT_EQ(got.scored, it->at("scored_tokens").get<int64_t>());
+  EXPECT_EQ(got.scored, window.at("scored_tokens").get<int64_t>());
   EXPECT_NEAR(got.ppl / want, 1.0, 0.01) << "pagoda " << got.ppl << ", transformers " << want;
   // A trained model, not noise: far below the vocabulary size (4096).
   EXPECT_LT(got.ppl, 100.0);
@@ -130,12 +136,9 @@ TEST_P(DefaultModelTest, Fp8WeightsKeepHeldOutPerplexityWithinTwoPercent) {
   const std::vector<OpUse> ops = model->required_ops();
   ASSERT_NE(std::find(ops.begin(), ops.end(), OpUse{Op::LinearFp8, DType::F8_E4M3}), ops.end())
       << "the projections should be FP8";
-  const auto& windows = ref.at("models").at(name).at("windows");
-  auto it = std::find_if(windows.begin(), windows.end(), [](const nlohmann::json& w) {
-    return w.at("ctx") == 512 && w.at("stride") == 512;
-  });
-  ASSERT_NE(it, windows.end());
-  const double want = it->at("perplexity").get<double>();
+  const nlohmann::json& window = window_512(ref, name);
+  ASSERT_FALSE(window.is_null());
+  const double want = window.at("perplexity").get<double>();
   const Perplexity got = sliding_perplexity(*backend, *model, ids, 512, 512);
   EXPECT_NEAR(got.ppl / want, 1.0, 0.02) << "pagoda fp8 " << got.ppl << ", transformers bf16 " << want;
 }

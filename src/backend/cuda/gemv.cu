@@ -9,30 +9,18 @@
 #include <algorithm>
 
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/gemv_util.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace pagoda::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+using gemv_util::kThreads;
+using gemv_util::kWarps;
+using gemv_util::load_stream;
+using gemv_util::store_out;
 
-__device__ __forceinline__ uint4 load_stream(const bf16* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) { gemv_util::unpack_bf16x8(u, f); }
 
 constexpr int log2_of(int v) { return v <= 1 ? 0 : 1 + log2_of(v / 2); }
 constexpr int pow2_at_least(int v) { return v <= 1 ? 1 : 2 * pow2_at_least((v + 1) / 2); }
@@ -57,13 +45,6 @@ __device__ __forceinline__ float warp_transpose_sum(float (&a)[V], int lane) {
   for (int off = 16 / V; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
-
-template <typename OutT>
-__device__ __forceinline__ void store_out(OutT* p, float v);
-template <>
-__device__ __forceinline__ void store_out<float>(float* p, float v) { *p = v; }
-template <>
-__device__ __forceinline__ void store_out<bf16>(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 // x for the fused SwiGLU: x points at the gate half of gate_up, the up half `up` elements further.
 // Each element is silu(g) rounded to bf16, times u, rounded to bf16: silu_mul_kernel's rounding, so

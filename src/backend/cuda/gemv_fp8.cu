@@ -13,21 +13,16 @@
 #include <cstdlib>
 
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/gemv_util.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace pagoda::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+using gemv_util::kThreads;
+using gemv_util::kWarps;
 
-__device__ __forceinline__ uint4 load_stream_u8(const uint8_t* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
+__device__ __forceinline__ uint4 load_stream_u8(const uint8_t* p) { return gemv_util::load_stream(p); }
 
 // Four e4m3fn bytes of `w` to fp32, exactly (e4m3 ⊂ fp16): the hardware's paired conversion to
 // fp16 on sm_89+ (one instruction for two), then fp16 → fp32.
@@ -40,21 +35,40 @@ __device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float* f) {
   f[3] = hi.y;
 }
 
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float* f) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float* f) { gemv_util::unpack_bf16x8(u, f); }
 
 template <typename OutT>
-__device__ __forceinline__ void store(OutT* p, float v);
-template <>
-__device__ __forceinline__ void store<float>(float* p, float v) { *p = v; }
-template <>
-__device__ __forceinline__ void store<bf16>(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(OutT* p, float v) { gemv_util::store_out(p, v); }
+
+// One 16-byte vector v of each of R rows (weights wv, row scales sr, its scale column sb) against
+// the T rows of x: acc[r][t] += scale · Σ_e w[r][e] · x[t][v·16 + e].
+template <int T, int R>
+__device__ __forceinline__ void fp8_vector_dot(const uint4 (&wv)[R], const bf16* __restrict__ x, int64_t ldx, int v,
+                                               const float* const (&sr)[R], int sb, float (&acc)[R][T]) {
+  float xf[T][16];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 16;
+    bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp)), xf[t]);
+    bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp + 8)), xf[t] + 8);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float wf[16];
+    fp8x4_to_f32(wv[r].x, wf);
+    fp8x4_to_f32(wv[r].y, wf + 4);
+    fp8x4_to_f32(wv[r].z, wf + 8);
+    fp8x4_to_f32(wv[r].w, wf + 12);
+    const float s = __ldg(sr[r] + sb);
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      float d = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 16; ++e) d = fmaf(wf[e], xf[t][e], d);
+      acc[r][t] = fmaf(d, s, acc[r][t]);
+    }
+  }
+}
 
 // kv = K / 16 vectors per row; sc = scale columns; a vector v of row n has scale
 // scale[(n / bn) * sc + v * 16 / bk]. U vectors per thread and row are loaded before any is used,
@@ -93,30 +107,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < U; ++u) {
       const int v = v0 + u * kThreads;
       if (v >= kv) break;
-      const int sb = v * 16 / bk;
-      float xf[T][16];
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 16;
-        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp)), xf[t]);
-        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp + 8)), xf[t] + 8);
-      }
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float wf[16];
-        fp8x4_to_f32(wv[u][r].x, wf);
-        fp8x4_to_f32(wv[u][r].y, wf + 4);
-        fp8x4_to_f32(wv[u][r].z, wf + 8);
-        fp8x4_to_f32(wv[u][r].w, wf + 12);
-        const float s = __ldg(sr[r] + sb);
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-          float d = 0.0f;
-#pragma unroll
-          for (int e = 0; e < 16; ++e) d = fmaf(wf[e], xf[t][e], d);
-          acc[r][t] = fmaf(d, s, acc[r][t]);
-        }
-      }
+      fp8_vector_dot<T, R>(wv[u], x, ldx, v, sr, v * 16 / bk, acc);
     }
   }
 
@@ -179,30 +170,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < U; ++u) {
       const int v = v0 + u * 32;
       if (v >= kv) break;
-      const int sb = v * 16 / bk;
-      float xf[T][16];
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        const bf16* xp = x + t * ldx + static_cast<int64_t>(v) * 16;
-        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp)), xf[t]);
-        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(xp + 8)), xf[t] + 8);
-      }
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float wf[16];
-        fp8x4_to_f32(wv[u][r].x, wf);
-        fp8x4_to_f32(wv[u][r].y, wf + 4);
-        fp8x4_to_f32(wv[u][r].z, wf + 8);
-        fp8x4_to_f32(wv[u][r].w, wf + 12);
-        const float s = __ldg(sr[r] + sb);
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-          float d = 0.0f;
-#pragma unroll
-          for (int e = 0; e < 16; ++e) d = fmaf(wf[e], xf[t][e], d);
-          acc[r][t] = fmaf(d, s, acc[r][t]);
-        }
-      }
+      fp8_vector_dot<T, R>(wv[u], x, ldx, v, sr, v * 16 / bk, acc);
     }
   }
 #pragma unroll
