@@ -108,7 +108,7 @@ void parse_tensor(const std::string& name, const json& entry, const uint8_t* dat
   check(dtype.is_string(), tw + ": dtype is not a string");
   const std::string dtype_str = dtype.get<std::string>();
   check(parse_safetensors_dtype(dtype_str, &view->dtype),
-        tw + " has dtype " + dtype_str + "; pagoda loads BF16, F16 and F32");
+        tw + " has dtype " + dtype_str + "; pagoda loads BF16, F16 and F32 (and F8_E4M3 / I32 for quantized weights)");
   check(shape.is_array(), tw + ": shape is not an array");
   // Every running product must fit int64, so TensorView::numel() cannot overflow either.
   int64_t numel = 1;

@@ -77,6 +77,24 @@ TEST(Safetensors, ReadsBackF32Bf16F16ValuesAndMetadata) {
   EXPECT_EQ(file->path(), dir.file("t.safetensors"));
 }
 
+// Quantized checkpoints: e4m3fn weights (one byte each) and int32 packed words, read as stored.
+TEST(Safetensors, ReadsF8E4m3AndI32TensorsAsStored) {
+  const std::vector<uint8_t> fp8 = {0x38, 0xb8, 0x7e, 0x01, 0x00, 0x80, 0x40, 0xc0};  // 1 -1 448 2^-9 0 -0 2 -2
+  const std::vector<int32_t> words = {7, -1, 1 << 30};
+  TempDir dir;
+  auto file = open_image(dir, build({{"q", "F8_E4M3", {2, 4}, bytes_of(fp8)}, {"p", "I32", {3}, bytes_of(words)}}));
+  ASSERT_EQ(file->tensors().size(), 2u);
+  const TensorView& q = file->tensors()[0];
+  EXPECT_EQ(q.dtype, DType::F8_E4M3);
+  EXPECT_EQ(q.nbytes, 8u);
+  EXPECT_EQ(fp8_e4m3_to_f32(q.data[2]), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(q.data[1]), -1.0f);
+  const TensorView& p = file->tensors()[1];
+  EXPECT_EQ(p.dtype, DType::I32);
+  EXPECT_EQ(p.nbytes, 12u);
+  EXPECT_EQ(reinterpret_cast<const int32_t*>(p.data)[2], 1 << 30);
+}
+
 TEST(Safetensors, AcceptsScalarsEmptyTensorsAndNoTensors) {
   TempDir dir;
   auto file = open_image(dir, build({{"s", "F32", {}, bytes_of(std::vector<float>{4.0f})},
@@ -175,11 +193,12 @@ TEST(Safetensors, RejectsBadShapes) {
 }
 
 TEST(Safetensors, RejectsUnsupportedDtypesNamingTensorAndDtype) {
-  for (const char* dtype : {"I64", "I8", "U8", "BOOL", "F8_E4M3", "F64", "I32"}) {
+  for (const char* dtype : {"I64", "I8", "U8", "BOOL", "F8_E5M2", "F64"}) {
     const std::string msg =
         open_error(image(one_tensor(dtype, "[1]", "[0, 8]"), std::string(8, '\0')));
     EXPECT_TRUE(contains(msg, std::string("tensor 'w' has dtype ") + dtype +
-                               "; pagoda loads BF16, F16 and F32"));
+                               "; pagoda loads BF16, F16 and F32 (and F8_E4M3 / I32 for quantized weights)"))
+        << msg;
   }
   EXPECT_TRUE(contains(open_error(image(R"({"w":{"dtype":7,"shape":[],"data_offsets":[0,4]}})",
                                std::string(4, 0))),

@@ -51,6 +51,9 @@ class CudaBackend final : public Backend {
   // Any scaling: the inverse frequencies are rope_inv_freq's, passed to the kernel by value.
   void rope(Tensor& x, const Tensor& positions, const RopeParams& rope) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  // Beyond backend.h's contract: with per-channel scales and more than two tokens, x is quantized
+  // per token to e4m3 for the FP8 tensor cores (W8A8, as vLLM runs FP8 checkpoints), so the answer
+  // differs from the dequantized product by that rounding of x (docs/quantization.md).
   void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
                   Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
