@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
@@ -402,3 +403,80 @@ TEST(CliGenerate, HelpAndRunShowTheSamplingDefaultsUsed) {
 }
 
 }  // namespace
+
+namespace {
+
+// The FP8 fixture's header (JSON text) and where it starts: damage is done in place, keeping the
+// header's length, so the file stays a well-formed safetensors file.
+struct Fp8Header {
+  std::string path, text;
+};
+
+Fp8Header fp8_header(const std::string& dir) {
+  Fp8Header h{dir + "/model.safetensors", {}};
+  std::ifstream in(h.path, std::ios::binary);
+  uint64_t len = 0;
+  in.read(reinterpret_cast<char*>(&len), 8);
+  h.text.resize(len);
+  in.read(h.text.data(), static_cast<std::streamsize>(len));
+  return h;
+}
+
+void write_header(const Fp8Header& h) {
+  std::fstream f(h.path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(8);
+  f.write(h.text.data(), static_cast<std::streamsize>(h.text.size()));
+}
+
+CommandResult generate_one(const std::string& dir) {
+  return pagoda("generate " + dir + " --temperature 0 --max-tokens 2 --max-model-len 64 --prompt-token-ids 5 6 7");
+}
+
+}  // namespace
+
+// Issue 31: an FP8 checkpoint whose scales are missing, misshaped or not finite stops the load with
+// exit code 1 and a message naming the tensor (never a crash or a silently wrong model).
+TEST(CliFp8, BadScalesExitOneNamingTheTensor) {
+  const std::string scale = "model.layers.0.mlp.down_proj.weight_scale_inv";
+  {
+    SCOPED_TRACE("missing");
+    const std::string dir = damaged_copy("qwen3-tiny-fp8-block");
+    Fp8Header h = fp8_header(dir);
+    const size_t at = h.text.find("\"" + scale + "\"");
+    ASSERT_NE(at, std::string::npos);
+    h.text.replace(at + 1 + scale.size() - 9, 9, "scale_xxx");  // _scale_inv → _scale_xxx: gone
+    write_header(h);
+    const CommandResult r = generate_one(dir);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("'model.layers.0.mlp.down_proj.weight' has no scale tensor"), std::string::npos) << r.out;
+  }
+  {
+    SCOPED_TRACE("misshaped");
+    const std::string dir = damaged_copy("qwen3-tiny-fp8-block");
+    Fp8Header h = fp8_header(dir);
+    const nlohmann::json j = nlohmann::json::parse(h.text);
+    ASSERT_EQ(j.at(scale).at("shape"), nlohmann::json::array({2, 4}));
+    const size_t at = h.text.find("[2,4]", h.text.find("\"" + scale + "\""));
+    ASSERT_NE(at, std::string::npos);
+    h.text.replace(at, 5, "[4,2]");  // the same 8 scales, in the wrong grid
+    write_header(h);
+    const CommandResult r = generate_one(dir);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("'" + scale + "' has shape [4, 2]"), std::string::npos) << r.out;
+  }
+  {
+    SCOPED_TRACE("not finite");
+    const std::string dir = damaged_copy("qwen3-tiny-fp8-block");
+    const Fp8Header h = fp8_header(dir);
+    const nlohmann::json j = nlohmann::json::parse(h.text);
+    const uint64_t begin = j.at(scale).at("data_offsets").at(0).get<uint64_t>();
+    std::fstream f(h.path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(8 + h.text.size() + begin + 4));  // the second scale
+    const float inf = INFINITY;
+    f.write(reinterpret_cast<const char*>(&inf), 4);
+    f.close();
+    const CommandResult r = generate_one(dir);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("'" + scale + "' holds a non-finite value"), std::string::npos) << r.out;
+  }
+}
