@@ -43,8 +43,9 @@ DType parse_activation_dtype(const std::string& dtype, const std::string& device
 
 DType parse_kv_cache_dtype(const std::string& s, DType model_dtype) {
   if (s == "auto") return model_dtype;
+  if (s == "fp8" || s == "fp8_e4m3") return DType::F8_E4M3;  // vLLM's names; scale 1 (uncalibrated)
   if (const std::optional<DType> named = named_dtype(s)) return *named;
-  throw Error("--kv-cache-dtype '" + s + "' is not supported; choose auto, bf16, fp16 or fp32");
+  throw Error("--kv-cache-dtype '" + s + "' is not supported; choose auto, bf16, fp16, fp32 or fp8 (fp8_e4m3)");
 }
 
 ServingDtypes choose_dtypes(const std::string& device, const std::string& dtype_flag,
@@ -55,6 +56,9 @@ ServingDtypes choose_dtypes(const std::string& device, const std::string& dtype_
   if (dtype_flag != "auto") d.model = d.activation;
   else d.model = device == "cpu" ? checkpoint : d.activation;
   d.kv_cache = parse_kv_cache_dtype(kv_cache_dtype_flag, d.model);
+  if (d.kv_cache == DType::F8_E4M3 && device != "cpu")
+    throw Error("--kv-cache-dtype " + kv_cache_dtype_flag + ": the FP8 KV cache is implemented on the CPU backend only "
+                "so far; on " + device + " use auto, bf16 or fp16");
   return d;
 }
 

@@ -246,6 +246,7 @@ std::map<std::string, std::vector<float>> run_case(Backend& be, const OpCase& c,
           case DType::F32: std::memcpy(&f, p, 4); break;
           case DType::BF16: std::memcpy(&b16, p, 2); f = bf16_to_f32(b16); break;
           case DType::F16: std::memcpy(&b16, p, 2); f = f16_to_f32(b16); break;
+          case DType::F8_E4M3: f = fp8_e4m3_to_f32(*p); break;
           case DType::I32: std::memcpy(&i32, p, 4); f = static_cast<float>(i32); break;
           default: break;
         }

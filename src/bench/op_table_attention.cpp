@@ -24,6 +24,16 @@ struct KvDtype {
   std::string name() const { return is_act ? "act" : dtype_name(dtype); }
 };
 
+// The FP8 KV cache (--kv-cache-dtype fp8) is the CPU backend's only for now.
+void cpu_only_for_fp8(OpCase& c, DType kv) {
+  if (kv != DType::F8_E4M3) return;
+  auto base = c.unsupported;
+  c.unsupported = [base](Backend& be) {
+    if (be.device() != Device::CPU) return std::string("the FP8 KV cache runs on the CPU backend only");
+    return base ? base(be) : std::string();
+  };
+}
+
 HostMeta meta_for(const std::vector<Seq>& seqs, int32_t bs, uint32_t seed, int32_t* num_blocks) {
   std::vector<int32_t> ctx, q;
   for (const Seq& s : seqs) {
@@ -182,6 +192,20 @@ void add_paged_attention(std::vector<OpCase>& out) {
       a.seed += 100;
       out.push_back(attention_case(a));
     }
+  // The FP8 KV cache: e4m3 keys and values read as stored (their values are exact in the formula).
+  for (int d : {64, 128}) {
+    AttnSpec a;
+    a.d = d;
+    a.hq = 16;
+    a.hkv = 8;
+    a.kv = KvDtype{DType::F8_E4M3, false};
+    a.bs = 16;
+    a.seqs = mixed_batch(rng, a.bs);
+    a.seed = 900u + static_cast<uint32_t>(d);
+    OpCase c = attention_case(a);
+    cpu_only_for_fp8(c, DType::F8_E4M3);
+    out.push_back(std::move(c));
+  }
   // Head dims the kernels pad to their next instance, and odd ones (fp32 activations only on cuda).
   for (int d : {5, 8, 16, 24, 40, 56, 72, 96, 100, 136, 200})
     for (KvDtype kv : {act, bf16}) {
@@ -440,11 +464,12 @@ void add_rope(std::vector<OpCase>& out) {
 }
 
 void add_reshape_and_cache(std::vector<OpCase>& out) {
-  const KvDtype as_act{}, bf16{DType::BF16, false}, f16{DType::F16, false};
+  const KvDtype as_act{}, bf16{DType::BF16, false}, f16{DType::F16, false}, fp8{DType::F8_E4M3, false};
   struct Spec { int hkv, d, bs; KvDtype kv; std::vector<Seq> seqs; };
   const Spec specs[] = {{2, 64, 16, as_act, {{1, 30}, {9, 9}, {1, 16}}},
                         {1, 8, 8, f16, {{5, 12}, {1, 1}}},
-                        {4, 128, 32, bf16, {{2, 70}, {1, 33}, {20, 20}}}};
+                        {4, 128, 32, bf16, {{2, 70}, {1, 33}, {20, 20}}},
+                        {2, 64, 16, fp8, {{3, 20}, {1, 17}}}};
   uint32_t seed = 3000;
   for (const Spec& s : specs) {
     OpCase c;
@@ -472,7 +497,9 @@ void add_reshape_and_cache(std::vector<OpCase>& out) {
       be.reshape_and_cache(d.t("k"), d.t("v"), d.t("slot_mapping"), d.t("k_cache"), d.t("v_cache"));
     };
     c.outputs = {"k_cache", "v_cache"};
-    c.tol = tol_by_act({0, 0}, {0, 8e-3});
+    // fp8: one rounding to e4m3 (half an ulp is 2^-4 relative) from bf16 activations.
+    c.tol = s.kv.dtype == DType::F8_E4M3 ? tol_by_act({0, 0}, {0, 6.5e-2}) : tol_by_act({0, 0}, {0, 8e-3});
+    cpu_only_for_fp8(c, s.kv.dtype);
     out.push_back(std::move(c));
   }
 }

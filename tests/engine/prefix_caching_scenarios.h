@@ -41,6 +41,7 @@ struct Knobs {
   std::string device = "cpu";
   std::string dtype = "auto";  // float32 on the GPU: on/off must match token for token
   int32_t workers = 1;         // EngineConfig::replicated_workers (the executor's test double)
+  std::string kv_cache_dtype = "auto";
 };
 
 struct RunOutput {
@@ -60,6 +61,7 @@ inline RunOutput run(const std::string& model, const std::vector<Request>& reque
   config.prefix_cache_hash_bits = k.hash_bits;
   config.state_snapshot_memory_fraction = k.snapshot_fraction;
   config.replicated_workers = k.workers;
+  config.kv_cache_dtype = k.kv_cache_dtype;
   Engine engine(fixture_model_dir(model), config);
   RunOutput out;
   out.results.resize(requests.size());

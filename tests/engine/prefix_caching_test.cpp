@@ -48,6 +48,34 @@ TEST_P(PrefixCachingTest, AllAtOnceWithChunksPreemptionAndEvictionGivesTheSameTo
   EXPECT_GT(with.hits, 0);
 }
 
+// The FP8 KV cache (--kv-cache-dtype fp8): a hit reads back the e4m3 values the miss wrote, so
+// cached and uncached runs agree token for token through chunks, preemption and eviction too.
+TEST_P(PrefixCachingTest, Fp8KvCacheGivesTheSameTokensWithAndWithoutTheCache) {
+  const std::vector<Request> reqs = shared_prefix_requests();
+  Knobs k;
+  k.together = true;
+  k.max_model_len = 200;
+  k.num_blocks = 16;
+  k.snapshot_fraction = 0.5;
+  k.max_tokens = 12;
+  k.kv_cache_dtype = "fp8";
+  Knobs off = k;
+  off.caching = false;
+  const RunOutput without = run(GetParam(), reqs, off);
+  const RunOutput with = run(GetParam(), reqs, k);
+  expect_same(with, without);
+  EXPECT_GT(with.preemptions, 0) << "the pool should force preemption";
+  EXPECT_GT(with.hits, 0);
+  // And the cache did hold e4m3: the tokens differ from the fp32 cache's somewhere.
+  Knobs fp32 = off;
+  fp32.kv_cache_dtype = "auto";
+  const RunOutput exact = run(GetParam(), reqs, fp32);
+  bool differs = false;
+  for (size_t i = 0; i < exact.results.size() && !differs; ++i)
+    differs = exact.results[i].tokens != without.results[i].tokens;
+  EXPECT_TRUE(differs) << "fp8 and fp32 caches gave identical tokens everywhere: is the fp8 cache used?";
+}
+
 TEST_P(PrefixCachingTest, HashCollisionsStillGiveTheRightTokens) {
   // Two hash bits: nearly every lookup finds candidates that are not the prefix; only the token
   // (and parent) comparison stands between them and a wrong hit.

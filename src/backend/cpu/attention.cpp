@@ -218,7 +218,7 @@ AttnShape check_attention_args(const Tensor& q, const Tensor& k_cache, const Ten
   require_dtype(q, DType::F32, op, "q");
   require_dtype(out, DType::F32, op, "out");
   for (const Tensor* c : {&k_cache, &v_cache})
-    require(is_float_dtype(c->dtype) && c->ndim == 4 && c->is_contiguous(), op,
+    require(is_kv_cache_dtype(c->dtype) && c->ndim == 4 && c->is_contiguous(), op,
             "caches must be contiguous float [num_blocks, block_size, Hkv, head_dim]");
   AttnShape a{};
   a.num_blocks = k_cache.size(0);

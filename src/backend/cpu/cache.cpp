@@ -21,7 +21,7 @@ void write_rows(const Tensor& src, const int32_t* slots, Tensor& cache, int64_t 
 
 void check_cache(const char* op, const Tensor& x, const Tensor& cache, const char* name) {
   require_dtype(x, DType::F32, op, name);
-  require(is_float_dtype(cache.dtype) && cache.ndim == 4 && cache.is_contiguous(), op,
+  require(is_kv_cache_dtype(cache.dtype) && cache.ndim == 4 && cache.is_contiguous(), op,
           "caches must be contiguous [num_blocks, block_size, heads, head_dim] of a float type");
   require(cache.size(2) * cache.size(3) == x.row_numel(), op,
           "new rows and the cache disagree on heads * head_dim");

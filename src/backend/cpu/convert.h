@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -24,6 +25,17 @@ inline float half_to_float(uint16_t h) {
   return f;
 }
 
+// e4m3fn → fp32 for every byte, made once: a table read, where the bit-pattern conversion would
+// form an fp32 denormal (a microcode assist) for e4m3's subnormals.
+inline const float* fp8_e4m3_table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = fp8_e4m3_to_f32(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table.data();
+}
+
 inline float load_scalar(const void* p, DType t, int64_t i) {
   switch (t) {
     case DType::F32:
@@ -32,6 +44,8 @@ inline float load_scalar(const void* p, DType t, int64_t i) {
       return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
     case DType::F16:
       return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::F8_E4M3:
+      return fp8_e4m3_table()[static_cast<const uint8_t*>(p)[i]];
     default:
       return 0.0f;
   }
@@ -56,6 +70,12 @@ inline void load_row(const void* src, DType t, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(s[i]);
       return;
     }
+    case DType::F8_E4M3: {  // the FP8 KV cache (its scale is 1, as vLLM's uncalibrated one)
+      const auto* s = static_cast<const uint8_t*>(src);
+      const float* table = fp8_e4m3_table();
+      for (int64_t i = 0; i < n; ++i) dst[i] = table[s[i]];
+      return;
+    }
     default:
       return;
   }
@@ -77,6 +97,11 @@ inline void store_row(const float* src, DType t, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
       return;
     }
+    case DType::F8_E4M3: {  // saturating at ±448
+      auto* d = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_fp8_e4m3(src[i]);
+      return;
+    }
     default:
       return;
   }
@@ -92,5 +117,8 @@ inline const float* as_f32(const void* src, DType t, float* scratch, int64_t n) 
 inline bool is_float_dtype(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16;
 }
+
+// The dtypes a KV cache may hold on the CPU: the float ones and FP8 (--kv-cache-dtype fp8).
+inline bool is_kv_cache_dtype(DType t) { return is_float_dtype(t) || t == DType::F8_E4M3; }
 
 }  // namespace pagoda::cpu
