@@ -436,6 +436,16 @@ CommandResult generate_one(const std::string& dir) {
 
 // Issue 31: an FP8 checkpoint whose scales are missing, misshaped or not finite stops the load with
 // exit code 1 and a message naming the tensor (never a crash or a silently wrong model).
+TEST(CliFp8, InfoNamesTheFormatAndItsScales) {
+  const CommandResult r = pagoda("info " + fixture("qwen3-tiny-fp8-block"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("quantization       fp8 e4m3 weights, 32x32 block scales (fp8 checkpoint)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("F8_E4M3 67584"), std::string::npos) << r.out;  // the FP8 parameters, one byte each
+  // Every line of the device list ends: a failed CUDA probe must not run into the Vulkan line.
+  EXPECT_EQ(r.out.find("versionvulkan"), std::string::npos) << r.out;
+}
+
 TEST(CliFp8, BadScalesExitOneNamingTheTensor) {
   const std::string scale = "model.layers.0.mlp.down_proj.weight_scale_inv";
   {

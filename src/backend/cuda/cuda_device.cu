@@ -9,7 +9,7 @@ namespace pagoda::cuda {
 std::string describe_devices() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) return std::string("no CUDA device usable: ") + cudaGetErrorString(err);
+  if (err != cudaSuccess) return std::string("no CUDA device usable: ") + cudaGetErrorString(err) + "\n";
   std::ostringstream os;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
