@@ -428,6 +428,8 @@ void write_header(const Fp8Header& h) {
   f.write(h.text.data(), static_cast<std::streamsize>(h.text.size()));
 }
 
+CommandResult info_of(const std::string& dir) { return pagoda("info " + dir); }
+
 CommandResult generate_one(const std::string& dir) {
   return pagoda("generate " + dir + " --temperature 0 --max-tokens 2 --max-model-len 64 --prompt-token-ids 5 6 7");
 }
@@ -437,7 +439,7 @@ CommandResult generate_one(const std::string& dir) {
 // Issue 31: an FP8 checkpoint whose scales are missing, misshaped or not finite stops the load with
 // exit code 1 and a message naming the tensor (never a crash or a silently wrong model).
 TEST(CliFp8, InfoNamesTheFormatAndItsScales) {
-  const CommandResult r = pagoda("info " + fixture("qwen3-tiny-fp8-block"));
+  const CommandResult r = info_of(fixture("qwen3-tiny-fp8-block"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("quantization       fp8 e4m3 weights, 32x32 block scales (fp8 checkpoint)"), std::string::npos)
       << r.out;
