@@ -181,19 +181,27 @@ class RegexParser {
     return v;
   }
 
-  // After a backslash: a class (\d \w \s and negations) or one character.
-  Ranges escape() {
+  // After a backslash: a class (\d \w \s and negations) or one character. Whitespace differs
+  // between the validators outputs meet: JSON Schema's regexes are ECMA-262's (\s: Unicode spaces,
+  // line terminators and U+FEFF), Python's re adds U+001C-001F and U+0085 and leaves out U+FEFF. So
+  // \s writes only what both call whitespace and \S only what neither does; inside a negated class
+  // (`widest`, complemented afterwards) \s stands for what either calls whitespace.
+  Ranges escape(bool widest = false) {
     if (pos_ >= s_.size()) fail("trailing backslash");
     const char e = s_[pos_++];
     const Ranges digit = {{'0', '9'}}, word = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}},
-                 space = {{'\t', '\r'}, {' ', ' '}};
+                 space_both = {{'\t', '\r'}, {' ', ' '}, {0xa0, 0xa0}, {0x1680, 0x1680}, {0x2000, 0x200a},
+                               {0x2028, 0x2029}, {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000}},
+                 space_either = {{'\t', '\r'}, {0x1c, ' '}, {0x85, 0x85}, {0xa0, 0xa0}, {0x1680, 0x1680},
+                                 {0x2000, 0x200a}, {0x2028, 0x2029}, {0x202f, 0x202f}, {0x205f, 0x205f},
+                                 {0x3000, 0x3000}, {0xfeff, 0xfeff}};
     switch (e) {
       case 'd': return digit;
       case 'D': return complement(digit);
       case 'w': return word;
       case 'W': return complement(word);
-      case 's': return space;
-      case 'S': return complement(space);
+      case 's': return widest ? space_either : space_both;
+      case 'S': return complement(widest ? space_both : space_either);
       case 'n': return {{'\n', '\n'}};
       case 'r': return {{'\r', '\r'}};
       case 't': return {{'\t', '\t'}};
@@ -286,7 +294,7 @@ class RegexParser {
       Ranges item;
       if (s_[pos_] == '\\') {
         ++pos_;
-        item = escape();
+        item = escape(negated);
       } else if (s_[pos_] == '[' && pos_ + 1 < s_.size() && s_[pos_ + 1] == ':') {
         fail("POSIX classes like [:alpha:] are not supported");
       } else {

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "structured/compile.h"
 #include "structured/gbnf.h"
+#include "structured/regex_to_gbnf.h"
 #include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
 #include "validation_cases.h"
@@ -40,6 +41,23 @@ bool accepts(const std::string& gbnf, const std::string& text) {
   for (unsigned char c : text)
     if (!m.accept(c)) return false;
   return m.accept(256);
+}
+
+// \s and \S as both ECMA-262 (JSON Schema's regexes) and Python's re (jsonschema's validator) read
+// them: \s writes only what both call whitespace, \S and [^\s] only what neither does.
+TEST(RegexWhitespace, WritesOnlyWhatEveryValidatorAgreesOn) {
+  const std::string nbsp = "\xC2\xA0", nel = "\xC2\x85", bom = "\xEF\xBB\xBF", fs = "\x1C";
+  auto grammar = [](const char* regex) { return "root ::= " + regex_to_gbnf(regex) + "\n"; };
+  const std::string space = grammar("\\s"), not_space = grammar("\\S"), klass = grammar("[^@\\s]");
+  EXPECT_TRUE(accepts(space, " "));
+  EXPECT_TRUE(accepts(space, nbsp));  // both
+  EXPECT_FALSE(accepts(space, nel));  // Python only
+  EXPECT_FALSE(accepts(space, bom));  // ECMA-262 only
+  for (const std::string* g : {&not_space, &klass}) {
+    EXPECT_TRUE(accepts(*g, "a"));
+    for (const std::string& ws : {std::string(" "), nbsp, nel, bom, fs}) EXPECT_FALSE(accepts(*g, ws)) << *g;
+  }
+  EXPECT_FALSE(accepts(klass, "@"));
 }
 
 TEST(GrammarGbnf, MatchesExactlyTheLanguage) {
