@@ -123,8 +123,9 @@ TEST_P(DefaultModelTest, HeldOutPerplexityMatchesTransformers) {
 
 // FP8 weights (--quantization fp8: every projection's matrix quantized at load with per-channel
 // scales) on real text: the held-out perplexity stays within 2% of transformers' bf16 reference.
-TEST_P(DefaultModelTest, Fp8WeightsKeepHeldOutPerplexityWithinTwoPercent) {
-  const std::string name = GetParam();
+// On the default model only (minutes under the sanitizers; the projection code is the same for both).
+TEST(DefaultModelFp8, WeightsKeepHeldOutPerplexityWithinTwoPercent) {
+  const std::string name = "qwen3_5-kjv";
   const nlohmann::json ref = read_json(kSource + "/tests/fixtures/heldout_reference.json");
   const std::string dir = kSource + "/models/" + name;
   const auto tok = Tokenizer::load_dir(dir);
@@ -144,9 +145,9 @@ TEST_P(DefaultModelTest, Fp8WeightsKeepHeldOutPerplexityWithinTwoPercent) {
 }
 
 // The FP8 KV cache (--kv-cache-dtype fp8: keys and values stored as e4m3, scale 1) on real text:
-// the held-out perplexity stays within 2% of transformers' bf16 reference.
-TEST_P(DefaultModelTest, Fp8KvCacheKeepsHeldOutPerplexityWithinTwoPercent) {
-  const std::string name = GetParam();
+// the held-out perplexity stays within 2% of transformers' bf16 reference (default model only).
+TEST(DefaultModelFp8, KvCacheKeepsHeldOutPerplexityWithinTwoPercent) {
+  const std::string name = "qwen3_5-kjv";
   const nlohmann::json ref = read_json(kSource + "/tests/fixtures/heldout_reference.json");
   const std::string dir = kSource + "/models/" + name;
   const auto tok = Tokenizer::load_dir(dir);
