@@ -94,6 +94,11 @@ const nlohmann::json& window_512(const nlohmann::json& ref, const std::string& n
   return it == windows.end() ? absent : *it;
 }
 
+// The held-out text as the model in `dir` tokenizes it.
+std::vector<int32_t> heldout_ids(const std::string& dir, const nlohmann::json& ref) {
+  return Tokenizer::load_dir(dir)->encode(read_text(kSource + "/" + ref.at("text").get<std::string>()));
+}
+
 class DefaultModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DefaultModelTest, HeldOutPerplexityMatchesTransformers) {
@@ -128,8 +133,7 @@ TEST(DefaultModelFp8, WeightsKeepHeldOutPerplexityWithinTwoPercent) {
   const std::string name = "qwen3_5-kjv";
   const nlohmann::json ref = read_json(kSource + "/tests/fixtures/heldout_reference.json");
   const std::string dir = kSource + "/models/" + name;
-  const auto tok = Tokenizer::load_dir(dir);
-  const std::vector<int32_t> ids = tok->encode(read_text(kSource + "/" + ref.at("text").get<std::string>()));
+  const std::vector<int32_t> ids = heldout_ids(dir, ref);
   ModelConfig cfg = load_model_config(dir);
   apply_quantization_flag("fp8", cfg.quantization);
   auto backend = make_backend("cpu");
@@ -150,8 +154,7 @@ TEST(DefaultModelFp8, KvCacheKeepsHeldOutPerplexityWithinTwoPercent) {
   const std::string name = "qwen3_5-kjv";
   const nlohmann::json ref = read_json(kSource + "/tests/fixtures/heldout_reference.json");
   const std::string dir = kSource + "/models/" + name;
-  const auto tok = Tokenizer::load_dir(dir);
-  const std::vector<int32_t> ids = tok->encode(read_text(kSource + "/" + ref.at("text").get<std::string>()));
+  const std::vector<int32_t> ids = heldout_ids(dir, ref);
   auto backend = make_backend("cpu");
   auto model = load_model(dir, *backend);
   const nlohmann::json& window = window_512(ref, name);
