@@ -308,13 +308,22 @@ TEST(VllmFieldsTemplate, DocumentsReachTheChatTemplate) {
 
 // --scheduling-policy priority with one sequence at a time: of two requests waiting behind a long
 // one, the lower priority value goes first though it came second; under equal priorities the
-// first-come one does (the control, so the test can fail).
-// The default model: its 1,000-token blocker runs for about a second, well past both arrivals.
+// first-come one does (the control, so the test can fail). Each arrival waits until the server's
+// gauges show it queued, so the order does not hang on how fast this machine decodes; the
+// blocker's 2,000 tokens outlast those few polls by far.
 TEST(VllmFieldsPriority, LowerPriorityValueIsServedFirst) {
   const DefaultModelDir dir;
   ASSERT_FALSE(dir.path.empty());
   ServerProcess s;
   ASSERT_TRUE(s.start(dir.path, {"--max-num-seqs", "1", "--scheduling-policy", "priority"})) << s.log();
+  auto wait_for = [&](const std::string& series, double value) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (s.metric(series) != value) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  };
   auto order = [&](int first_priority, int second_priority) {
     std::mutex mu;
     std::vector<std::string> done;
@@ -325,11 +334,16 @@ TEST(VllmFieldsPriority, LowerPriorityValueIsServedFirst) {
       std::lock_guard lock(mu);
       done.push_back(name);
     };
-    std::thread blocker(send, "blocker", 0, 1000);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::thread blocker(send, "blocker", 0, 2000);
+    EXPECT_TRUE(wait_for("pagoda:num_requests_running", 1));
     std::thread first(send, "first", first_priority, 4);
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_TRUE(wait_for("pagoda:num_requests_waiting", 1));
     std::thread second(send, "second", second_priority, 4);
+    EXPECT_TRUE(wait_for("pagoda:num_requests_waiting", 2));
+    {
+      std::lock_guard lock(mu);
+      EXPECT_TRUE(done.empty()) << "the blocker ended before both others were queued: nothing was decided by priority";
+    }
     blocker.join();
     first.join();
     second.join();
