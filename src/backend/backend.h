@@ -75,6 +75,7 @@ std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
   X(PagedAttention, paged_attention)            \
   X(Linear, linear)                             \
   X(LinearFp8, linear_fp8)                      \
+  X(LinearInt4, linear_int4)                    \
   X(SiluMul, silu_mul)                          \
   X(GeluTanhMul, gelu_tanh_mul)                 \
   X(Add, add)                                   \
@@ -212,6 +213,14 @@ class Backend {
   // the rounding of the activation dtype. supports(LinearFp8, F8_E4M3) says whether it runs.
   virtual void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
                           Tensor& out) = 0;
+  // 4-bit integer weights in groups of `group` input columns (AWQ, GPTQ, compressed-tensors W4A16,
+  // repacked at load into this one form): out[t, n] = Σ_k x[t, k] · (q[n, k] − z[n, g]) · scale[n, g],
+  // g = k / group; q[n, k] is nibble k % 8 (lowest first) of w[n, k / 8], w I32 [N, K / 8]; z[n, g]
+  // nibble g % 8 of zeros[n, g / 8], zeros I32 [N, ceil(G / 8)]; scale F32 [N, G], G = K / group.
+  // K a multiple of group, group of 8. fp32 accumulation: the answer of dequantizing w exactly in
+  // fp32 and multiplying, up to the rounding of the activation dtype. supports(LinearInt4, I32).
+  virtual void linear_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros, int64_t group,
+                           Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]   (gate and up fused in one [T, 2I] input)
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
   // out[T, I] = gelu_tanh(gate_up[:, :I]) * gate_up[:, I:], gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·

@@ -18,6 +18,7 @@ namespace {
 DType probe_dtype(Op op, DType act) {
   if (op == Op::ArgmaxRows) return DType::F32;
   if (op == Op::LinearFp8) return DType::F8_E4M3;
+  if (op == Op::LinearInt4) return DType::I32;
   return act;
 }
 }  // namespace
@@ -100,6 +101,11 @@ void FallbackBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
 void FallbackBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n,
                                  int64_t block_k, Tensor& out) {
   on(Op::LinearFp8, w.dtype).linear_fp8(x, w, scale, block_n, block_k, out);
+}
+
+void FallbackBackend::linear_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros,
+                                  int64_t group, Tensor& out) {
+  on(Op::LinearInt4, w.dtype).linear_int4(x, w, scale, zeros, group, out);
 }
 void FallbackBackend::silu_mul(const Tensor& gate_up, Tensor& out) {
   on(Op::SiluMul, gate_up.dtype).silu_mul(gate_up, out);

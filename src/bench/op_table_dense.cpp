@@ -157,6 +157,52 @@ void add_linear_fp8(std::vector<OpCase>& out) {
     }
 }
 
+void add_linear_int4(std::vector<OpCase>& out) {
+  // Groups of 32 (CUDA's skinny GEMM), 8 and 16 (its dequantizing path), per channel (group K); T
+  // from decode past the skinny-GEMM limit of 8; G past 8 groups (a second zero-point word); every
+  // nibble value and zero point from 0 to 15.
+  struct Shape { int64_t t, n, k, group; };
+  const Shape shapes[] = {{1, 40, 64, 32}, {3, 72, 320, 32}, {8, 33, 256, 64}, {9, 64, 96, 32},
+                          {2, 24, 136, 8}, {5, 16, 128, 128}, {37, 50, 128, 16}};
+  for (const Shape& s : shapes)
+    for (bool f32_out : {false, true}) {
+      if (f32_out && s.t > 3) continue;
+      OpCase c;
+      c.op = "linear_int4";
+      c.label = "T=" + std::to_string(s.t) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) + " group " +
+                std::to_string(s.group) + (f32_out ? " out f32" : "");
+      c.make = [=](DType act) {
+        OpData d;
+        d.t["x"] = random_tensor(static_cast<uint32_t>(s.t + s.k), act, {s.t, s.k});
+        const int64_t G = s.k / s.group, zw = (G + 7) / 8;
+        std::mt19937 rng(static_cast<uint32_t>(s.n * 11 + s.k));
+        HostTensor w = zeros(DType::I32, {s.n, s.k / 8});
+        for (int32_t& v : w.i) v = static_cast<int32_t>(rng());
+        HostTensor z = zeros(DType::I32, {s.n, zw});
+        for (int32_t& v : z.i) v = static_cast<int32_t>(rng());
+        d.t["w"] = w;
+        d.t["zeros"] = z;
+        // Scales as a checkpoint's f16 ones are: a few significant bits (exact products in fp32).
+        HostTensor sc = random_tensor(static_cast<uint32_t>(s.n * 3 + G), DType::F32, {s.n, G}, 1e-3f, 2e-2f);
+        for (float& v : sc.f) v = static_cast<float>(optable::round_to(v, DType::F16));
+        d.t["scale"] = sc;
+        d.t["out"] = zeros(f32_out ? DType::F32 : act, {s.t, s.n});
+        d.p["group"] = static_cast<double>(s.group);
+        return d;
+      };
+      c.run = [s](Backend& be, DeviceData& d, int) {
+        be.linear_int4(d.t("x"), d.t("w"), d.t("scale"), d.t("zeros"), s.group, d.t("out"));
+      };
+      c.outputs = {"out"};
+      // bf16: CUDA's dequantizing path rounds (q − z) · scale to bf16 (a second rounding beside x's).
+      c.tol = tol_by_act({1e-5 * std::sqrt(double(s.k)), 1e-4}, Tol{3e-2, 2e-2});
+      c.unsupported = [](Backend& be) {
+        return be.supports(Op::LinearInt4, DType::I32) ? std::string() : be.name() + " does not support 4-bit weights";
+      };
+      out.push_back(std::move(c));
+    }
+}
+
 void add_linear(std::vector<OpCase>& out) {
   // T from 1 (decode GEMV) past the skinny-GEMM limit of 8 to a small GEMM; K a multiple of 8 and not.
   struct Shape { int64_t t, n, k; };
@@ -423,6 +469,7 @@ void add_dense_cases(std::vector<OpCase>& out) {
   add_norms(out);
   add_linear(out);
   add_linear_fp8(out);
+  add_linear_int4(out);
   add_glu(out);
   add_gather_argmax(out);
 }

@@ -74,6 +74,35 @@ void perf_linear_fp8(std::vector<OpCase>& out, const char* model, int64_t n, int
   out.push_back(std::move(c));
 }
 
+// The same matrices in 4 bits, groups of 128 (AWQ / GPTQ / W4A16 checkpoints): a quarter of bf16's
+// weight bytes plus 4-byte scales and half-byte zero points per group.
+void perf_linear_int4(std::vector<OpCase>& out, const char* model, int64_t n, int64_t k, const char* name, int64_t t) {
+  OpCase c;
+  c.op = "linear_int4";
+  c.label = std::string(model) + " " + name + " T=" + std::to_string(t) + " " + std::to_string(n) + "x" +
+            std::to_string(k) + " group 128";
+  const int64_t g = k / 128, zw = (g + 7) / 8;
+  c.make = [=](DType act) {
+    OpData d;
+    d.t["x"] = lazy(act, {t, k});
+    d.t["w"] = lazy(DType::I32, {n, k / 8});
+    d.t["scale"] = lazy(DType::F32, {n, g});
+    d.t["zeros"] = lazy(DType::I32, {n, zw});
+    d.t["out"] = lazy(act, {t, n});
+    return d;
+  };
+  c.run = [](Backend& be, DeviceData& d, int rep) {
+    be.linear_int4(d.t("x"), d.t("w", rep), d.t("scale"), d.t("zeros"), 128, d.t("out"));
+  };
+  c.bytes = [=](DType act) { return n * k / 2.0 + n * g * 4.0 + n * zw * 4.0 + (t * k + t * n) * es(act); };
+  c.flops = [=](DType) { return 2.0 * t * n * k; };
+  c.rotate = {"w"};
+  c.unsupported = [](Backend& be) {
+    return be.supports(Op::LinearInt4, DType::I32) ? std::string() : be.name() + " does not support 4-bit weights";
+  };
+  out.push_back(std::move(c));
+}
+
 void perf_rowwise(std::vector<OpCase>& out, int64_t t, int64_t h) {
   const std::string shape = "T=" + std::to_string(t) + " H=" + std::to_string(h);
   auto make = [=](DType act) {
@@ -300,6 +329,10 @@ std::vector<OpCase> perf_cases(bool quick) {
     for (const auto& [name, n, k] : {std::tuple{"qkv", 6144, 4096}, std::tuple{"gate_up", 24576, 4096},
                                      std::tuple{"down", 4096, 12288}})
       for (bool per_channel : {false, true}) perf_linear_fp8(out, "8B", n, k, name, t, per_channel);
+  for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 2, 4, 8, 16, 2048})
+    for (const auto& [name, n, k] : {std::tuple{"qkv", 6144, 4096}, std::tuple{"gate_up", 24576, 4096},
+                                     std::tuple{"down", 4096, 12288}})
+      perf_linear_int4(out, "8B", n, k, name, t);
   for (int64_t h : {int64_t{1024}, int64_t{4096}})
     for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 128, 8192}) perf_rowwise(out, t, h);
   for (auto [hq, hkv] : {std::pair{16, 8}, std::pair{32, 8}})

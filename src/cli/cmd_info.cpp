@@ -99,7 +99,7 @@ void print_info(const std::string& dir, const EngineConfig& flags) {
   std::printf("architecture       %s (model_type %s, family %s)\n", cfg.architecture.c_str(),
               cfg.model_type.c_str(), cfg.family.c_str());
   std::printf("dtype              %s\n", dtype_name(cfg.dtype));
-  if (cfg.quantization.fp8()) std::printf("quantization       %s\n", cfg.quantization.describe().c_str());
+  if (cfg.quantization.method != WeightQuantization::Method::None) std::printf("quantization       %s\n", cfg.quantization.describe().c_str());
   std::printf("layers             %lld: %s\n", static_cast<long long>(cfg.num_layers),
               layer_pattern(cfg).c_str());
   if (cfg.intermediate_size > 0)

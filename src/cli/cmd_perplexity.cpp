@@ -66,7 +66,7 @@ void run_perplexity(const PerplexityArgs& a) {
   apply_quantization_flag(a.quantization, config.quantization);
   const ResolvedEngineConfig rc = resolve_engine_config(flags, config);
   std::fprintf(stderr, "[pagoda] %s\n", rc.describe().c_str());
-  if (config.quantization.fp8()) std::fprintf(stderr, "[pagoda] weights: %s\n", config.quantization.describe().c_str());
+  if (config.quantization.method != WeightQuantization::Method::None) std::fprintf(stderr, "[pagoda] weights: %s\n", config.quantization.describe().c_str());
   auto backend = make_backend(rc.device, rc.num_threads, rc.dtype_flag);
   auto model = load_model(config, Checkpoint::open_dir(dir), *backend);
 

@@ -29,7 +29,7 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   apply_quantization_flag(flags.quantization, model_config_.quantization);
   config_ = resolve_engine_config(flags, model_config_);
   LOG_INFO("engine: " << config_.describe());
-  if (model_config_.quantization.fp8()) LOG_INFO("weights: " << model_config_.quantization.describe());
+  if (model_config_.quantization.method != WeightQuantization::Method::None) LOG_INFO("weights: " << model_config_.quantization.describe());
   executor_ = std::make_unique<Executor>(model_dir, model_config_, config_);
   const ModelConfig& mc = model_config_;
   SchedulerConfig sc;

@@ -27,23 +27,49 @@ void read_names(const json& q, const char* key, WeightQuantization& out) {
   }
 }
 
-// compressed-tensors: every config group must quantize weights to 8-bit floats (FP8); activations
-// are left to pagoda (bf16: W8A16), whatever the group says about them.
+int64_t read_group_size(const json& v, const std::string& where) {
+  check(v.is_number_integer() && (v.get<int64_t>() == -1 || (v.get<int64_t>() > 0 && v.get<int64_t>() % 8 == 0)),
+        "config.json: " + where + " must be -1 (one group per row) or a positive multiple of 8");
+  return v.get<int64_t>() == -1 ? 0 : v.get<int64_t>();
+}
+
+// compressed-tensors: every config group quantizes weights either to 8-bit floats (FP8) or to
+// 4-bit integers packed eight to an int32 (W4A16, symmetric, in groups or per channel);
+// activations are left to pagoda (bf16), whatever the group says about them.
 void read_compressed_tensors(const json& qc, WeightQuantization& q) {
   const auto groups = qc.find("config_groups");
   check(groups != qc.end() && groups->is_object() && !groups->empty(),
         "config.json: quantization_config.config_groups is missing (compressed-tensors)");
+  bool fp8 = false, int4 = false;
   for (const auto& [name, g] : groups->items()) {
     const std::string where = "quantization_config.config_groups." + name + ".weights";
     const auto w = g.find("weights");
     check(w != g.end() && w->is_object(), "config.json: " + where + " is missing");
     const int64_t bits = w->value("num_bits", 0);
     const std::string type = w->value("type", "");
+    const std::string strategy = w->value("strategy", "");
+    if (bits == 4 && type == "int") {
+      int4 = true;
+      check(qc.value("format", "pack-quantized") == "pack-quantized",
+            "config.json: quantization_config.format is \"" + qc.value("format", "") +
+                "\"; 4-bit compressed-tensors weights load from the pack-quantized format");
+      check(w->value("symmetric", true),
+            "config.json: " + where + " is asymmetric (zero points); pagoda loads symmetric 4-bit compressed-tensors "
+            "weights so far — AWQ and GPTQ checkpoints with zero points load");
+      if (strategy == "group") {
+        q.group_size = read_group_size(w->value("group_size", json()), where + ".group_size");
+      } else {
+        check(strategy == "channel", "config.json: " + where + ".strategy is \"" + strategy +
+                                         "\"; 4-bit weights load with group or channel scales");
+        q.group_size = 0;
+      }
+      continue;
+    }
     if (bits != 8 || type != "float")
       throw Error("config.json: " + where + " is " + std::to_string(bits) + "-bit " + type +
-                  "; pagoda loads compressed-tensors FP8 weights (8-bit float) only — 4-bit and integer "
+                  "; pagoda loads compressed-tensors FP8 (8-bit float) and W4A16 (4-bit int) weights; 8-bit integer "
                   "schemes are not implemented yet");
-    const std::string strategy = w->value("strategy", "");
+    fp8 = true;
     if (strategy == "block") {
       read_block(w->value("block_structure", json()), where + ".block_structure", q);
     } else {
@@ -52,7 +78,41 @@ void read_compressed_tensors(const json& qc, WeightQuantization& q) {
             "block scales");
     }
   }
+  check(!(fp8 && int4), "config.json: quantization_config mixes FP8 and 4-bit config groups; pagoda loads one "
+                        "format per checkpoint");
+  if (int4) {
+    q.method = WeightQuantization::Method::Int4;
+    q.int4_layout = WeightQuantization::Int4Layout::PackQuantized;
+  }
   read_names(qc, "ignore", q);
+}
+
+// AutoAWQ (`awq`) and GPTQ (`gptq`): 4-bit, in groups of input columns, with zero points.
+void read_awq_gptq(const json& qc, const std::string& method, WeightQuantization& q) {
+  const std::string where = "config.json: quantization_config";
+  const json bits = qc.value("bits", json(4));
+  check(bits.is_number_integer() && bits.get<int64_t>() == 4,
+        where + ".bits is " + bits.dump() + "; pagoda loads 4-bit " + method + " checkpoints");
+  q.method = WeightQuantization::Method::Int4;
+  q.source = method;
+  q.group_size = read_group_size(qc.value("group_size", json(128)), "quantization_config.group_size");
+  if (method == "awq") {
+    q.int4_layout = WeightQuantization::Int4Layout::Awq;
+    const std::string version = qc.value("version", "gemm");
+    check(version == "gemm" || version == "GEMM",
+          where + ".version is \"" + version + "\"; pagoda loads AWQ's GEMM layout (the default, and what vLLM "
+          "loads); re-export the checkpoint with version \"gemm\"");
+    check(qc.value("zero_point", true), where + ".zero_point is false; pagoda loads AWQ with zero points");
+    read_names(qc, "modules_to_not_convert", q);
+    return;
+  }
+  q.int4_layout = WeightQuantization::Int4Layout::Gptq;
+  const std::string format = qc.value("checkpoint_format", "gptq");
+  check(format == "gptq" || format == "gptq_v2",
+        where + ".checkpoint_format is \"" + format + "\"; pagoda loads gptq and gptq_v2");
+  q.gptq_zero_offset = format == "gptq" ? 1 : 0;
+  // desc_act (act-order) is checked per tensor: a g_idx that is not k / group_size is refused there.
+  read_names(qc, "modules_to_not_convert", q);
 }
 
 }  // namespace
@@ -67,6 +127,10 @@ bool WeightQuantization::keeps_dense(const std::string& weight_name) const {
 }
 
 std::string WeightQuantization::describe() const {
+  if (int4()) {
+    const std::string group = group_size > 0 ? "groups of " + std::to_string(group_size) : "per-channel scales";
+    return "int4 weights, " + group + " (" + source + " checkpoint; W4A16)";
+  }
   if (!fp8()) return "none";
   std::string s = "fp8 e4m3 weights";
   if (block_n > 0) s += ", " + std::to_string(block_n) + "x" + std::to_string(block_k) + " block scales";
@@ -96,15 +160,21 @@ WeightQuantization read_quantization_config(const json& config) {
     read_compressed_tensors(*qc, q);
     return q;
   }
+  if (method == "awq" || method == "gptq") {
+    read_awq_gptq(*qc, method, q);
+    return q;
+  }
   throw Error("config.json: quantization_config.quant_method is \"" + method +
-              "\"; pagoda loads FP8 checkpoints (quant_method fp8 and compressed-tensors FP8) — AWQ, GPTQ and other "
-              "formats are not implemented yet; serve the unquantized checkpoint (optionally with --quantization fp8)");
+              "\"; pagoda loads fp8, compressed-tensors (FP8, W4A16), awq and gptq checkpoints; serve the "
+              "unquantized checkpoint (optionally with --quantization fp8)");
 }
 
 void apply_quantization_flag(const std::string& flag, WeightQuantization& q) {
   if (flag.empty()) return;
   check(flag == "fp8", "--quantization " + flag + ": pagoda implements fp8 (online per-channel FP8 of a bf16/fp16 "
                        "checkpoint); leave the flag out for a checkpoint that carries its own quantization_config");
+  check(!q.int4(), "--quantization fp8: the checkpoint is already quantized (" + q.source + ", 4-bit); leave the flag "
+                   "out");
   if (q.fp8() && !q.online) {
     q.source += ", --quantization fp8 is its own format";  // already FP8: nothing to do, as vLLM
     return;

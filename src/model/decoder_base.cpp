@@ -67,8 +67,9 @@ std::vector<OpUse> DecoderBase::required_ops() const {
                             {Op::ApplyTokenMask, DType::F32}};
   if (embedding_scale_ != 1.0f) ops.push_back({Op::Scale, a});
   if (final_logit_softcap_ > 0.0f) ops.push_back({Op::Softcap, DType::F32});
-  // FP8 projections (a checkpoint's or --quantization fp8), refused at load where unsupported.
+  // Quantized projections (a checkpoint's or --quantization fp8), refused at load where unsupported.
   if (cfg_.quantization.fp8()) ops.push_back({Op::LinearFp8, DType::F8_E4M3});
+  if (cfg_.quantization.int4()) ops.push_back({Op::LinearInt4, DType::I32});
   return ops;
 }
 

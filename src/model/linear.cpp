@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "model/linear_fp8.h"
+#include "model/linear_int4.h"
 
 #include <tuple>
 #include <utility>
@@ -39,6 +40,8 @@ const char* weight_format_name(WeightFormat f) {
       return "dense";
     case WeightFormat::Fp8:
       return "fp8";
+    case WeightFormat::Int4:
+      return "int4";
   }
   return "?";
 }
@@ -79,29 +82,47 @@ Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& ra
     }
     col += hi - lo;
   }
+  // The format each part is stored in: 4-bit parts have no `.weight` tensor, FP8 ones are e4m3.
+  auto stored = [&](const std::string& weight) {
+    if (stored_as_int4(ws, weight)) return WeightFormat::Int4;
+    check(ws.has(weight) || !ws.quantization().int4(),
+          "projection '" + weight + "' is in the checkpoint neither dense nor packed in 4 bits (no 'qweight' or "
+          "'weight_packed' beside where it would be): the checkpoint is incomplete");
+    return ws.dtype_of(weight) == DType::F8_E4M3 ? WeightFormat::Fp8 : WeightFormat::Dense;
+  };
   const std::string& first = spec.parts[0].weight;
-  const bool fp8_tensor = ws.dtype_of(first) == DType::F8_E4M3;
+  const WeightFormat format = stored(first);
   bool mixed = false;
-  for (const LinearPart& p : spec.parts) mixed = mixed || (ws.dtype_of(p.weight) == DType::F8_E4M3) != fp8_tensor;
+  for (const LinearPart& p : spec.parts) mixed = mixed || stored(p.weight) != format;
   if (mixed) {
     // Consecutive parts of one format make a segment, loaded as a projection of its own (same
     // shard and columns, no bias, no sum: those stay with the whole).
     for (size_t i = 0; i < spec.parts.size();) {
-      const bool fp8 = ws.dtype_of(spec.parts[i].weight) == DType::F8_E4M3;
+      const WeightFormat f = stored(spec.parts[i].weight);
       LinearSpec sub = spec;
       sub.parts.clear();
-      for (; i < spec.parts.size() && (ws.dtype_of(spec.parts[i].weight) == DType::F8_E4M3) == fp8; ++i) {
+      for (; i < spec.parts.size() && stored(spec.parts[i].weight) == f; ++i) {
         sub.parts.push_back(spec.parts[i]);
         sub.parts.back().bias.clear();
       }
       Linear seg = Linear::load(ws, sub, rank);
       seg.shard_ = ShardKind::Replicated;
+      if (seg.format_ != WeightFormat::Dense) l.format_ = seg.format_;
       l.segments_.push_back(std::move(seg));
     }
-    l.format_ = WeightFormat::Fp8;
+    return l;
+  }
+  if (format == WeightFormat::Int4) {
+    Int4Weight w = load_int4_weight(ws, blocks, col_begin, col_end);
+    l.format_ = WeightFormat::Int4;
+    l.weight_ = w.weight;
+    l.scale_ = w.scale;
+    l.zeros_ = w.zeros;
+    l.group_ = w.group;
     return l;
   }
   const WeightQuantization& q = ws.quantization();
+  const bool fp8_tensor = format == WeightFormat::Fp8;
   if (fp8_tensor || (q.online && !q.keeps_dense(first))) {
     Fp8Weight f = fp8_tensor ? load_fp8_weight(ws, blocks, col_begin, col_end)
                              : quantize_fp8_weight(ws, blocks, col_begin, col_end);
@@ -140,7 +161,8 @@ int64_t Linear::out_features() const {
 
 int64_t Linear::in_features() const {
   if (!segments_.empty()) return segments_[0].in_features();
-  return weight_.empty() ? 0 : weight_.size(1);
+  if (weight_.empty()) return 0;
+  return format_ == WeightFormat::Int4 ? weight_.size(1) * 8 : weight_.size(1);
 }
 
 void Linear::multiply(Backend& be, const Tensor& x, Tensor& out) const {
@@ -154,6 +176,7 @@ void Linear::multiply(Backend& be, const Tensor& x, Tensor& out) const {
     return;
   }
   if (format_ == WeightFormat::Fp8) be.linear_fp8(x, weight_, scale_, block_n_, block_k_, out);
+  else if (format_ == WeightFormat::Int4) be.linear_int4(x, weight_, scale_, zeros_, group_, out);
   else be.linear(x, weight_, out);
 }
 
@@ -164,7 +187,7 @@ void Linear::forward(Backend& be, const Tensor& x, Tensor& out) const {
 }
 
 void Linear::forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, Tensor& out) const {
-  if (format_ == WeightFormat::Fp8) {
+  if (format_ != WeightFormat::Dense || !segments_.empty()) {
     be.silu_mul(gate_up, act);
     multiply(be, act, out);
   } else {
@@ -181,12 +204,15 @@ void Linear::add_ops(DType activation, std::vector<OpUse>& ops) const {
     return;
   }
   if (format_ == WeightFormat::Fp8) ops.push_back({Op::LinearFp8, weight_.dtype});
+  else if (format_ == WeightFormat::Int4) ops.push_back({Op::LinearInt4, weight_.dtype});
   else ops.push_back({Op::Linear, weight_.dtype});
   if (!biases_.empty()) ops.push_back({Op::AddBias, activation});
 }
 
 ExpertLinear ExpertLinear::load_packed(WeightStore& ws, const std::string& name, int64_t experts, int64_t out,
                                        int64_t in, DType dtype) {
+  check(ws.has(name) || !ws.quantization().int4(), "expert weights '" + name + "' are not in the checkpoint: 4-bit "
+                                                  "experts are not implemented yet; serve the bf16 checkpoint");
   check(ws.dtype_of(name) != DType::F8_E4M3, "expert weights '" + name + "' are FP8: FP8 experts are not "
                                             "implemented yet; serve the bf16 checkpoint");
   ExpertLinear e;
@@ -202,6 +228,8 @@ ExpertLinear ExpertLinear::load_per_expert(WeightStore& ws, const std::vector<st
   for (size_t x = 0; x < experts.size(); ++x) {
     int64_t rows = 0;
     for (const LinearPart& p : experts[x]) {
+      check(!stored_as_int4(ws, p.weight), "expert weight '" + p.weight + "' is 4-bit: 4-bit experts are not "
+                                           "implemented yet; serve the bf16 checkpoint");
       check(ws.dtype_of(p.weight) != DType::F8_E4M3, "expert weight '" + p.weight + "' is FP8: FP8 experts are not "
                                                      "implemented yet; serve the bf16 checkpoint");
       blocks.push_back(part_rows(p, in, 0, p.num_rows()));

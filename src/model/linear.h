@@ -19,8 +19,10 @@ namespace pagoda {
 
 // How the weight is stored. Dense: a [out, in] matrix of bf16, f16 or f32 (the backend's linear
 // takes any of them). Fp8: e4m3fn with 2-D block scales (Backend::linear_fp8), from an FP8
-// checkpoint or quantized at load (io/quantization.h).
-enum class WeightFormat : uint8_t { Dense, Fp8 };
+// checkpoint or quantized at load (io/quantization.h). Int4: 4-bit integers with a scale and zero
+// point per group of input columns (Backend::linear_int4), from an AWQ, GPTQ or compressed-tensors
+// W4A16 checkpoint.
+enum class WeightFormat : uint8_t { Dense, Fp8, Int4 };
 const char* weight_format_name(WeightFormat f);
 
 // One logical block of a projection's output rows: rows [begin, end) of checkpoint tensor `weight`
@@ -72,7 +74,7 @@ class Linear {
   bool has_bias() const { return !biases_.empty(); }
   // The weight [out, in] as stored (dense: for a model that shares it, e.g. a tied embedding).
   const Tensor& weight() const { return weight_; }
-  const Tensor& scale() const { return scale_; }  // Fp8 only
+  const Tensor& scale() const { return scale_; }  // Fp8 and Int4
   // The primitives forward() uses, with the dtypes supports() is asked about.
   void add_ops(DType activation, std::vector<OpUse>& ops) const;
 
@@ -87,14 +89,16 @@ class Linear {
   void multiply(Backend& be, const Tensor& x, Tensor& out) const;
 
   Tensor weight_;
-  Tensor scale_;  // Fp8: F32 [ceil(N / block_n), ceil(K / block_k)]
+  Tensor scale_;  // Fp8: F32 [ceil(N / block_n), ceil(K / block_k)]; Int4: F32 [N, K / group_]
   int64_t block_n_ = 0, block_k_ = 0;
+  Tensor zeros_;  // Int4: I32 [N, ceil(K / group_ / 8)], a nibble per group
+  int64_t group_ = 0;
   std::vector<Bias> biases_;
   WeightFormat format_ = WeightFormat::Dense;
   ShardKind shard_ = ShardKind::Replicated;
   ShardSpec rank_;
   // A projection fused from parts stored in different formats (Qwen3.5's GDN in-projection: q|k|v
-  // and z in FP8 beside the small b and a kept in bf16): one Linear per run of parts of one format,
+  // and z in FP8 or 4 bits beside the small b and a kept in bf16): one Linear per run of parts of one format,
   // each writing its own output columns; weight_ is then empty and the biases and the sum stay here.
   std::vector<Linear> segments_;
   // LoRA adapter slots go here (shrink/expand by per-token adapter index): none yet.

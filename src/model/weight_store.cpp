@@ -97,6 +97,16 @@ std::vector<float> WeightStore::host_floats(const std::string& name) const {
   return out;
 }
 
+std::vector<int32_t> WeightStore::host_i32(const std::string& name) const {
+  auto it = by_name_.find(name);
+  check(it != by_name_.end(), "checkpoint is missing tensor '" + name + "'");
+  const TensorView& t = *it->second;
+  check(t.dtype == DType::I32, "tensor '" + name + "' is " + dtype_name(t.dtype) + "; I32 was expected");
+  std::vector<int32_t> out(static_cast<size_t>(product(t.shape, 0)));
+  std::memcpy(out.data(), t.data, out.size() * sizeof(int32_t));
+  return out;
+}
+
 std::vector<float> WeightStore::host_rows(std::vector<WeightRows> parts, int64_t col_begin, int64_t col_end) {
   // Every output row's source (tensor view, row), then the conversion split over the host's cores:
   // an 8B model's projections are ~7 billion weights.

@@ -45,6 +45,8 @@ class WeightStore {
   DType dtype_of(const std::string& name) const;
   // Tensor `name` (any float dtype) as fp32 values on the host, row-major (scales, small vectors).
   std::vector<float> host_floats(const std::string& name) const;
+  // Tensor `name` (I32: packed 4-bit weights, zero points, g_idx) as its values on the host.
+  std::vector<int32_t> host_i32(const std::string& name) const;
   // load_parts()'s rows and columns as fp32 on the host (what online quantization reads).
   std::vector<float> host_rows(std::vector<WeightRows> parts, int64_t col_begin = 0, int64_t col_end = -1);
   // A [rows, cols] tensor of `dtype` on the backend holding `host` (rows * cols elements).

@@ -102,6 +102,28 @@ inline Outputs linear_fp8(const OpData& in) {
   return {{"out", out}};
 }
 
+// x · ((q − z) ⊙ scale)ᵀ (backend.h's linear_int4), in double: q nibble k % 8 of w[n, k / 8], z nibble
+// g % 8 of zeros[n, g / 8], g = k / group.
+inline Outputs linear_int4(const OpData& in) {
+  const HostTensor &x = in.at("x"), &w = in.at("w"), &s = in.at("scale"), &z = in.at("zeros");
+  const int64_t t = x.shape[0], n = w.shape[0], k = w.shape[1] * 8, g_count = s.shape[1], zw = z.shape[1];
+  const auto group = static_cast<int64_t>(in.param("group"));
+  auto nibble = [](int32_t word, int64_t i) { return static_cast<int64_t>((static_cast<uint32_t>(word) >> (4 * i)) & 15u); };
+  std::vector<double> out(static_cast<size_t>(t * n));
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t g = i / group;
+        const int64_t q = nibble(w.i[static_cast<size_t>(j * (k / 8) + i / 8)], i % 8);
+        const int64_t zero = nibble(z.i[static_cast<size_t>(j * zw + g / 8)], g % 8);
+        acc += static_cast<double>(x.at(r * k + i)) * static_cast<double>(q - zero) * s.at(j * g_count + g);
+      }
+      out[static_cast<size_t>(r * n + j)] = rnd(acc, in.at("out").dtype);
+    }
+  return {{"out", out}};
+}
+
 // silu(gate_up[:, :I]) * gate_up[:, I:], rounded to the activation dtype.
 inline std::vector<double> swiglu(const HostTensor& gu) {
   const int64_t t = gu.shape[0], i2 = gu.shape[1], half = i2 / 2;

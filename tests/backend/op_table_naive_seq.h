@@ -261,6 +261,7 @@ inline const std::map<std::string, std::function<Outputs(const OpData&)>>& formu
       {"add_rms_norm", add_rms_norm},
       {"linear", linear},
       {"linear_fp8", linear_fp8},
+      {"linear_int4", linear_int4},
       {"silu_mul", silu_mul},
       {"gelu_tanh_mul", gelu_tanh_mul},
       {"scale", scale},

@@ -67,6 +67,9 @@ class PartialBackend final : public Backend {
     run(Op::PagedAttention).paged_attention(q, kc, vc, m, p, out);
   }
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override { run(Op::Linear).linear(x, w, out); }
+  void linear_int4(const Tensor& x, const Tensor& w, const Tensor& s, const Tensor& z, int64_t g, Tensor& out) override {
+    run(Op::LinearInt4).linear_int4(x, w, s, z, g, out);
+  }
   void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& s, int64_t bn, int64_t bk, Tensor& out) override {
     run(Op::LinearFp8).linear_fp8(x, w, s, bn, bk, out);
   }

@@ -48,7 +48,8 @@ bool made_by_family_script(const std::string& dir) {
   return by.find("make_llama_fixtures.py") != std::string::npos ||
          by.find("make_family_fixtures.py") != std::string::npos ||
          by.find("make_moe_fixtures.py") != std::string::npos ||
-         by.find("make_fp8_fixtures.py") != std::string::npos;
+         by.find("make_fp8_fixtures.py") != std::string::npos ||
+         by.find("make_int4_fixtures.py") != std::string::npos;
 }
 
 std::vector<std::string> family_fixtures() {

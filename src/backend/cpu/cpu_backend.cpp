@@ -46,6 +46,7 @@ std::string CpuBackend::name() const {
 bool CpuBackend::supports(Op op, DType dtype) const {
   if (op == Op::Embedding || op == Op::Linear || op == Op::MoeGroupedLinear) return cpu::is_float_dtype(dtype);
   if (op == Op::LinearFp8) return dtype == DType::F8_E4M3;
+  if (op == Op::LinearInt4) return dtype == DType::I32;
   return dtype == DType::F32;
 }
 
@@ -126,6 +127,11 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
 void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
                             Tensor& out) {
   cpu::linear_fp8(pool_, x, w, scale, block_n, block_k, out);
+}
+
+void CpuBackend::linear_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros, int64_t group,
+                             Tensor& out) {
+  cpu::linear_int4(pool_, x, w, scale, zeros, group, out);
 }
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) { cpu::add(pool_, a, b, out); }
 void CpuBackend::add_bias(Tensor& x, const Tensor& bias) { cpu::add_bias(pool_, x, bias); }

@@ -49,6 +49,8 @@ class CpuBackend final : public Backend {
                 bool zero_centered) override;
   void rope(Tensor& x, const Tensor& positions, const RopeParams& rope) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void linear_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros, int64_t group,
+                   Tensor& out) override;
   void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
                   Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;

@@ -21,6 +21,9 @@ void rms_norm_vector(float* x, const float* w, int64_t n, float eps);
 // linear.cpp
 // bf16_prefill: many rows of x (prefill) may go through the bf16-activation GEMM (gemm.h).
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, Tensor& out, bool bf16_prefill = false);
+// linear_int4.cpp: Backend::linear_int4.
+void linear_int4(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros,
+                 int64_t group, Tensor& out);
 // linear_fp8.cpp: Backend::linear_fp8.
 void linear_fp8(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n,
                 int64_t block_k, Tensor& out);

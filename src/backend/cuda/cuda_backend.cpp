@@ -58,7 +58,7 @@ CudaBackend::~CudaBackend() {
     if (g) cudaGraphExecDestroy(g);
   gemm_.reset();
   if (split_workspace_) cudaFree(split_workspace_);
-  if (fp8_weight_scratch_.ptr) cudaFree(fp8_weight_scratch_.ptr);
+  if (dequant_weight_scratch_.ptr) cudaFree(dequant_weight_scratch_.ptr);
   if (fp8_act_scratch_.ptr) cudaFree(fp8_act_scratch_.ptr);
   if (gemm_workspace_) cudaFree(gemm_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -69,6 +69,7 @@ std::string CudaBackend::name() const { return "cuda:" + std::to_string(device_)
 bool CudaBackend::supports(Op op, DType dtype) const {
   if (op == Op::Embedding) return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
   if (op == Op::LinearFp8) return dtype == DType::F8_E4M3;
+  if (op == Op::LinearInt4) return dtype == DType::I32;
   return dtype == DType::F32 || dtype == DType::BF16;
 }
 
@@ -216,7 +217,7 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   PAGODA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
   if (capturing != cudaStreamCaptureStatusNone)
-    throw Error("internal: linear_fp8 needs a larger scratch buffer inside a CUDA graph capture");
+    throw Error("internal: a quantized linear needs a larger scratch buffer inside a CUDA graph capture");
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be read
   if (s.ptr) PAGODA_CUDA_CHECK(cudaFree(s.ptr));
   s.ptr = nullptr;
@@ -248,9 +249,23 @@ void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w, const Tensor& sca
     if (gemm_->linear_fp8_rowwise(xq, sx, w, scale.reshape({n}), out, stream_)) return;
   }
   // The dense copy in the activation dtype: bf16 for speed, fp32 under --dtype float32 (exact).
-  void* dense_ptr = scratch(fp8_weight_scratch_, static_cast<size_t>(w.numel()) * dtype_size(x.dtype));
+  void* dense_ptr = scratch(dequant_weight_scratch_, static_cast<size_t>(w.numel()) * dtype_size(x.dtype));
   Tensor dense(dense_ptr, x.dtype, Device::CUDA, {n, k});
   cuda::launch_dequantize_fp8(w, scale, block_n, block_k, dense, stream_);
+  gemm_->linear(x, dense, out, stream_);
+}
+
+void CudaBackend::linear_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros, int64_t group,
+                              Tensor& out) {
+  activate();
+  if (cuda::gemv_int4_fits(x, w, out, group)) {
+    cuda::launch_gemv_int4(x, w, scale, zeros, group, out, stream_);
+    return;
+  }
+  const int64_t n = w.shape[0], k = w.shape[1] * 8;
+  void* dense_ptr = scratch(dequant_weight_scratch_, static_cast<size_t>(n * k) * dtype_size(x.dtype));
+  Tensor dense(dense_ptr, x.dtype, Device::CUDA, {n, k});
+  cuda::launch_dequantize_int4(w, scale, zeros, group, dense, stream_);
   gemm_->linear(x, dense, out, stream_);
 }
 

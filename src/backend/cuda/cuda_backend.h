@@ -54,6 +54,8 @@ class CudaBackend final : public Backend {
   // Beyond backend.h's contract: with per-channel scales and more than two tokens, x is quantized
   // per token to e4m3 for the FP8 tensor cores (W8A8, as vLLM runs FP8 checkpoints), so the answer
   // differs from the dequantized product by that rounding of x (docs/quantization.md).
+  void linear_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros, int64_t group,
+                   Tensor& out) override;
   void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
                   Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
@@ -135,15 +137,16 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   void* gemm_workspace_ = nullptr;
   float* split_workspace_ = nullptr;
-  // linear_fp8's scratch, grown on first use (the memory plan's profiling pass runs the largest
-  // step), never inside a capture: the dense copy of a weight matrix (activation dtype) for the
-  // shapes the skinny GEMM and the FP8 tensor-core GEMM do not take, and x quantized per token.
+  // The quantized linears' scratch, grown on first use (the memory plan's profiling pass runs the
+  // largest step), never inside a capture: the dense copy of an FP8 or 4-bit weight matrix
+  // (activation dtype) for the shapes the skinny GEMMs and the FP8 tensor-core GEMM do not take,
+  // and x quantized per token.
   struct Scratch {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
   void* scratch(Scratch& s, size_t bytes);
-  Scratch fp8_weight_scratch_, fp8_act_scratch_;
+  Scratch dequant_weight_scratch_, fp8_act_scratch_;
   bool fp8_tensor_cores_ = false;  // compute capability 8.9+ and PAGODA_FP8_GEMM not 0
   // Tokens up to which per-channel FP8 weights take the skinny GEMM rather than the tensor cores.
   static constexpr int64_t kFp8GemvMaxTokensBesideTensorCores = 2;

@@ -77,6 +77,7 @@ bool VulkanBackend::supports(Op op, DType dtype) const {
     case Op::MoeGroupedLinear:
       return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
     case Op::LinearFp8:
+    case Op::LinearInt4:
       return false;
     default:
       return dtype == DType::F32;
@@ -280,6 +281,11 @@ void VulkanBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& p
 
 void VulkanBackend::linear_fp8(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, Tensor&) {
   throw Error("vulkan: FP8 weights are not implemented on this backend (supports() says so); serve the checkpoint "
+              "with --device cuda or --device cpu");
+}
+
+void VulkanBackend::linear_int4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&) {
+  throw Error("vulkan: 4-bit weights are not implemented on this backend (supports() says so); serve the checkpoint "
               "with --device cuda or --device cpu");
 }
 

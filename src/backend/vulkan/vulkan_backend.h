@@ -54,6 +54,8 @@ class VulkanBackend final : public Backend {
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const StepMeta& meta,
                        const AttentionParams& params, Tensor& out) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void linear_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros, int64_t group,
+                   Tensor& out) override;
   void linear_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k,
                   Tensor& out) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
