@@ -51,8 +51,10 @@ TEST(ServerCrowd, TwoThousandStreamsAndTwoThousandSlowClients) {
   const double p50 = health_ms[health_ms.size() / 2], p99 = health_ms[health_ms.size() * 99 / 100];
   std::printf("%s/health during the streams: %zu probes, p50 %.1f ms, p99 %.1f ms\n", streams.out.c_str(),
               health_ms.size(), p50, p99);
+  // 100 ms: far below what a blocked event loop costs (seconds), above what a compile running beside
+  // the tests on the same two cores added (p99 61 ms, unloaded ~10 ms).
   if (kTimingsMeaningful) {
-    EXPECT_LT(p99, 50) << "/health p99 during 2,000 streams";
+    EXPECT_LT(p99, 100) << "/health p99 during 2,000 streams";
   }
 
   // Under a sanitizer the latency comparison means nothing; the streams above still ran.
