@@ -52,7 +52,7 @@ TEST(ServerCrowd, TwoThousandStreamsAndTwoThousandSlowClients) {
   std::printf("%s/health during the streams: %zu probes, p50 %.1f ms, p99 %.1f ms\n", streams.out.c_str(),
               health_ms.size(), p50, p99);
   // 100 ms: far below what a blocked event loop costs (seconds), above what a compile running beside
-  // the tests on the same two cores added (p99 61 ms, unloaded ~10 ms).
+  // the tests on the same two cores made of it (p99 61 ms).
   if (kTimingsMeaningful) {
     EXPECT_LT(p99, 100) << "/health p99 during 2,000 streams";
   }
