@@ -56,9 +56,9 @@ ServingDtypes choose_dtypes(const std::string& device, const std::string& dtype_
   if (dtype_flag != "auto") d.model = d.activation;
   else d.model = device == "cpu" ? checkpoint : d.activation;
   d.kv_cache = parse_kv_cache_dtype(kv_cache_dtype_flag, d.model);
-  if (d.kv_cache == DType::F8_E4M3 && device != "cpu")
-    throw Error("--kv-cache-dtype " + kv_cache_dtype_flag + ": the FP8 KV cache is implemented on the CPU backend only "
-                "so far; on " + device + " use auto, bf16 or fp16");
+  if (d.kv_cache == DType::F8_E4M3 && device.rfind("vulkan", 0) == 0)
+    throw Error("--kv-cache-dtype " + kv_cache_dtype_flag + ": the FP8 KV cache is implemented on the cpu and cuda "
+                "backends so far; on " + device + " use auto, bf16 or fp16");
   return d;
 }
 

@@ -145,20 +145,23 @@ void perf_rowwise(std::vector<OpCase>& out, int64_t t, int64_t h) {
   }
 }
 
-// Paged attention over `seqs` sequences of q_len new tokens and ctx context each, blocks shuffled.
-void perf_attention(std::vector<OpCase>& out, int hq, int hkv, int d, int seqs, int q_len, int ctx) {
+// Paged attention over `seqs` sequences of q_len new tokens and ctx context each, blocks shuffled;
+// the cache in the activation dtype, or FP8 (--kv-cache-dtype fp8: one byte a value to read).
+void perf_attention(std::vector<OpCase>& out, int hq, int hkv, int d, int seqs, int q_len, int ctx,
+                    bool fp8_cache = false) {
   OpCase c;
   c.op = "paged_attention";
   c.label = std::string(q_len == 1 ? "decode " : "prefill ") + "Hq" + std::to_string(hq) + "/Hkv" + std::to_string(hkv) +
             " D" + std::to_string(d) + " B=" + std::to_string(seqs) + " q=" + std::to_string(q_len) + " ctx=" +
-            std::to_string(ctx);
+            std::to_string(ctx) + (fp8_cache ? " kv fp8" : "");
+  const auto kv_of = [fp8_cache](DType act) { return fp8_cache ? DType::F8_E4M3 : act; };
   c.make = [=](DType act) {
     OpData data;
     int32_t nb = 0;
     data.meta = make_meta(std::vector<int32_t>(static_cast<size_t>(seqs), ctx),
                           std::vector<int32_t>(static_cast<size_t>(seqs), q_len), 16, 7, &nb);
-    data.t["k_cache"] = lazy(act, {nb, 16, hkv, d});
-    data.t["v_cache"] = lazy(act, {nb, 16, hkv, d});
+    data.t["k_cache"] = lazy(kv_of(act), {nb, 16, hkv, d});
+    data.t["v_cache"] = lazy(kv_of(act), {nb, 16, hkv, d});
     data.t["q"] = lazy(act, {int64_t{seqs} * q_len, hq, d});
     data.t["out"] = lazy(act, {int64_t{seqs} * q_len, hq, d});
     return data;
@@ -178,10 +181,15 @@ void perf_attention(std::vector<OpCase>& out, int hq, int hkv, int d, int seqs, 
   double keys = 0;  // causal: query i of a chunk sees ctx - q_len + i + 1 keys
   for (int i = 0; i < q_len; ++i) keys += ctx - q_len + i + 1;
   c.bytes = [=](DType act) {
-    return (2.0 * seqs * ctx * hkv * d + 2.0 * seqs * q_len * hq * d) * es(act);
+    return 2.0 * seqs * ctx * hkv * d * es(kv_of(act)) + 2.0 * seqs * q_len * hq * d * es(act);
   };
   c.flops = [=](DType) { return 4.0 * seqs * keys * hq * d; };
   c.rotate = {"k_cache", "v_cache"};
+  if (fp8_cache)
+    c.unsupported = [](Backend& be) {
+      return be.device() == Device::Vulkan ? std::string("the FP8 KV cache runs on the CPU and CUDA backends only")
+                                           : std::string();
+    };
   out.push_back(std::move(c));
 }
 
@@ -342,6 +350,12 @@ std::vector<OpCase> perf_cases(bool quick) {
   perf_attention(out, 16, 8, 128, 1, 2048, 2048);
   perf_attention(out, 16, 8, 128, 8, 512, 512);
   perf_attention(out, 8, 2, 256, 64, 1, 2048);  // Qwen3.5-0.8B's attention layers
+  // The FP8 KV cache beside the bf16 one above: Qwen3-8B's heads, decode batches and a prefill.
+  for (auto [b, ctx] : {std::pair{1, 32768}, std::pair{16, 4096}, std::pair{64, 2048}, std::pair{64, 8192},
+                        std::pair{256, 2048}})
+    if (!(quick && ctx > 4096)) perf_attention(out, 32, 8, 128, b, 1, ctx, true);
+  if (!quick) perf_attention(out, 32, 8, 128, 64, 1, 8192);  // the bf16 twin of B=64 ctx=8192
+  perf_attention(out, 16, 8, 128, 1, 2048, 2048, true);
   for (auto [b, q] : {std::pair{1, 1}, std::pair{64, 1}, std::pair{256, 1}, std::pair{1, 4096}, std::pair{8, 512}})
     perf_gdn(out, b, q);
   // Qwen3.5-9B under the throughput profile: 512 sequences decoding, 8 prompts of 1,024 in one step.

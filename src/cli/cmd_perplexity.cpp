@@ -149,7 +149,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--dtype", args->dtype, "Activation dtype: auto, bfloat16 (cuda) or float32")
       ->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "auto, bf16, fp16, fp32 or fp8 (cpu)");
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "auto, bf16, fp16, fp32 or fp8 (cpu, cuda)");
   cmd->add_option("--quantization,-q", args->quantization, "fp8: the projections quantized to FP8 at load");
   cmd->callback([args, exit_code] {
     run_perplexity(*args);

@@ -47,7 +47,7 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--quantization,-q", c.quantization,
                   "fp8: quantize a bf16/fp16 checkpoint's projections to FP8 at load (per-channel scales, as vLLM's "
                   "online FP8; CUDA and CPU). A checkpoint with a quantization_config loads in its own format without it");
-  cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto (= the model dtype, see --dtype), bf16, fp16, fp32, or fp8 / fp8_e4m3 (cpu; scale 1)")
+  cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto (= the model dtype, see --dtype), bf16, fp16, fp32, or fp8 / fp8_e4m3 (cpu, cuda; scale 1)")
       ->capture_default_str();
   cmd->add_option("--mamba-ssm-cache-dtype", c.mamba_ssm_cache_dtype,
                   "Recurrent state of hybrid (Gated DeltaNet) models: auto (= float32), float32, or bfloat16 "

@@ -94,11 +94,13 @@ TEST_P(OpTable, MatchesNaiveAndCpu) {
   if (!be) GTEST_SKIP() << kind << " backend not available: " << why;
   Backend* cpu = kind == "cpu" ? nullptr : backend("cpu", &why);
   const bool large_ok = std::getenv("PAGODA_OPTABLE_LARGE") != nullptr;
+  // PAGODA_OPTABLE_MATCH=text: only the cases whose label holds it (a device script's focus).
+  const char* match = std::getenv("PAGODA_OPTABLE_MATCH");
   const auto& naive = naive::formulas().at(op);
   int ran = 0;
   std::vector<std::string> skipped;
   for (const OpCase& c : cases()) {
-    if (c.op != op) continue;
+    if (c.op != op || (match && *match && c.label.find(match) == std::string::npos)) continue;
     const std::string reason = c.unsupported ? c.unsupported(*be) : std::string();
     if (!reason.empty()) {
       skipped.push_back(c.label + ": " + reason);

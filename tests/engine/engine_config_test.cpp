@@ -73,11 +73,13 @@ TEST(EngineConfig, AnExplicitKvCacheDtypeWins) {
   EXPECT_EQ(resolve("cuda", "float32", DType::BF16, "bf16").kv_cache_dtype, DType::BF16);
   EXPECT_EQ(resolve("cpu", "auto", DType::BF16, "fp32").kv_cache_dtype, DType::F32);
   EXPECT_EQ(resolve("cuda", "auto", DType::BF16, "fp16").kv_cache_dtype, DType::F16);
-  // FP8 (vLLM's fp8 / fp8_e4m3): the CPU backend's for now; refused by name elsewhere.
+  // FP8 (vLLM's fp8 / fp8_e4m3): the CPU and CUDA backends'; refused by name on Vulkan.
   EXPECT_EQ(resolve("cpu", "auto", DType::BF16, "fp8").kv_cache_dtype, DType::F8_E4M3);
   EXPECT_EQ(resolve("cpu", "auto", DType::BF16, "fp8_e4m3").kv_cache_dtype, DType::F8_E4M3);
-  EXPECT_THROW(resolve("cuda", "auto", DType::BF16, "fp8"), Error);
+  EXPECT_EQ(resolve("cuda", "auto", DType::BF16, "fp8").kv_cache_dtype, DType::F8_E4M3);
+  EXPECT_EQ(resolve("cuda", "float32", DType::BF16, "fp8_e4m3").kv_cache_dtype, DType::F8_E4M3);
   EXPECT_THROW(resolve("vulkan", "auto", DType::BF16, "fp8"), Error);
+  EXPECT_THROW(resolve("vulkan:0", "auto", DType::BF16, "fp8"), Error);
   EXPECT_THROW(resolve("cpu", "auto", DType::BF16, "fp8_e5m2"), Error);
 }
 

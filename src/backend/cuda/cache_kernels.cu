@@ -1,5 +1,7 @@
 // KV-cache writes: reshape_and_cache and the fused qk_norm_rope_and_cache (per token: RMSNorm of
 // every q and k head (or none), NeoX RoPE, k and v stored in the paged caches at slot_mapping).
+// Caches F32, BF16, F16 or F8_E4M3 (the FP8 cache: each value rounded as the CPU's
+// f32_to_fp8_e4m3 rounds it, from_f32<fp8_e4m3>).
 #include <algorithm>
 #include <vector>
 
@@ -125,7 +127,7 @@ void launch_reshape_and_cache(const Tensor& k, const Tensor& v, const Tensor& sl
   require(slot_mapping.dtype == DType::I32 && slot_mapping.numel() >= t, op,
           "slot_mapping must be I32 with at least T entries, got " + shape_str(slot_mapping));
   if (t == 0) return;
-  PAGODA_DISPATCH_FLOAT(k.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
+  PAGODA_DISPATCH_FLOAT(k.dtype, T, op, PAGODA_DISPATCH_KV_CACHE(k_cache.dtype, TC, op, {
     reshape_and_cache_kernel<T, TC><<<static_cast<unsigned>(t), kCacheThreads, 0, stream>>>(
         k.ptr<T>(), k.stride0(), v.ptr<T>(), v.stride0(), slot_mapping.ptr<int32_t>(), k_cache.ptr<TC>(),
         v_cache.ptr<TC>(), hkv * d);
@@ -173,7 +175,7 @@ void launch_qk_norm_rope_and_cache(Tensor& q, Tensor& k, const Tensor& v, const 
   const size_t smem = (static_cast<size_t>(warps) * static_cast<size_t>(d) + static_cast<size_t>(rot)) * sizeof(float);
   require(smem <= 48 * 1024, op, "head_dim too large");
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>((hq + hkv + warps - 1) / warps));
-  PAGODA_DISPATCH_FLOAT(q.dtype, T, op, PAGODA_DISPATCH_FLOAT(k_cache.dtype, TC, op, {
+  PAGODA_DISPATCH_FLOAT(q.dtype, T, op, PAGODA_DISPATCH_KV_CACHE(k_cache.dtype, TC, op, {
     qk_norm_rope_cache_kernel<T, TC><<<grid, threads, smem, stream>>>(
         q.ptr<T>(), q.stride0(), k.ptr<T>(), k.stride0(), v.ptr<T>(), v.stride0(), has_norm ? q_norm_w.data : nullptr,
         has_norm ? k_norm_w.data : nullptr, static_cast<int>(q_norm_w.dtype), eps, zero_centered ? 1.0f : 0.0f,

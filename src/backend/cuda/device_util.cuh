@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,9 +15,29 @@ namespace pagoda::cuda {
 
 using bf16 = __nv_bfloat16;
 
+// One e4m3fn byte of the FP8 KV cache (--kv-cache-dtype fp8, scale 1): a type of its own so that
+// the cache kernels' templates tell it from the float dtypes.
+struct fp8_e4m3 {
+  uint8_t bits;
+};
+
+// Two e4m3fn bytes (bits 0-7 and 16-23 of `w`) to fp32, exactly, as core/dtype.h's
+// fp8_e4m3_to_f32 reads them (0x7f / 0xff give ±480 there and here): the 7 magnitude bits placed
+// at fp16's exponent/mantissa boundary read as 2^-8 times the value, subnormals included, so the
+// widening never forms an fp32 denormal and one multiply by 256 fixes the scale.
+__device__ __forceinline__ float2 e4m3_pair_to_float2(uint32_t w) {
+  const uint32_t h = ((w & 0x00800080u) << 8) | ((w & 0x007f007fu) << 7);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  return make_float2(f.x * 256.0f, f.y * 256.0f);
+}
+
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(fp8_e4m3 x) {
+  const uint32_t b = x.bits;
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(((b & 0x80u) << 8) | ((b & 0x7fu) << 7)))) * 256.0f;
+}
 
 template <typename T>
 __device__ __forceinline__ T from_f32(float x);
@@ -26,6 +47,13 @@ template <>
 __device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
 template <>
 __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+// core/dtype.h's f32_to_fp8_e4m3: round to nearest even, saturating at ±448 (infinities too), NaN
+// to 0x7f. cvt.rn.satfinite on sm_89+, cuda_fp8.h's exact emulation of it before.
+template <>
+__device__ __forceinline__ fp8_e4m3 from_f32<fp8_e4m3>(float x) {
+  return fp8_e4m3{isnan(x) ? static_cast<uint8_t>(0x7f)
+                           : static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3))};
+}
 
 // Rounds x to T's precision and back: the value a T-typed intermediate would hold.
 template <typename T>
@@ -82,4 +110,13 @@ __device__ __forceinline__ float block_sum(float v) {
     default:                                                                                       \
       throw ::pagoda::Error(std::string("cuda ") + op + ": unsupported dtype " +                   \
                             ::pagoda::dtype_name(dtype));                                     \
+  }
+
+// As PAGODA_DISPATCH_FLOAT for a KV cache's dtype: the float ones and FP8 (fp8_e4m3).
+#define PAGODA_DISPATCH_KV_CACHE(dtype, T, op, ...)                                                \
+  if ((dtype) == ::pagoda::DType::F8_E4M3) {                                                       \
+    using T = ::pagoda::cuda::fp8_e4m3;                                                            \
+    __VA_ARGS__;                                                                                   \
+  } else {                                                                                         \
+    PAGODA_DISPATCH_FLOAT(dtype, T, op, __VA_ARGS__)                                               \
   }

@@ -52,7 +52,7 @@ AttentionPlan plan_paged_attention(const StepMeta& meta, const AttentionShape& s
   if (shape.q_dtype != DType::BF16 || d <= 0 || hq % hkv != 0) return p;  // the fp32 SIMT path needs no plan
   const int kd = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
   const int group = static_cast<int>(hq / hkv);
-  const int planes = shape.kv_dtype == DType::BF16 ? 1 : 2;
+  const int planes = shape.kv_dtype == DType::BF16 || shape.kv_dtype == DType::F8_E4M3 ? 1 : 2;  // KvKind
   p.decode_tiling = static_cast<int64_t>(std::max(meta.max_query_len, 1)) * group <= 16;
   p.rows_per_cta = p.decode_tiling ? 16 : 64;
   const int tile_keys = attn::kv_tile_keys(kd, planes);
@@ -107,6 +107,7 @@ void launch_paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const int kd = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
   require(aligned16(q.data) && q.stride0() % 8 == 0 && aligned16(out.data) && out.stride0() % 8 == 0, op,
           "q and out must be 16-byte aligned with row strides a multiple of 8 elements");
+  require(aligned16(k_cache.data) && aligned16(v_cache.data), op, "the caches must be 16-byte aligned");
   if (t == 0 || meta.num_seqs == 0) return;
 
   // The step's plan (made once per step by CudaBackend::plan_attention) where it fits this call, else

@@ -14,6 +14,8 @@
 // K/V tiles are double-buffered in shared memory: bf16 caches by cp.async; fp16/fp32 caches are
 // converted on the way in to two bf16 planes, hi + lo (x = hi + lo to ~16 significant bits), and
 // multiplied as q*k_hi + q*k_lo and p_hi*v_hi + p_hi*v_lo + p_lo*v_hi: fp32-class accuracy.
+// FP8 (e4m3) caches: the bytes are double-buffered by cp.async (one byte an element moves), and
+// each tile is widened in shared memory to one bf16 plane, which holds every e4m3 value exactly.
 // Internal to src/backend/cuda.
 #pragma once
 
@@ -57,7 +59,25 @@ constexpr int kv_tile_keys(int d, int planes) {
   return d <= 64 ? 64 : d <= 128 ? (planes == 1 ? 64 : 32) : (planes == 1 ? 32 : 16);
 }
 
-template <int D, bool kDecode, int kPlanes>
+// How a cache dtype is staged: bf16 planes per element (1: bf16 and fp8, whose values bf16 holds
+// exactly; 2: hi + lo for fp16 and fp32), and whether its raw bytes are staged first (fp8).
+template <typename KV>
+struct KvKind {
+  static constexpr int kPlanes = 2;
+  static constexpr bool kStaged = false;
+};
+template <>
+struct KvKind<bf16> {
+  static constexpr int kPlanes = 1;
+  static constexpr bool kStaged = false;
+};
+template <>
+struct KvKind<fp8_e4m3> {
+  static constexpr int kPlanes = 1;
+  static constexpr bool kStaged = true;
+};
+
+template <int D, bool kDecode, int kPlanes, bool kStaged = false>
 struct Cfg {
   static constexpr int kWarpsM = kDecode ? 1 : 4;
   static constexpr int kKT = kv_tile_keys(D, kPlanes);  // keys per tile (all warps)
@@ -68,7 +88,10 @@ struct Cfg {
   static constexpr int kLd = D + 8;                      // bf16 smem row (16 B pad: no bank conflicts)
   static constexpr int kQBytes = kM * kLd * 2;
   static constexpr int kPlaneElems = kKT * kLd;
-  static constexpr int kKVBytes = 2 * 2 * kPlanes * kPlaneElems * 2;  // stages x {K,V} x planes
+  // Staged (fp8): one bf16 stage of {K,V}, then two stages of {K,V} raw tiles of D bytes a key.
+  static constexpr int kStageBytes = kKT * D;
+  static constexpr int kKVBytes = kStaged ? 2 * kPlaneElems * 2 + 2 * 2 * kStageBytes
+                                          : 2 * 2 * kPlanes * kPlaneElems * 2;  // stages x {K,V} x planes
   static constexpr int kOLd = D + 4;
   static constexpr int kOBytes = kWarpsN * kM * kOLd * 4;
   static constexpr int kRegionBytes = kKVBytes > kOBytes ? kKVBytes : kOBytes;
@@ -99,6 +122,11 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   const int n = valid ? 16 : 0;  // 0: fill with zeros, read nothing
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
 }
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
@@ -114,13 +142,30 @@ __device__ __forceinline__ void load8(const __half* p, float (&x)[8]) {
   for (int i = 0; i < 8; ++i) x[i] = __half2float(h[i]);
 }
 
+// 8 e4m3 bytes to 8 bf16 (exact: every e4m3 value is a bf16 value).
+__device__ __forceinline__ uint4 e4m3x8_to_bf16x8(uint2 raw) {
+  uint4 out;
+  uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = i < 2 ? raw.x : raw.y;
+    // bytes 2i and 2i + 1 of the eight to bits 0-7 and 16-23
+    const float2 f = e4m3_pair_to_float2(__byte_perm(word, 0u, (i & 1) ? 0x4342u : 0x4140u));
+    o[i] = pack_bf16(f.x, f.y);
+  }
+  return out;
+}
+
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D, bool kDecode, typename KV>
-__global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value ? 1 : 2>::kThreads)
-    paged_attention_kernel(const Args a) {
-  constexpr int P = std::is_same<KV, bf16>::value ? 1 : 2;
-  using C = Cfg<D, kDecode, P>;
+using CfgOf = Cfg<D, kDecode, KvKind<KV>::kPlanes, KvKind<KV>::kStaged>;
+
+template <int D, bool kDecode, typename KV>
+__global__ void __launch_bounds__(CfgOf<D, kDecode, KV>::kThreads) paged_attention_kernel(const Args a) {
+  constexpr int P = KvKind<KV>::kPlanes;
+  constexpr bool kStaged = KvKind<KV>::kStaged;
+  using C = CfgOf<D, kDecode, KV>;
   constexpr int kM = C::kM, kKT = C::kKT, kKPW = C::kKPW, kLd = C::kLd, kWarpsN = C::kWarpsN;
   constexpr int kChunks = D / 8;  // 16-byte chunks of a bf16 row
   const int hd = a.head_dim;      // chunks at or past hd / 8 are zero padding
@@ -132,6 +177,8 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
   float* sO = reinterpret_cast<float*>(smem + C::kQBytes);  // reuses the K/V area after the loop
   float* sM = reinterpret_cast<float*>(smem + C::kQBytes + C::kRegionBytes);
   float* sL = sM + kWarpsN * kM;
+  // fp8: the raw tiles, after the one bf16 stage.
+  uint8_t* sStage = smem + C::kQBytes + 2 * C::kPlaneElems * 2;
 
   const int kvh = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -201,7 +248,9 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
       for (int kv = 0; kv < 2; ++kv) {
         const KV* src = static_cast<const KV*>(kv ? a.v_cache : a.k_cache) + off;
         bf16* dst = sKV + ((stage * 2 + kv) * P) * C::kPlaneElems + j * kLd + c * 8;
-        if constexpr (P == 1) {
+        if constexpr (kStaged) {
+          cp_async8(sStage + (stage * 2 + kv) * C::kStageBytes + j * D + c * 8, src, ok);  // zeros where !ok
+        } else if constexpr (P == 1) {
           cp_async16(dst, src, ok);
         } else {
           float x[8];
@@ -227,6 +276,18 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
     }
   };
 
+  // fp8: a staged tile widened into the bf16 stage (every warp must be done with that stage).
+  auto widen_tile = [&](int stage) {
+    for (int idx = tid; idx < kKT * kChunks; idx += C::kThreads) {
+      const int j = idx / kChunks, c = idx % kChunks;
+#pragma unroll
+      for (int kv = 0; kv < 2; ++kv) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(sStage + (stage * 2 + kv) * C::kStageBytes + j * D + c * 8);
+        *reinterpret_cast<uint4*>(sKV + kv * C::kPlaneElems + j * kLd + c * 8) = e4m3x8_to_bf16x8(raw);
+      }
+    }
+  };
+
   float acc[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
@@ -240,9 +301,13 @@ __global__ void __launch_bounds__(Cfg<D, kDecode, std::is_same<KV, bf16>::value 
     __syncthreads();  // tile `it` visible; every warp is done with the other stage
     if (it + 1 < my_count) load_tile(my_first + it + 1, (it + 1) & 1);
     cp_async_commit();
+    if constexpr (kStaged) {
+      widen_tile(it & 1);  // while the next tile's bytes are in flight
+      __syncthreads();
+    }
     if (!warp_active) continue;
 
-    const int stage = it & 1;
+    const int stage = kStaged ? 0 : it & 1;
     const bf16* sK = sKV + (stage * 2 + 0) * P * C::kPlaneElems + warp_n * kKPW * kLd;
     const bf16* sV = sKV + (stage * 2 + 1) * P * C::kPlaneElems + warp_n * kKPW * kLd;
 

@@ -11,7 +11,7 @@ namespace pagoda::cuda::attn {
 
 template <int D, bool kDecode, typename KV>
 void launch_one(const Args& a, dim3 grid, size_t max_smem_optin, cudaStream_t stream) {
-  using C = Cfg<D, kDecode, std::is_same<KV, bf16>::value ? 1 : 2>;
+  using C = CfgOf<D, kDecode, KV>;
   auto* kernel = &paged_attention_kernel<D, kDecode, KV>;
   constexpr size_t smem = C::kSmemBytes;
   static std::atomic<uint64_t> opted_in{0};
@@ -35,6 +35,10 @@ void launch_attention_kernel(const Args& a, bool decode, DType kv_dtype, dim3 gr
     case DType::F32:
       decode ? launch_one<D, true, float>(a, grid, max_smem_optin, stream)
              : launch_one<D, false, float>(a, grid, max_smem_optin, stream);
+      return;
+    case DType::F8_E4M3:
+      decode ? launch_one<D, true, fp8_e4m3>(a, grid, max_smem_optin, stream)
+             : launch_one<D, false, fp8_e4m3>(a, grid, max_smem_optin, stream);
       return;
     default:
       throw Error(std::string("cuda paged_attention: unsupported KV cache dtype ") + dtype_name(kv_dtype));

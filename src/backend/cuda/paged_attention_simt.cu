@@ -2,7 +2,7 @@
 // as the tensor-core kernel (paged_attention.cuh) in plain fp32 SIMT code, so that a model on the
 // GPU can reproduce an fp32 reference token for token. Not the fast path: one CTA per (query token,
 // query head), its warps taking every fourth key with a warp-wide dot product and an online softmax
-// each, merged at the end. Any KV cache dtype, any head_dim up to 256.
+// each, merged at the end. Any KV cache dtype (FP8 included), any head_dim up to 256.
 #include <cmath>
 
 #include "backend/cuda/device_util.cuh"
@@ -147,7 +147,7 @@ void launch_paged_attention_simt(const Tensor& q, const Tensor& k_cache, const T
   a.softcap = params.softcap;
   a.window = params.sliding_window;
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(hq));
-  PAGODA_DISPATCH_FLOAT(k_cache.dtype, KV, op, launch_for_kv<KV>(a, grid, stream));
+  PAGODA_DISPATCH_KV_CACHE(k_cache.dtype, KV, op, launch_for_kv<KV>(a, grid, stream));
 }
 
 }  // namespace pagoda::cuda
