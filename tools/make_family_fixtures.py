@@ -195,19 +195,7 @@ def build(spec, out_dir):
         f.write("\n")
     model = cls.from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager").eval()
     mf.check_tied(model, tied)
-    cases = []
-    for idx, length in enumerate(PROMPT_LENGTHS):
-        for attempt in range(mf.MAX_ATTEMPTS):
-            prompt = mf.make_prompt(spec["seed"], idx, attempt, length, spec["vocab"])
-            gen, first, margin = greedy(model, prompt)
-            if margin >= mf.MIN_MARGIN:
-                break
-            print(f"    prompt len {length}: margin {margin:.2e}, reseeding")
-        else:
-            raise AssertionError(f"no usable prompt of length {length}")
-        cases.append({"prompt_len": length, "prompt_ids": prompt, "generated_ids": gen,
-                      "prompt_last_logits": mf.f32_list(first), "min_top2_margin": margin})
-        print(f"    prompt len {length:3d}: margin {margin:.3f} gen {gen[:6]}")
+    cases = greedy_cases(model, spec["seed"], spec["vocab"], PROMPT_LENGTHS)
     with open(os.path.join(out_dir, "config.json")) as f:
         cfg = json.load(f)
     ref = {"model": spec["name"], "architecture": spec["cls"],
@@ -217,6 +205,59 @@ def build(spec, out_dir):
            "max_new_tokens": NEW_TOKENS, "eos_ignored": True,
            "torch_version": torch.__version__, "transformers_version": transformers.__version__,
            "config": cfg, "cases": cases}
+    mf.write_reference(os.path.join(out_dir, "reference.json"), ref)
+
+
+def greedy_cases(model, seed, vocab, lengths):
+    """One reference case per prompt length: a seeded prompt whose greedy run keeps its top-2 margin
+    (reseeded until it does), the tokens, and the last prompt position's logits."""
+    cases = []
+    for idx, length in enumerate(lengths):
+        for attempt in range(mf.MAX_ATTEMPTS):
+            prompt = mf.make_prompt(seed, idx, attempt, length, vocab)
+            gen, first, margin = greedy(model, prompt)
+            if margin >= mf.MIN_MARGIN:
+                break
+            print(f"    prompt len {length}: margin {margin:.2e}, reseeding")
+        else:
+            raise AssertionError(f"no usable prompt of length {length}")
+        cases.append({"prompt_len": length, "prompt_ids": prompt, "generated_ids": gen,
+                      "prompt_last_logits": mf.f32_list(first), "min_top2_margin": margin})
+        print(f"    prompt len {length:3d}: margin {margin:.3f} gen {gen[:6]}")
+    return cases
+
+
+def write_quantized_fixture(spec, model, out_dir, replaced, quantization_config, made_by, method, lengths):
+    """A quantized fixture: `model` (its weights already the dequantized values) saved, each weight in
+    `replaced` swapped for its checkpoint tensors (name -> {tensor name: tensor}), config.json given
+    `quantization_config`, and reference.json of greedy cases run on the dequantized model."""
+    from safetensors.torch import load_file, save_file
+
+    if os.path.exists(out_dir):
+        shutil.rmtree(out_dir)
+    model.save_pretrained(out_dir)
+    st = os.path.join(out_dir, "model.safetensors")
+    sd = load_file(st)
+    for name, tensors in replaced.items():
+        assert name in sd, name
+        del sd[name]
+        sd.update(tensors)
+    save_file(sd, st, metadata={"format": "pt"})
+    with open(os.path.join(out_dir, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = quantization_config
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": 2, "do_sample": False, "transformers_version": transformers.__version__}, f,
+                  indent=2)
+        f.write("\n")
+    cases = greedy_cases(model, spec["seed"], model.config.vocab_size, lengths)
+    ref = {"model": spec["name"], "architecture": spec["arch"], "made_by": made_by,
+           "reference_dtype": "float32", "quantized_tensors": sorted(replaced), "reference_method": method,
+           "max_new_tokens": NEW_TOKENS, "eos_ignored": True, "torch_version": torch.__version__,
+           "transformers_version": transformers.__version__, "config": config, "cases": cases}
     mf.write_reference(os.path.join(out_dir, "reference.json"), ref)
 
 

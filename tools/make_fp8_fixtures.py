@@ -23,17 +23,14 @@ reference.json in tools/make_family_fixtures.py's format).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_family_fixtures as fam  # noqa: E402  (its greedy loop: NEW_TOKENS = 16, as here)
 import make_fixtures as mf  # noqa: E402
 from make_fixtures import torch, transformers  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
 
 PROMPT_LENGTHS = [1, 7, 40, 130]
 NEW_TOKENS = fam.NEW_TOKENS
@@ -107,48 +104,13 @@ def build(spec, out_dir):
             p.data.copy_(deq)  # the reference runs on exactly the dequantized weights
             quantized[name] = (q, scale)
     assert quantized, "no projection matched"
-    if os.path.exists(out_dir):
-        shutil.rmtree(out_dir)
-    model.save_pretrained(out_dir)
-    st = os.path.join(out_dir, "model.safetensors")
-    sd = load_file(st)
     suffix = "_scale_inv" if spec["scheme"] == "block" else "_scale"
-    for name, (q, scale) in quantized.items():
-        assert name in sd, name
-        sd[name] = q
-        sd[name + suffix] = scale
-    save_file(sd, st, metadata={"format": "pt"})
-    with open(os.path.join(out_dir, "config.json")) as f:
-        config = json.load(f)
-    config["quantization_config"] = quantization_config(spec["scheme"])
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-        f.write("\n")
-    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": 2, "do_sample": False, "transformers_version": transformers.__version__}, f,
-                  indent=2)
-        f.write("\n")
-    vocab = cfg.vocab_size
-    cases = []
-    for idx, length in enumerate(PROMPT_LENGTHS):
-        for attempt in range(mf.MAX_ATTEMPTS):
-            prompt = mf.make_prompt(spec["seed"], idx, attempt, length, vocab)
-            gen, first, margin = fam.greedy(model, prompt)
-            if margin >= mf.MIN_MARGIN:
-                break
-        else:
-            raise AssertionError(f"no usable prompt of length {length}")
-        cases.append({"prompt_len": length, "prompt_ids": prompt, "generated_ids": gen,
-                      "prompt_last_logits": mf.f32_list(first), "min_top2_margin": margin})
-        print(f"    prompt len {length:3d}: margin {margin:.3f} gen {gen[:6]}")
-    ref = {"model": spec["name"], "architecture": spec["arch"], "made_by": "tools/make_fp8_fixtures.py",
-           "reference_dtype": "float32", "quantized_tensors": sorted(quantized),
-           "reference_method": ("transformers model with each FP8 weight replaced by its dequantized value "
-                                "(e4m3 code as fp32 times its scale, fp32), eager, float32 on the CPU; greedy "
-                                "loop over the full sequence, use_cache=False; eos NOT applied"),
-           "max_new_tokens": NEW_TOKENS, "eos_ignored": True, "torch_version": torch.__version__,
-           "transformers_version": transformers.__version__, "config": config, "cases": cases}
-    mf.write_reference(os.path.join(out_dir, "reference.json"), ref)
+    replaced = {name: {name: q, name + suffix: scale} for name, (q, scale) in quantized.items()}
+    fam.write_quantized_fixture(
+        spec, model, out_dir, replaced, quantization_config(spec["scheme"]), "tools/make_fp8_fixtures.py",
+        "transformers model with each FP8 weight replaced by its dequantized value (e4m3 code as fp32 times its "
+        "scale, fp32), eager, float32 on the CPU; greedy loop over the full sequence, use_cache=False; eos NOT applied",
+        PROMPT_LENGTHS)
 
 
 def main():

@@ -31,17 +31,14 @@ Run on the GPU machine (torch, transformers 5.x, safetensors; no network):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_family_fixtures as fam  # noqa: E402
 import make_fixtures as mf  # noqa: E402
 from make_fixtures import torch, transformers  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
 
 PROMPT_LENGTHS = [1, 7, 40, 130]
 NEW_TOKENS = fam.NEW_TOKENS
@@ -171,47 +168,11 @@ def build(spec, out_dir):
     assert stored, "no projection matched"
     for n in sorted(notes):
         print("    " + n)
-    if os.path.exists(out_dir):
-        shutil.rmtree(out_dir)
-    model.save_pretrained(out_dir)
-    st = os.path.join(out_dir, "model.safetensors")
-    sd = load_file(st)
-    for name, tensors in stored.items():
-        assert name in sd, name
-        del sd[name]
-        sd.update(tensors)
-    save_file(sd, st, metadata={"format": "pt"})
-    with open(os.path.join(out_dir, "config.json")) as f:
-        config = json.load(f)
-    config["quantization_config"] = quantization_config(spec["fmt"], spec["sym"])
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-        f.write("\n")
-    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": 2, "do_sample": False, "transformers_version": transformers.__version__}, f,
-                  indent=2)
-        f.write("\n")
-    vocab = cfg.vocab_size
-    cases = []
-    for idx, length in enumerate(PROMPT_LENGTHS):
-        for attempt in range(mf.MAX_ATTEMPTS):
-            prompt = mf.make_prompt(spec["seed"], idx, attempt, length, vocab)
-            gen, first, margin = fam.greedy(model, prompt)
-            if margin >= mf.MIN_MARGIN:
-                break
-        else:
-            raise AssertionError(f"no usable prompt of length {length}")
-        cases.append({"prompt_len": length, "prompt_ids": prompt, "generated_ids": gen,
-                      "prompt_last_logits": mf.f32_list(first), "min_top2_margin": margin})
-        print(f"    prompt len {length:3d}: margin {margin:.3f} gen {gen[:6]}")
-    ref = {"model": spec["name"], "architecture": spec["arch"], "made_by": "tools/make_int4_fixtures.py",
-           "reference_dtype": "float32", "quantized_tensors": sorted(stored),
-           "reference_method": ("transformers model with each 4-bit weight replaced by its dequantized value "
-                                "((q - z) * scale, the scale as stored, fp32), eager, float32 on the CPU; greedy "
-                                "loop over the full sequence, use_cache=False; eos NOT applied"),
-           "max_new_tokens": NEW_TOKENS, "eos_ignored": True, "torch_version": torch.__version__,
-           "transformers_version": transformers.__version__, "config": config, "cases": cases}
-    mf.write_reference(os.path.join(out_dir, "reference.json"), ref)
+    fam.write_quantized_fixture(
+        spec, model, out_dir, stored, quantization_config(spec["fmt"], spec["sym"]), "tools/make_int4_fixtures.py",
+        "transformers model with each 4-bit weight replaced by its dequantized value ((q - z) * scale, the scale as "
+        "stored, fp32), eager, float32 on the CPU; greedy loop over the full sequence, use_cache=False; eos NOT applied",
+        PROMPT_LENGTHS)
 
 
 def main():

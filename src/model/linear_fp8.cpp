@@ -6,15 +6,13 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/quantized_parts.h"
 
 namespace pagoda {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
+using quantized_parts::shape_str;
+using quantized_parts::source_rows;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -62,14 +60,6 @@ PartScales read_part_scales(WeightStore& ws, const WeightRows& part) {
     p.cols = want[1];
   }
   return p;
-}
-
-std::vector<int64_t> source_rows(const WeightRows& part) {
-  if (!part.order.empty()) return part.order;
-  std::vector<int64_t> rows;
-  const int64_t end = part.end < 0 ? part.shape[0] : part.end;
-  for (int64_t r = part.begin; r < end; ++r) rows.push_back(r);
-  return rows;
 }
 
 }  // namespace

@@ -5,17 +5,15 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/quantized_parts.h"
 
 namespace pagoda {
 namespace {
 
-using Layout = WeightQuantization::Int4Layout;
+using quantized_parts::shape_str;
+using quantized_parts::source_rows;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
+using Layout = WeightQuantization::Int4Layout;
 
 std::string stem_of(const std::string& weight_name) {
   const std::string tail = ".weight";
@@ -130,14 +128,6 @@ Part read_part(WeightStore& ws, const WeightRows& block) {
                                          std::to_string(p.scale[i]) + " at element " + std::to_string(i) +
                                          "): the checkpoint is damaged");
   return p;
-}
-
-std::vector<int64_t> source_rows(const WeightRows& part) {
-  if (!part.order.empty()) return part.order;
-  std::vector<int64_t> rows;
-  const int64_t end = part.end < 0 ? part.shape[0] : part.end;
-  for (int64_t r = part.begin; r < end; ++r) rows.push_back(r);
-  return rows;
 }
 
 }  // namespace

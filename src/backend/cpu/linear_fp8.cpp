@@ -9,6 +9,7 @@
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/dequantized_gemm.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/gemv_fp8.h"
 #include "backend/cpu/kernels.h"
@@ -17,8 +18,6 @@ namespace pagoda::cpu {
 
 namespace {
 
-// fp32 elements of one thread's dequantized panel: 256 KiB, within a core's L2.
-constexpr int64_t kPanelFloats = 64 * 1024;
 // Rows of x up to which the GEMV streams the bytes (each pass over the weights serves four rows):
 // past it the panels' fp32 GEMM, which reuses each dequantized panel for every row, wins.
 constexpr int64_t kFp8GemvMaxTokens = 8;
@@ -72,21 +71,9 @@ void linear_fp8(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor
     return;
   }
 #endif
-  const Kernels& kern = kernels();
-  const int64_t panel_rows = std::clamp<int64_t>(kPanelFloats / std::max<int64_t>(K, 1), 1, 64);
-  pool.parallel_for_static(
-      N,
-      [&](int64_t n0, int64_t n1) {
-        // Kept per thread: a fresh 256 KiB every call would fault its pages in every time.
-        thread_local std::vector<float> panel;
-        panel.resize(static_cast<size_t>(std::min(panel_rows, n1 - n0) * K));
-        for (int64_t p0 = n0; p0 < n1; p0 += panel_rows) {
-          const int64_t rows = std::min(panel_rows, n1 - p0);
-          dequantize_rows(wp, sp, p0, rows, K, bn, bk, scale_cols, panel.data());
-          kern.gemm(xp, ldx, panel.data(), K, op_out + p0, ldo, T, rows, K);
-        }
-      },
-      16, static_cast<double>((T + 4) * K));
+  dequantized_gemm(pool, xp, ldx, T, N, K, op_out, ldo, [&](int64_t n0, int64_t rows, float* dst) {
+    dequantize_rows(wp, sp, n0, rows, K, bn, bk, scale_cols, dst);
+  });
 }
 
 }  // namespace pagoda::cpu

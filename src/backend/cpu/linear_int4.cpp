@@ -1,22 +1,17 @@
-// linear_int4: 4-bit weights in groups along K (backend.h), out = x · ((q − z) ⊙ scale)ᵀ in fp32.
-// A thread dequantizes a panel of its weight rows into fp32 — each element (q − z) · scale, which is
-// exact for the f16 / bf16 scales checkpoints carry (a 4-bit integer times an 11-bit mantissa), so
-// the panel holds exactly what a dequantizing reference multiplies by — and the fp32 kernel of
-// kernels.h multiplies the panel by every row of x. Each packed byte is read from memory once (an
-// eighth of fp32's bytes); the panel stays in L2.
+// linear_int4: 4-bit weights in groups along K (backend.h), out = x · ((q − z) ⊙ scale)ᵀ in fp32,
+// by dequantized panels (dequantized_gemm.h): each element (q − z) · scale, exact for the f16 / bf16
+// scales checkpoints carry (a 4-bit integer times an 11-bit mantissa), so a panel holds exactly
+// what a dequantizing reference multiplies by.
 #include <algorithm>
 #include <vector>
 
 #include "backend/cpu/check.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/kernels.h"
+#include "backend/cpu/dequantized_gemm.h"
 
 namespace pagoda::cpu {
 
 namespace {
-
-// fp32 elements of one thread's dequantized panel: 256 KiB, within a core's L2.
-constexpr int64_t kPanelFloats = 64 * 1024;
 
 // dst[r, k] = (q[n0 + r, k] − z[n0 + r, k / group]) · scale[n0 + r, k / group] for r < rows.
 void dequantize_rows(const uint32_t* w, const float* scale, const uint32_t* zeros, int64_t n0, int64_t rows, int64_t K,
@@ -68,21 +63,9 @@ void linear_int4(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tenso
   const auto* wp = w.ptr<const uint32_t>();
   const auto* zp = zeros.ptr<const uint32_t>();
   const float* sp = scale.ptr<const float>();
-  const Kernels& kern = kernels();
-  const int64_t panel_rows = std::clamp<int64_t>(kPanelFloats / std::max<int64_t>(K, 1), 1, 64);
-  pool.parallel_for_static(
-      N,
-      [&](int64_t n0, int64_t n1) {
-        // Kept per thread: a fresh 256 KiB every call would fault its pages in every time.
-        thread_local std::vector<float> panel;
-        panel.resize(static_cast<size_t>(std::min(panel_rows, n1 - n0) * K));
-        for (int64_t p0 = n0; p0 < n1; p0 += panel_rows) {
-          const int64_t rows = std::min(panel_rows, n1 - p0);
-          dequantize_rows(wp, sp, zp, p0, rows, K, group, zero_words, panel.data());
-          kern.gemm(xp, ldx, panel.data(), K, op_out + p0, ldo, T, rows, K);
-        }
-      },
-      16, static_cast<double>((T + 4) * K));
+  dequantized_gemm(pool, xp, ldx, T, N, K, op_out, ldo, [&](int64_t n0, int64_t rows, float* dst) {
+    dequantize_rows(wp, sp, zp, n0, rows, K, group, zero_words, dst);
+  });
 }
 
 }  // namespace pagoda::cpu

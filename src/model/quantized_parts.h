@@ -1,0 +1,28 @@
+// What the quantized formats' loaders (linear_fp8.cpp, linear_int4.cpp) share: a shape for their
+// error messages and the checkpoint rows a WeightRows block stands for. Internal to src/model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/weight_store.h"
+
+namespace pagoda::quantized_parts {
+
+inline std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// The source rows of `part`, in output order: its `order`, else [begin, end).
+inline std::vector<int64_t> source_rows(const WeightRows& part) {
+  if (!part.order.empty()) return part.order;
+  std::vector<int64_t> rows;
+  const int64_t end = part.end < 0 ? part.shape[0] : part.end;
+  for (int64_t r = part.begin; r < end; ++r) rows.push_back(r);
+  return rows;
+}
+
+}  // namespace pagoda::quantized_parts
