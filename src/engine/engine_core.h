@@ -112,6 +112,8 @@ class EngineCore {
   // Finishes a request with reason abort; its output comes with the next step. False for an
   // unknown or finished id.
   bool abort(int64_t id) { return scheduler_->abort(id); }
+  // The prefix cache's KV cache events go to `log` (kv/kv_events.h); the caller takes them.
+  void set_kv_event_log(KvEventLog* log) { scheduler_->set_kv_event_log(log); }
   bool has_unfinished() const { return scheduler_->has_unfinished(); }
 
   // A step that throws fails the requests it ran (finish reason error, the exception's message

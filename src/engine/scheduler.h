@@ -157,6 +157,10 @@ class Scheduler {
   int64_t prefix_cache_hits() const { return prefix_hits_; }
   double kv_usage() const { return kv_.usage(); }
   const KvCacheManager& kv() const { return kv_; }
+  // Where the prefix cache tells its registrations and evictions (no-op without prefix caching).
+  void set_kv_event_log(KvEventLog* log) {
+    if (PrefixCache* c = kv_.prefix_cache()) c->set_event_log(log);
+  }
   const StateSlotPool& state_slots() const { return slots_; }
   // Running sequences in admission order; waiting ones in queue order.
   const std::vector<Sequence*>& running() const { return running_; }

@@ -57,7 +57,8 @@ void KvCacheManager::cache_full_blocks(int64_t seq, std::span<const int32_t> tok
   if (hashes.size() < full) throw std::logic_error("KvCacheManager::cache_full_blocks: block hashes missing");
   for (size_t i = t.chain.size(); i < full; ++i) {
     const int32_t parent = i == 0 ? -1 : t.chain[i - 1];
-    t.chain.push_back(cache_->insert(t.blocks[i], parent, static_cast<int32_t>(i), tokens, hashes[i], salt));
+    t.chain.push_back(cache_->insert(t.blocks[i], parent, static_cast<int32_t>(i), tokens, hashes[i], salt,
+                                     i == 0 ? std::nullopt : std::optional<uint64_t>(hashes[i - 1])));
   }
 }
 

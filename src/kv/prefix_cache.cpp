@@ -90,7 +90,7 @@ std::vector<int32_t> PrefixCache::match(std::span<const int32_t> tokens, std::sp
 }
 
 int32_t PrefixCache::insert(int32_t block, int32_t parent, int32_t index, std::span<const int32_t> tokens,
-                            uint64_t hash, const std::string& salt) {
+                            uint64_t hash, const std::string& salt, std::optional<uint64_t> parent_hash) {
   const auto bs = static_cast<size_t>(block_size_);
   const std::span<const int32_t> mine = tokens.subspan(static_cast<size_t>(index) * bs, bs);
   Entry& e = entries_[static_cast<size_t>(block)];
@@ -103,6 +103,13 @@ int32_t PrefixCache::insert(int32_t block, int32_t parent, int32_t index, std::s
   e.tokens.assign(mine.begin(), mine.end());
   e.salt = parent >= 0 ? std::string() : salt;
   e.snapshot = -1;
+  // Events name blocks by hash, so a hash is told once while any block holds it: a second block of
+  // the same chain (computed again after its first copy's parent was evicted, which makes the
+  // first unmatchable) adds nothing a router could use.
+  const bool new_hash = index_.count(hash) == 0;
+  num_hashes_ += new_hash ? 1 : 0;
+  if (events_ && new_hash)
+    events_->stored(hash, index > 0 ? parent_hash : std::nullopt, e.tokens);
   index_.emplace(hash, block);
   ++num_cached_;
   return block;
@@ -118,6 +125,10 @@ void PrefixCache::forget(int32_t block) {
       break;
     }
   if (e.snapshot >= 0) snap_block_[static_cast<size_t>(e.snapshot)] = -1;
+  if (index_.count(e.hash) == 0) {
+    --num_hashes_;
+    if (events_) events_->removed(e.hash);
+  }
   e = Entry();
   ++generation_[static_cast<size_t>(block)];  // children that name it as parent no longer match
   --num_cached_;

@@ -16,10 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "kv/kv_events.h"
 
 namespace pagoda {
 
@@ -46,12 +49,19 @@ class PrefixCache {
   // Registers `block` as holding full block `index` of `tokens` after `parent` (the registered
   // block of index - 1; -1 for index 0). When an equal block is already registered, `block` stays
   // uncached and that one is returned; otherwise `block`.
+  // `parent_hash`: the chain's hash of block index - 1 (what KV cache events name as the parent;
+  // `parent` itself may have left the cache since the sequence registered it).
   int32_t insert(int32_t block, int32_t parent, int32_t index, std::span<const int32_t> tokens,
-                 uint64_t hash, const std::string& salt);
+                 uint64_t hash, const std::string& salt, std::optional<uint64_t> parent_hash = std::nullopt);
   // `block` is being reused for other tokens: it leaves the cache (and its snapshot is freed).
   void forget(int32_t block);
   bool is_cached(int32_t block) const { return entries_[static_cast<size_t>(block)].cached; }
+  // Where registrations and evictions are told (--kv-events-config); null: nowhere.
+  void set_event_log(KvEventLog* log) { events_ = log; }
   int32_t num_cached_blocks() const { return num_cached_; }
+  // Distinct hashes among them (what KV cache events describe: a chain computed again after its
+  // first copy lost its parent is cached twice under one hash).
+  int32_t num_cached_hashes() const { return num_hashes_; }
 
   // A snapshot slot to write this step, or -1 when every slot is reserved: a free one, else the
   // least recently used bound one (unbound from its block). Reserved until bind or release.
@@ -92,9 +102,11 @@ class PrefixCache {
   std::vector<uint32_t> generation_;      // [num_blocks]: bumped every time a block is forgotten
   std::unordered_multimap<uint64_t, int32_t> index_;
   int32_t num_cached_ = 0;
+  int32_t num_hashes_ = 0;
   std::vector<int32_t> snap_block_;       // [num_snapshots]: bound block, -1 free, kReserved
   std::vector<uint64_t> snap_last_use_;   // [num_snapshots]
   uint64_t clock_ = 0;
+  KvEventLog* events_ = nullptr;
 };
 
 }  // namespace pagoda

@@ -5,6 +5,7 @@
 #include "core/device_error.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "server/kv_event_publisher.h"
 
 namespace pagoda::server {
 
@@ -80,6 +81,7 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics,
       options_(options),
       fair_(fair_limits(engine_->config())),
       stats_(metrics, options_.logging, engine_->config().max_model_len) {
+  if (options_.kv_events) engine_->core().set_kv_event_log(&kv_event_log_);
   publish_gauges(engine_->core().stats());
   thread_ = std::thread([this] { loop(); });
 }
@@ -382,6 +384,13 @@ void AsyncEngine::publish_gauges(const EngineStats& s) {
   // requests not yet running).
   metrics_.num_requests_waiting.set(static_cast<double>(s.num_waiting + fair_.waiting_choices()));
   metrics_.kv_cache_usage_perc.set(s.kv_usage);
+  if (const PrefixCache* pc = engine_->core().scheduler().kv().prefix_cache())
+    metrics_.prefix_cache_blocks.set(pc->num_cached_hashes());
+  if (options_.kv_events) {
+    const uint64_t dropped = options_.kv_events->dropped_batches();
+    metrics_.kv_events_dropped.inc(static_cast<double>(dropped - last_kv_events_dropped_));
+    last_kv_events_dropped_ = dropped;
+  }
   const int64_t preemptions = s.num_preemptions;
   metrics_.num_preemptions_total.inc(static_cast<double>(preemptions - last_preemptions_));
   last_preemptions_ = preemptions;
@@ -495,6 +504,7 @@ void AsyncEngine::step() {
   OutputProcessor::Result r = engine_->processor().process(core_out.outputs);
   for (int64_t id : r.reqs_to_abort) engine_->core().abort(id);
   stats_.step_finished(r.outputs, core_out.stats, Clock::now());
+  if (options_.kv_events && !kv_event_log_.empty()) options_.kv_events->publish(kv_event_log_.take());
   deliver(r.outputs);
   note_step(core_out.stats);
 }

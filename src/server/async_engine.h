@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "kv/kv_events.h"
 #include "server/engine_metrics.h"
 #include "server/fair_queue.h"
 #include "server/request_stats.h"
@@ -77,6 +78,8 @@ class GenerationChannel {
   std::function<void()> notify_;     // guarded by mu_
 };
 
+class KvEventPublisher;
+
 struct AsyncEngineOptions {
   // Reject new requests (503) while this many choices wait to start. 0 = no limit.
   int32_t max_waiting_requests = 0;
@@ -89,6 +92,8 @@ struct AsyncEngineOptions {
   // Called once, on the engine thread, after a FatalDeviceError has failed every request: the
   // server exits (cli/cmd_serve.cpp). The engine is never stepped again.
   std::function<void(const std::string& what)> on_fatal;
+  // --kv-events-config: the prefix cache's events after each step, never blocking the engine.
+  std::shared_ptr<KvEventPublisher> kv_events;
 };
 
 class AsyncEngine {
@@ -198,6 +203,8 @@ class AsyncEngine {
   std::string dead_reason_;               // guarded by mu_
 
   std::unordered_map<int64_t, Live> live_;  // engine thread only
+  KvEventLog kv_event_log_;                // engine thread only (the prefix cache appends)
+  uint64_t last_kv_events_dropped_ = 0;    // engine thread only
   int64_t last_preemptions_ = 0;
   int64_t last_prefix_queries_ = 0, last_prefix_hits_ = 0;
   // Step failures (engine thread only).

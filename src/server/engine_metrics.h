@@ -79,6 +79,11 @@ class EngineMetrics {
   // (docs/faults.md). Always named pagoda:engine_step_failures_total, whatever --metrics-prefix:
   // it must not pass for a vLLM metric.
   Counter& engine_step_failures;
+  // pagoda's own too: full blocks the prefix cache holds now, counted by hash (what a KV-events
+  // subscriber's replay must reach), and batches of KV cache events dropped because the
+  // publisher's queue was full.
+  Gauge& prefix_cache_blocks;
+  Counter& kv_events_dropped;
 
   // Speculative decoding (only with --speculative-config, as vLLM): spec_decode_num_drafts,
   // _num_draft_tokens, _num_accepted_tokens and _num_accepted_tokens_per_pos{position}.

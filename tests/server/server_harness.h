@@ -239,7 +239,9 @@ class ServerProcess {
   // One request through curl. `headers`: extra -H values.
   HttpResult request(const std::string& method, const std::string& path, const std::string& body = "",
                      const std::vector<std::string>& headers = {}) const {
-    const std::string body_file = log_ + ".body";
+    // One file per call: requests from several threads at once must not share it.
+    static std::atomic<uint64_t> calls{0};
+    const std::string body_file = log_ + ".body." + std::to_string(calls++);
     std::string cmd = "curl -s -m 60 -o - -w '\\n%{http_code}' " + curl_options + " -X " + method;
     for (const auto& h : headers) cmd += " -H '" + h + "'";
     if (!body.empty()) {
@@ -248,6 +250,7 @@ class ServerProcess {
     }
     cmd += " '" + url(path) + "'";
     const CommandResult r = run_command(cmd);
+    if (!body.empty()) std::remove(body_file.c_str());
     HttpResult h;
     const size_t nl = r.out.rfind('\n');
     if (nl == std::string::npos) return h;
