@@ -49,7 +49,10 @@ KvEventsConfig parse_kv_events_config(const std::string& json_text) {
                        "'{\"enable_kv_cache_events\": true, \"endpoint\": \"tcp://*:5557\"}'");
   KvEventsConfig c;
   bool publisher_given = false;
-  for (const auto& [key, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
+    const std::string& key = item.key();
+    const json& v = item.value();
     const std::string where = "--kv-events-config: " + key;
     auto str = [&] {
       check(v.is_string(), where + " must be a string");

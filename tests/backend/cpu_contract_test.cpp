@@ -173,7 +173,9 @@ TEST(CpuContract, SupportsEveryPrimitiveWithF32Activations) {
   EXPECT_TRUE(be->host_visible_memory());
   for (Op op : all_ops()) {
     // FP8 projections are asked about by their weights' dtype (backend.h).
-    EXPECT_TRUE(be->supports(op, op == Op::LinearFp8 ? DType::F8_E4M3 : DType::F32)) << op_name(op);
+    // The quantized linears are asked about their weights' dtype (decoder_base.cpp's required_ops).
+    const DType dtype = op == Op::LinearFp8 ? DType::F8_E4M3 : op == Op::LinearInt4 ? DType::I32 : DType::F32;
+    EXPECT_TRUE(be->supports(op, dtype)) << op_name(op);
     EXPECT_STRNE(op_name(op), "unknown op");
   }
   EXPECT_TRUE(be->supports(Op::Linear, DType::BF16)) << "bf16 weights";
