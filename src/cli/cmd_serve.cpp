@@ -206,6 +206,8 @@ void run_serve(ServeArgs& a) {
         "--api-key is empty, which would leave the server without authentication; give a key, or leave "
         "the flag out to serve without one");
   a.shutdown_timeout = checked_seconds(a.shutdown_timeout, "--shutdown-timeout", true);
+  // Checked before the model loads (minutes for a large one): a typo in the JSON fails at once.
+  if (!a.kv_events_config.empty()) (void)server::parse_kv_events_config(a.kv_events_config);
   a.server.http.request_timeout_s = checked_seconds(a.server.http.request_timeout_s, "--request-timeout", false);
   a.server.http.keep_alive_timeout_s =
       checked_seconds(a.server.http.keep_alive_timeout_s, "--keep-alive-timeout", false);
