@@ -232,3 +232,56 @@ TEST(KvCacheManager, PrefixCachingOffSharesNothing) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// KV cache events (kv/kv_events.h): a registration tells its hash, its chain parent's hash and its
+// tokens; a forgotten block its hash; a hash held by two blocks (the same chain registered again
+// under another parent block) is told once, and removed when the last of them goes.
+TEST(PrefixCacheEvents, StoredAndRemovedOncePerHash) {
+  PrefixCache c(8, kBs, 0);
+  KvEventLog log;
+  c.set_event_log(&log);
+  const std::vector<int32_t> t = iota_tokens(8);
+  std::vector<uint64_t> h;
+  c.extend_hashes(t, "", h);
+  ASSERT_EQ(c.insert(0, -1, 0, t, h[0], ""), 0);
+  ASSERT_EQ(c.insert(1, 0, 1, t, h[1], "", h[0]), 1);
+  std::vector<KvEvent> ev = log.take();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, KvEvent::Kind::Stored);
+  EXPECT_EQ(ev[0].hash, h[0]);
+  EXPECT_FALSE(ev[0].parent_hash.has_value());
+  EXPECT_EQ(ev[0].token_ids, std::vector<int32_t>({1, 2, 3, 4}));
+  EXPECT_EQ(ev[1].hash, h[1]);
+  EXPECT_EQ(ev[1].parent_hash, h[0]);
+  EXPECT_EQ(ev[1].token_ids, std::vector<int32_t>({5, 6, 7, 8}));
+  // An equal block is not registered again: nothing to tell.
+  EXPECT_EQ(c.insert(2, -1, 0, t, h[0], ""), 0);
+  EXPECT_TRUE(log.empty());
+  // The first block goes: its child can never be hit again, and the chain computed anew registers
+  // a second block under h[1] — one hash, told once.
+  c.forget(0);
+  ASSERT_EQ(c.insert(3, -1, 0, t, h[0], ""), 3);
+  ASSERT_EQ(c.insert(4, 3, 1, t, h[1], "", h[0]), 4);
+  ev = log.take();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, KvEvent::Kind::Removed);
+  EXPECT_EQ(ev[0].hash, h[0]);
+  EXPECT_EQ(ev[1].kind, KvEvent::Kind::Stored);
+  EXPECT_EQ(ev[1].hash, h[0]);
+  EXPECT_EQ(c.num_cached_blocks(), 3);
+  EXPECT_EQ(c.num_cached_hashes(), 2);
+  c.forget(1);
+  EXPECT_TRUE(log.empty()) << "h[1] is still held by block 4";
+  c.forget(4);
+  ev = log.take();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, KvEvent::Kind::Removed);
+  EXPECT_EQ(ev[0].hash, h[1]);
+  EXPECT_EQ(c.num_cached_hashes(), 1);
+}
+
+}  // namespace
+}  // namespace pagoda
