@@ -70,7 +70,7 @@ struct ServeArgs {
   std::optional<uint64_t> seed;            // vllm serve's --seed: the engine seed
   server::TlsOptions tls;                  // --ssl-*: HTTPS (as vllm serve / uvicorn)
   bool api_key_given = false;             // --api-key was on the command line (even as '')
-  std::string metrics_prefix = "pagoda";   // "vllm": dashboards built for vLLM work unchanged
+  std::string metrics_prefix = "vllm";     // vLLM's names by default; "pagoda" opts into pagoda:
   std::string kv_events_config;            // vLLM's KVEventsConfig as JSON; "" = no events
   server::RequestLogOptions logging;
   // One line each for the vLLM flags given that change nothing here (vllm_flags.h).
@@ -434,7 +434,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "\"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\", \"topic\": \"kv-events\"}' "
                   "(docs/kv_events.md)");
   cmd->add_option("--metrics-prefix", args->metrics_prefix,
-                  "Prefix of the /metrics names: pagoda, or vllm for dashboards and autoscalers built for vLLM")
+                  "Prefix of the /metrics names: vllm (vLLM's names, which dashboards, autoscalers and the inference gateway read), or pagoda")
       ->capture_default_str();
   cmd->add_flag("--enable-log-requests,!--disable-log-requests", args->logging.log_requests,
                 "One log line per finished request (id, prompt tokens, parameters, finish)");

@@ -20,7 +20,7 @@ namespace pagoda::server {
 struct EngineMetricsInfo {
   std::string model_name;
   // Prometheus name prefix, written before ':' (--metrics-prefix). Letters, digits and '_'.
-  std::string metrics_prefix = "pagoda";
+  std::string metrics_prefix = "vllm";
   int32_t max_model_len = 0;  // sets the buckets of the token-count histograms, as vLLM's
   // vllm:cache_config_info labels (vLLM's CacheConfig field names): num_gpu_blocks, block_size,
   // cache_dtype.

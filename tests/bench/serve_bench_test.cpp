@@ -363,9 +363,9 @@ TEST(ServeBench, AgainstPagodaServeMatchesItsMetrics) {
   // The server served exactly what the report counts.
   const std::string after = s.get("/metrics").body;
   auto delta = [&](const std::string& name) { return metric_sum(after, name) - metric_sum(before, name); };
-  EXPECT_EQ(delta("pagoda:request_success_total"), j["completed"].get<double>());
-  EXPECT_EQ(delta("pagoda:generation_tokens_total"), j["total_output_tokens"].get<double>());
-  EXPECT_EQ(delta("pagoda:prompt_tokens_total"), j["total_input_tokens"].get<double>());
+  EXPECT_EQ(delta("vllm:request_success_total"), j["completed"].get<double>());
+  EXPECT_EQ(delta("vllm:generation_tokens_total"), j["total_output_tokens"].get<double>());
+  EXPECT_EQ(delta("vllm:prompt_tokens_total"), j["total_input_tokens"].get<double>());
 
   const std::string svg = server::test::read_file(plot);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
@@ -417,8 +417,8 @@ TEST(ServeBench, DefaultsAgainstTheDefaultModelCompleteEveryRequest) {
     EXPECT_GE(in, 6 * 24 - 6);
     EXPECT_LE(in, 6 * 24 + 6);
     const std::string after = s.get("/metrics").body;
-    EXPECT_EQ(metric_sum(after, "pagoda:prompt_tokens_total") - metric_sum(before, "pagoda:prompt_tokens_total"), in);
-    EXPECT_EQ(metric_sum(after, "pagoda:request_success_total") - metric_sum(before, "pagoda:request_success_total"),
+    EXPECT_EQ(metric_sum(after, "vllm:prompt_tokens_total") - metric_sum(before, "vllm:prompt_tokens_total"), in);
+    EXPECT_EQ(metric_sum(after, "vllm:request_success_total") - metric_sum(before, "vllm:request_success_total"),
               6);
   }
   EXPECT_EQ(s.stop(), 0) << s.log();
@@ -452,7 +452,7 @@ TEST(ServeBench, PrefixDatasetsReportTheServersHitRate) {
     EXPECT_EQ(j["failed"], 0);
     const std::string after = s.get("/metrics").body;
     auto delta = [&](const std::string& name) { return metric_sum(after, name) - metric_sum(before, name); };
-    const double hits = delta("pagoda:prefix_cache_hits_total"), queries = delta("pagoda:prefix_cache_queries_total");
+    const double hits = delta("vllm:prefix_cache_hits_total"), queries = delta("vllm:prefix_cache_queries_total");
     ASSERT_GT(queries, 0);
     EXPECT_NEAR(j["prefix_cache_hit_rate"].get<double>(), hits / queries, 1e-9);
     EXPECT_GT(hits / queries, 0.3) << "shared prefixes and resent conversations should mostly hit";
@@ -477,7 +477,7 @@ TEST(ServeBench, ParsesTheSpecDecodeCountersOfAnyPrefix) {
   EXPECT_EQ(c->draft_tokens, 30);
   EXPECT_EQ(c->accepted_tokens, 17);
   EXPECT_EQ(c->accepted_per_pos, (std::vector<int64_t>{10, 5}));
-  EXPECT_FALSE(parse_spec_decode_counters("pagoda:num_requests_running 0\n").has_value());
+  EXPECT_FALSE(parse_spec_decode_counters("vllm:num_requests_running 0\n").has_value());
   BenchSummary s;
   set_spec_decode(s, SpecDecodeCounters{2, 5, 3, {2, 1}}, *c);
   EXPECT_EQ(s.spec_drafts, 10);
@@ -509,9 +509,9 @@ TEST(ServeBench, SpeculativeDecodingSectionIsTheServersCounters) {
   auto delta = [&](const std::string& name) { return metric_sum(after, name) - metric_sum(before, name); };
   const auto j = nlohmann::json::parse(server::test::read_file(result), nullptr, false);
   ASSERT_TRUE(j.is_object());
-  const double drafts = delta("pagoda:spec_decode_num_drafts_total");
-  const double drafted = delta("pagoda:spec_decode_num_draft_tokens_total");
-  const double accepted = delta("pagoda:spec_decode_num_accepted_tokens_total");
+  const double drafts = delta("vllm:spec_decode_num_drafts_total");
+  const double drafted = delta("vllm:spec_decode_num_draft_tokens_total");
+  const double accepted = delta("vllm:spec_decode_num_accepted_tokens_total");
   ASSERT_GT(drafts, 0);
   EXPECT_EQ(j["spec_decode_num_drafts"].get<double>(), drafts);
   EXPECT_EQ(j["spec_decode_accepted_tokens"].get<double>(), accepted);

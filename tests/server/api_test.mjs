@@ -172,13 +172,13 @@ test('prefix caching: cached_tokens in usage, cache_salt, the counters', { skip:
   assert.ok(c2.usage.prompt_tokens_details.cached_tokens >= c1.usage.prompt_tokens - 16);
 
   const after = await metrics();
-  const key = (name) => Object.keys(after).find((k) => k.startsWith(`pagoda:${name}{`));
+  const key = (name) => Object.keys(after).find((k) => k.startsWith(`vllm:${name}{`));
   const queries = after[key('prefix_cache_queries_total')] - (before[key('prefix_cache_queries_total')] ?? 0);
   const hits = after[key('prefix_cache_hits_total')] - (before[key('prefix_cache_hits_total')] ?? 0);
   assert.ok(queries >= 7 * n, `queries ${queries}`);
   assert.ok(hits >= 3 * Math.floor((n - 1) / 16) * 16, `hits ${hits}`);
   assert.ok(hits < queries);
-  assert.ok(Object.keys(after).some((k) => k.startsWith('pagoda:cache_config_info{') && k.includes('enable_prefix_caching="True"')));
+  assert.ok(Object.keys(after).some((k) => k.startsWith('vllm:cache_config_info{') && k.includes('enable_prefix_caching="True"')));
 });
 
 test('hybrid prefix caching: a shared system prompt hits from the second chat request', { skip: mode !== 'prefix-chat' }, async () => {

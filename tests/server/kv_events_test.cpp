@@ -109,8 +109,8 @@ TEST(KvEvents, ASubscriberReplaysExactlyTheCachedBlocks) {
   EXPECT_GT(summary["removed"].get<int>(), 0) << "the workload evicted nothing: the pool is too large to test evictions";
   EXPECT_EQ(summary["media"], json::array({"CPU"}));
   EXPECT_EQ(summary["dp_ranks"], json::array({0}));
-  EXPECT_GT(s.metric("pagoda:prefix_cache_hits_total"), 0) << "no prefix-cache hit: the test checks none";
-  EXPECT_GT(s.metric("pagoda:num_preemptions_total"), 0) << "no preemption: the test checks none";
+  EXPECT_GT(s.metric("vllm:prefix_cache_hits_total"), 0) << "no prefix-cache hit: the test checks none";
+  EXPECT_GT(s.metric("vllm:num_preemptions_total"), 0) << "no preemption: the test checks none";
   EXPECT_EQ(summary["cached"].get<double>(), s.metric("pagoda:prefix_cache_blocks"))
       << "the events describe another set of cached blocks than the server holds";
   EXPECT_EQ(s.metric("pagoda:kv_events_dropped_batches_total"), 0);

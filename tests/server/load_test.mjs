@@ -12,7 +12,7 @@ async function waitIdle(timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const m = await metrics();
-    if (metric(m, 'pagoda:num_requests_running') === 0 && metric(m, 'pagoda:num_requests_waiting') === 0) return m;
+    if (metric(m, 'vllm:num_requests_running') === 0 && metric(m, 'vllm:num_requests_waiting') === 0) return m;
     assert.ok(Date.now() < deadline, `server not idle: ${JSON.stringify(m)}`);
     await sleep(50);
   }
@@ -39,18 +39,18 @@ test('200 concurrent streams complete with their token counts', async () => {
   }
   const after = await waitIdle(10_000);
   assert.equal(
-    metric(after, 'pagoda:generation_tokens_total') - metric(before, 'pagoda:generation_tokens_total'), 1600);
+    metric(after, 'vllm:generation_tokens_total') - metric(before, 'vllm:generation_tokens_total'), 1600);
   assert.equal(
-    metric(after, 'pagoda:request_success_total', 'finished_reason="length"') -
-      metric(before, 'pagoda:request_success_total', 'finished_reason="length"'), 200);
-  assert.equal(metric(after, 'pagoda:kv_cache_usage_perc'), 0);
-  assert.equal(metric(after, 'pagoda:e2e_request_latency_seconds_count') -
-      metric(before, 'pagoda:e2e_request_latency_seconds_count'), 200);
+    metric(after, 'vllm:request_success_total', 'finished_reason="length"') -
+      metric(before, 'vllm:request_success_total', 'finished_reason="length"'), 200);
+  assert.equal(metric(after, 'vllm:kv_cache_usage_perc'), 0);
+  assert.equal(metric(after, 'vllm:e2e_request_latency_seconds_count') -
+      metric(before, 'vllm:e2e_request_latency_seconds_count'), 200);
 });
 
 test('50 clients that disconnect mid-stream free everything', async () => {
   const before = await waitIdle(10_000);
-  assert.equal(metric(before, 'pagoda:kv_cache_usage_perc'), 0);
+  assert.equal(metric(before, 'vllm:kv_cache_usage_perc'), 0);
   const maxTokens = 3000;
   const one = async (i) => {
     const controller = new AbortController();
@@ -70,10 +70,10 @@ test('50 clients that disconnect mid-stream free everything', async () => {
   const chunks = await Promise.all(Array.from({ length: 50 }, (_, i) => one(i)));
   for (const c of chunks) assert.ok(c >= 3);
   const after = await waitIdle(30_000);
-  assert.equal(metric(after, 'pagoda:kv_cache_usage_perc'), 0);
-  const aborted = metric(after, 'pagoda:request_success_total', 'finished_reason="abort"') -
-      metric(before, 'pagoda:request_success_total', 'finished_reason="abort"');
+  assert.equal(metric(after, 'vllm:kv_cache_usage_perc'), 0);
+  const aborted = metric(after, 'vllm:request_success_total', 'finished_reason="abort"') -
+      metric(before, 'vllm:request_success_total', 'finished_reason="abort"');
   assert.equal(aborted, 50);
-  const generated = metric(after, 'pagoda:generation_tokens_total') - metric(before, 'pagoda:generation_tokens_total');
+  const generated = metric(after, 'vllm:generation_tokens_total') - metric(before, 'vllm:generation_tokens_total');
   assert.ok(generated < 50 * maxTokens / 2, `generated ${generated}: the disconnected requests were not aborted`);
 });

@@ -260,15 +260,21 @@ TEST(VllmMetrics, GatewayMetricsKeepVllmNames) {
   EXPECT_NE(text.find("\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.25\n"), std::string::npos);
 }
 
-TEST(VllmMetrics, DefaultPrefixIsPagodaAndBadPrefixesAreRefused) {
+TEST(VllmMetrics, DefaultPrefixIsVllmPagodaOptsInAndBadPrefixesAreRefused) {
   MetricsRegistry registry;
   EngineMetricsInfo info;
   info.model_name = "m";
   EngineMetrics metrics(registry, info);
   const std::string text = registry.render();
-  EXPECT_NE(text.find("# TYPE pagoda:num_requests_waiting gauge\n"), std::string::npos);
-  EXPECT_NE(text.find("# TYPE pagoda:prompt_tokens_total counter\n"), std::string::npos);
-  EXPECT_EQ(text.find("vllm:"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE vllm:num_requests_waiting gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE vllm:prompt_tokens_total counter\n"), std::string::npos);
+  EXPECT_EQ(text.find("pagoda:num_requests"), std::string::npos);
+  MetricsRegistry own;
+  info.metrics_prefix = "pagoda";
+  EngineMetrics opted(own, info);
+  const std::string own_text = own.render();
+  EXPECT_NE(own_text.find("# TYPE pagoda:num_requests_waiting gauge\n"), std::string::npos);
+  EXPECT_EQ(own_text.find("vllm:"), std::string::npos);
   for (const char* bad : {"", "vllm:", "9x", "a-b", "a b"}) {
     MetricsRegistry r;
     info.metrics_prefix = bad;

@@ -49,7 +49,7 @@ TEST(ReliabilityFairness, ManyChoicesOfOneClientDoNotStarveAnother) {
   int light_ok = 0;
   double running = 0;  // the most heavy choices seen running while the light requests were measured
   for (int i = 0; i < 12; ++i) {
-    running = std::max(running, s.metric("pagoda:num_requests_running"));
+    running = std::max(running, s.metric("vllm:num_requests_running"));
     const auto t = Clock::now();
     const HttpResult r = s.request("POST", "/v1/completions",
                                    R"({"prompt": "hi", "max_tokens": 4, "ignore_eos": true, "user": "light"})");

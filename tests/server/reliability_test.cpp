@@ -261,14 +261,14 @@ TEST_F(Reliability, DisconnectedNonStreamingRequestsAreAborted) {
     ASSERT_TRUE(conns.back()->send(post_request("/v1/completions", body)));
   }
   std::this_thread::sleep_for(500ms);
-  EXPECT_GT(server_.metric("pagoda:num_requests_running") + server_.metric("pagoda:num_requests_waiting"), 0);
+  EXPECT_GT(server_.metric("vllm:num_requests_running") + server_.metric("vllm:num_requests_waiting"), 0);
   conns.clear();  // every client hangs up
   const auto t = Clock::now();
-  while (ms_since(t) < 3000 && (server_.metric("pagoda:num_requests_running") > 0 ||
-                                server_.metric("pagoda:num_requests_waiting") > 0))
+  while (ms_since(t) < 3000 && (server_.metric("vllm:num_requests_running") > 0 ||
+                                server_.metric("vllm:num_requests_waiting") > 0))
     std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(server_.metric("pagoda:num_requests_running"), 0);
-  EXPECT_EQ(server_.metric("pagoda:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(server_.metric("vllm:num_requests_running"), 0);
+  EXPECT_EQ(server_.metric("vllm:kv_cache_usage_perc"), 0);
   EXPECT_LT(ms_since(t), 1000) << "aborting the abandoned requests took too long";
   const auto q = Clock::now();
   EXPECT_TRUE(normal_request_works());
@@ -460,11 +460,11 @@ TEST_F(Reliability, HalfCloseIsAnsweredAndHangUpAfterPipelinedBytesAborts) {
     ASSERT_TRUE(conns.back()->send(post_request("/v1/completions", body) + (i % 2 ? "G" : "GET /health HTTP/1.1\r\n")));
   }
   std::this_thread::sleep_for(500ms);
-  EXPECT_GT(server_.metric("pagoda:num_requests_running"), 0);
+  EXPECT_GT(server_.metric("vllm:num_requests_running"), 0);
   conns.clear();
   const auto t = Clock::now();
-  while (ms_since(t) < 5000 && server_.metric("pagoda:num_requests_running") > 0) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(server_.metric("pagoda:num_requests_running"), 0);
+  while (ms_since(t) < 5000 && server_.metric("vllm:num_requests_running") > 0) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(server_.metric("vllm:num_requests_running"), 0);
   EXPECT_LT(ms_since(t), 1000) << "the hang-ups after pipelined bytes went unnoticed";
   expect_recovered();
 }

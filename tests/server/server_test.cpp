@@ -139,12 +139,12 @@ TEST(Server, OverloadAnswers503AndShutdownAbortsInFlight) {
   std::string first, second;
   std::thread t1([&] { first = long_stream(); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (s.metric("pagoda:num_requests_running") < 1 && std::chrono::steady_clock::now() < deadline)
+  while (s.metric("vllm:num_requests_running") < 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::thread t2([&] { second = long_stream(); });
-  while (s.metric("pagoda:num_requests_waiting") < 1 && std::chrono::steady_clock::now() < deadline)
+  while (s.metric("vllm:num_requests_waiting") < 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_EQ(s.metric("pagoda:num_requests_waiting"), 1) << s.log();
+  ASSERT_EQ(s.metric("vllm:num_requests_waiting"), 1) << s.log();
 
   const HttpResult r = s.request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
   EXPECT_EQ(r.status, 503) << r.body;

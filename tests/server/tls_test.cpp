@@ -128,8 +128,8 @@ TEST_F(Tls, ClientThatHangsUpIsAborted) {
                                       server_.url("/v1/completions"));
   EXPECT_EQ(r.code, 28) << "the request should still be running when curl gives up: " << r.out.substr(0, 300);
   const auto t = Clock::now();
-  while (Clock::now() - t < 3s && server_.metric("pagoda:num_requests_running") > 0) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(server_.metric("pagoda:num_requests_running"), 0);
+  while (Clock::now() - t < 3s && server_.metric("vllm:num_requests_running") > 0) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(server_.metric("vllm:num_requests_running"), 0);
   EXPECT_LT(Clock::now() - t, 1s) << "aborting the abandoned request took too long";
   EXPECT_EQ(server_.request("POST", "/v1/completions", kCompletion).status, 200);
   EXPECT_EQ(server_.stop(), 0) << server_.log();

@@ -335,11 +335,11 @@ TEST(VllmFieldsPriority, LowerPriorityValueIsServedFirst) {
       done.push_back(name);
     };
     std::thread blocker(send, "blocker", 0, 2000);
-    EXPECT_TRUE(wait_for("pagoda:num_requests_running", 1));
+    EXPECT_TRUE(wait_for("vllm:num_requests_running", 1));
     std::thread first(send, "first", first_priority, 4);
-    EXPECT_TRUE(wait_for("pagoda:num_requests_waiting", 1));
+    EXPECT_TRUE(wait_for("vllm:num_requests_waiting", 1));
     std::thread second(send, "second", second_priority, 4);
-    EXPECT_TRUE(wait_for("pagoda:num_requests_waiting", 2));
+    EXPECT_TRUE(wait_for("vllm:num_requests_waiting", 2));
     {
       std::lock_guard lock(mu);
       EXPECT_TRUE(done.empty()) << "the blocker ended before both others were queued: nothing was decided by priority";
