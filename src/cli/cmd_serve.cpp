@@ -328,7 +328,9 @@ void run_serve(ServeArgs& a) {
       LOG_INFO("signal " << sig << ": no new requests; waiting up to " << a.shutdown_timeout
                          << " s for the ones in flight");
     }
-    http.stop_accepting();
+    // New connections are still taken during the drain: /health answers them 503 (so a readiness
+    // probe takes the pod out of its pool, rather than seeing a refused connection it may read as
+    // a crash) and new requests get 503; the port closes when the drain ends (http.shutdown).
     async.stop_accepting();
     if (!async.wait_idle(grace)) {
       LOG_INFO("aborting " << async.num_live_generations() << " requests still in flight");
