@@ -261,6 +261,23 @@ def write_quantized_fixture(spec, model, out_dir, replaced, quantization_config,
     mf.write_reference(os.path.join(out_dir, "reference.json"), ref)
 
 
+def fixture_main(description, specs, build_one):
+    """The quantized fixture tools' command line: --out DIR, --only NAME..., then build_one(spec,
+    DIR/name) for each spec."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", default="tests/fixtures/models")
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(8)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    print(f"torch {torch.__version__} transformers {transformers.__version__}")
+    for spec in specs:
+        if args.only and spec["name"] not in args.only:
+            continue
+        print(f"== {spec['name']}")
+        build_one(spec, os.path.join(args.out, spec["name"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="tests/fixtures/models")

@@ -30,7 +30,6 @@ Run on the GPU machine (torch, transformers 5.x, safetensors; no network):
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -176,18 +175,7 @@ def build(spec, out_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="tests/fixtures/models")
-    ap.add_argument("--only", nargs="*", default=None)
-    args = ap.parse_args()
-    torch.set_num_threads(8)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    print(f"torch {torch.__version__} transformers {transformers.__version__}")
-    for spec in spec_list():
-        if args.only and spec["name"] not in args.only:
-            continue
-        print(f"== {spec['name']}")
-        build(spec, os.path.join(args.out, spec["name"]))
+    fam.fixture_main(__doc__.split("\n")[0], spec_list(), build)
 
 
 if __name__ == "__main__":
