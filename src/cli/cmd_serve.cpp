@@ -37,6 +37,7 @@
 #include "io/text_file.h"
 #include "server/async_engine.h"
 #include "server/kv_event_publisher.h"
+#include "server/loading_responder.h"
 #include "server/chat_prompt.h"
 #include "server/cors.h"
 #include "server/engine_metrics.h"
@@ -239,6 +240,11 @@ void run_serve(ServeArgs& a) {
             "qwen3, llama4_json, llama4_pythonic)");
   a.server.tool_call_format = a.tool_call_parser;
   const std::string dir = resolve_model(a.model_dir, a.source);
+  // The port answers 503 while the model loads (plain HTTP; with TLS it opens once the model is up):
+  // a readiness probe sees "not ready", not a refused connection. (A Hub download before it: no.)
+  const bool tls_wanted = a.tls.enabled() || !a.tls.keyfile.empty() || !a.tls.ca_certs.empty() || a.tls.cert_reqs != 0;
+  std::optional<server::LoadingResponder> loading;
+  if (!tls_wanted) loading.emplace(a.server.host, a.server.port);
   a.server.model_dir = dir;
   // As vllm serve: the model is named as it was given; the shipped default by its own folder name.
   if (a.server.served_model_names.empty())
@@ -248,8 +254,7 @@ void run_serve(ServeArgs& a) {
 
   // Before the model loads: a bad certificate or key stops serve at once.
   std::shared_ptr<boost::asio::ssl::context> tls;
-  if (a.tls.enabled() || !a.tls.keyfile.empty() || !a.tls.ca_certs.empty() || a.tls.cert_reqs != 0)
-    tls = server::make_tls_context(a.tls);
+  if (tls_wanted) tls = server::make_tls_context(a.tls);
   EngineConfig engine_config = engine_config_from(a.engine);
   if (a.seed) engine_config.seed = *a.seed;
   auto engine = std::make_unique<Engine>(dir, engine_config);
@@ -296,7 +301,7 @@ void run_serve(ServeArgs& a) {
   server::set_grammar_cache_bytes(static_cast<size_t>(a.server.request.max_grammar_cache_bytes));
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   if (tls) http.use_tls(tls);
-  const int port = http.bind();
+  const int port = loading ? http.adopt(loading->release()) : http.bind();
   // Printed whatever the log level: scripts (and the tests) read the port from it with --port 0.
   std::fprintf(stderr, "pagoda: serving %s on %s://%s:%d\n", a.server.served_model_names.front().c_str(),
                tls ? "https" : "http", a.server.host.c_str(), port);

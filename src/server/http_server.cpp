@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <sys/resource.h>
 
 #include <thread>
@@ -127,6 +129,18 @@ int HttpServer::bind() {
   a.listen(net::socket_base::max_listen_connections, ec);
   check(!ec, "cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + ec.message());
   return a.local_endpoint().port();
+}
+
+int HttpServer::adopt(int listening_fd) {
+  raise_open_file_limit();
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  check(getsockname(listening_fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0,
+        "the listening socket handed over is not a socket");
+  error_code ec;
+  impl_->acceptor->assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), listening_fd, ec);
+  check(!ec, "cannot take over the listening socket: " + ec.message());
+  return impl_->acceptor->local_endpoint().port();
 }
 
 void HttpServer::use_tls(std::shared_ptr<net::ssl::context> tls) {

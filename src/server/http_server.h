@@ -20,6 +20,9 @@ class HttpServer {
   // Binds host:port (port 0 = any free port; SO_REUSEADDR but never SO_REUSEPORT, so a second
   // server on a port in use fails) and returns the port. Throws pagoda::Error.
   int bind();
+  // Takes a socket already listening (LoadingResponder's, which held the port while the model
+  // loaded) instead of binding; returns its port. Throws pagoda::Error.
+  int adopt(int listening_fd);
   // Serves HTTPS (every connection does the TLS handshake first) instead of plain HTTP. Before run().
   void use_tls(std::shared_ptr<boost::asio::ssl::context> tls);
   // Serves until shutdown(); returns once the I/O threads have stopped.

@@ -8,9 +8,16 @@
 // refused, and every request in flight still completes in full.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <chrono>
 #include <regex>
 #include <thread>
@@ -82,6 +89,62 @@ TEST(GieProtocol, DrainTurnsHealthTo503AndLosesNoRequestInFlight) {
   EXPECT_EQ(refused, 503) << "a request arriving during the drain";
   EXPECT_EQ(complete.load(), kRequests) << "requests in flight were lost";
   EXPECT_EQ(s.wait_exit(std::chrono::milliseconds(20000)), 0) << "the drain ends with exit 0\n" << s.log();
+}
+
+}  // namespace
+}  // namespace pagoda::server::test
+
+namespace pagoda::server::test {
+namespace {
+
+// Readiness while loading: the port is open from the start of the load and answers 503 (a large
+// tokenizer makes the load last about a second here); then the same port serves, with no refused
+// connection in between.
+TEST(GieProtocol, HealthIs503WhileTheModelLoadsThenServesOnTheSamePort) {
+  const DefaultModelDir model;
+  ASSERT_FALSE(model.path.empty());
+  const std::string tokenizer = source_path("tests/data/qwen3-tokenizer");
+  ASSERT_TRUE(std::filesystem::exists(tokenizer + "/tokenizer.json")) << "tools/fetch_test_data.sh writes it";
+  // A free port, known before the server prints it.
+  int port = 0;
+  {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    close(fd);
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/health";
+  std::atomic<bool> done{false};
+  std::vector<int> seen;  // HTTP codes in order (0: no connection)
+  std::thread prober([&] {
+    while (!done) {
+      const pagoda::testing::CommandResult r =
+          pagoda::testing::run_command("curl -s -o /dev/null -m 2 -w '%{http_code}' " + url);
+      const int code = std::atoi(r.out.c_str());
+      if (seen.empty() || seen.back() != code) seen.push_back(code);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  ServerProcess s;
+  const bool started = s.start(model.path, {"--port", std::to_string(port), "--host", "127.0.0.1", "--tokenizer",
+                                            tokenizer});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  done = true;
+  prober.join();
+  ASSERT_TRUE(started) << s.log();
+  std::string order;
+  for (int c : seen) order += std::to_string(c) + " ";
+  // Before the process listens: 0; while it loads: 503; then 200 — and never 0 again after a 503.
+  const auto first_503 = std::find(seen.begin(), seen.end(), 503);
+  ASSERT_NE(first_503, seen.end()) << "never 503 while loading: " << order;
+  EXPECT_EQ(seen.back(), 200) << order;
+  EXPECT_EQ(std::find(first_503, seen.end(), 0), seen.end()) << "a refused connection after loading began: " << order;
+  EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
 }  // namespace
