@@ -262,8 +262,9 @@ def write_quantized_fixture(spec, model, out_dir, replaced, quantization_config,
 
 
 def fixture_main(description, specs, build_one):
-    """The quantized fixture tools' command line: --out DIR, --only NAME..., then build_one(spec,
-    DIR/name) for each spec."""
+    """The fixture tools' command line: --out DIR, --only NAME..., then build_one(spec, DIR/name) for
+    each spec, going on past a failure (one family's must not hide the others) and exiting non-zero
+    naming the failed ones."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", default="tests/fixtures/models")
     ap.add_argument("--only", nargs="*", default=None)
@@ -271,34 +272,23 @@ def fixture_main(description, specs, build_one):
     torch.set_num_threads(8)
     torch.use_deterministic_algorithms(True, warn_only=True)
     print(f"torch {torch.__version__} transformers {transformers.__version__}")
+    failed = []
     for spec in specs:
         if args.only and spec["name"] not in args.only:
             continue
         print(f"== {spec['name']}")
-        build_one(spec, os.path.join(args.out, spec["name"]))
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="tests/fixtures/models")
-    ap.add_argument("--only", nargs="*", default=None)
-    args = ap.parse_args()
-    torch.set_num_threads(8)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    print(f"torch {torch.__version__} transformers {transformers.__version__}")
-    failed = []
-    for spec in spec_list():
-        if args.only and spec["name"] not in args.only:
-            continue
-        print(f"== {spec['name']}")
         try:
-            build(spec, os.path.join(args.out, spec["name"]))
-        except Exception as e:  # keep going: one family's failure must not hide the others
+            build_one(spec, os.path.join(args.out, spec["name"]))
+        except Exception:  # noqa: BLE001
             import traceback
             traceback.print_exc()
             failed.append(spec["name"])
     if failed:
         sys.exit("failed: " + ", ".join(failed))
+
+
+def main():
+    fixture_main(__doc__.split("\n")[0], spec_list(), build)
 
 
 if __name__ == "__main__":
