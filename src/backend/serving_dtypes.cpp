@@ -1,6 +1,5 @@
 #include "backend/serving_dtypes.h"
 
-#include <cstdlib>
 #include <optional>
 
 #include "core/error.h"
@@ -60,12 +59,6 @@ ServingDtypes choose_dtypes(const std::string& device, const std::string& dtype_
   if (d.kv_cache == DType::F8_E4M3 && device.rfind("vulkan", 0) == 0)
     throw Error("--kv-cache-dtype " + kv_cache_dtype_flag + ": the FP8 KV cache is implemented on the cpu and cuda "
                 "backends so far; on " + device + " use auto, bf16 or fp16");
-  // The CUDA kernels have not run on a GPU yet (docs/quantization.md): opt-in until
-  // tools/device/fp8_kv_gpu.sh has checked them there.
-  const char* opt_in = std::getenv("PAGODA_FP8_KV_CUDA");
-  if (d.kv_cache == DType::F8_E4M3 && device.rfind("cuda", 0) == 0 && !(opt_in && std::string(opt_in) == "1"))
-    throw Error("--kv-cache-dtype " + kv_cache_dtype_flag + ": the FP8 KV cache on CUDA is written but not yet "
-                "verified on a GPU; set PAGODA_FP8_KV_CUDA=1 to use it anyway, or use auto, bf16 or fp16");
   return d;
 }
 

@@ -79,16 +79,8 @@ TEST(EngineConfig, AnExplicitKvCacheDtypeWins) {
   // FP8 (vLLM's fp8 / fp8_e4m3): the CPU and CUDA backends'; refused by name on Vulkan.
   EXPECT_EQ(resolve("cpu", "auto", DType::BF16, "fp8").kv_cache_dtype, DType::F8_E4M3);
   EXPECT_EQ(resolve("cpu", "auto", DType::BF16, "fp8_e4m3").kv_cache_dtype, DType::F8_E4M3);
-  // On CUDA only with PAGODA_FP8_KV_CUDA=1 until the kernels have run on a GPU.
-  const char* was = std::getenv("PAGODA_FP8_KV_CUDA");
-  const std::string saved = was ? was : "";
-  unsetenv("PAGODA_FP8_KV_CUDA");
-  EXPECT_THROW(resolve("cuda", "auto", DType::BF16, "fp8"), Error);
-  setenv("PAGODA_FP8_KV_CUDA", "1", 1);
   EXPECT_EQ(resolve("cuda", "auto", DType::BF16, "fp8").kv_cache_dtype, DType::F8_E4M3);
   EXPECT_EQ(resolve("cuda", "float32", DType::BF16, "fp8_e4m3").kv_cache_dtype, DType::F8_E4M3);
-  if (was) setenv("PAGODA_FP8_KV_CUDA", saved.c_str(), 1);
-  else unsetenv("PAGODA_FP8_KV_CUDA");
   EXPECT_THROW(resolve("vulkan", "auto", DType::BF16, "fp8"), Error);
   EXPECT_THROW(resolve("vulkan:0", "auto", DType::BF16, "fp8"), Error);
   EXPECT_THROW(resolve("cpu", "auto", DType::BF16, "fp8_e5m2"), Error);

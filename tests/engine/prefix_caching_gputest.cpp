@@ -65,7 +65,11 @@ TEST_P(CudaPrefixCaching, Fp8KvCacheGivesTheSameTokensWithAndWithoutTheCache) {
   off.caching = false;
   const RunOutput without = run(GetParam(), reqs, off);
   const RunOutput with = run(GetParam(), reqs, k);
-  expect_same(with, without);
+  // Logprobs within 1e-2, not 1e-3: on the hybrid, a hit resumes the Gated DeltaNet state from a
+  // snapshot where the miss runs through, so the keys differ by fp32 rounding, and now and then one
+  // lands on the other side of an e4m3 rounding boundary (a step of 1/8 relative). Seen on an H200:
+  // 1.5e-3 on qwen3_5-tiny-text, tokens equal.
+  expect_same(with, without, 1e-2);
   EXPECT_GT(with.preemptions, 0);
   EXPECT_GT(with.hits, 0);
   Knobs fp32 = off;

@@ -119,14 +119,15 @@ inline std::vector<Request> shared_prefix_requests() {
   return reqs;
 }
 
-inline void expect_same(const RunOutput& with, const RunOutput& without) {
+// tolerance: on logprobs; the tokens must be equal.
+inline void expect_same(const RunOutput& with, const RunOutput& without, double tolerance = 1e-3) {
   ASSERT_EQ(with.results.size(), without.results.size());
   for (size_t i = 0; i < with.results.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
     EXPECT_EQ(with.results[i].tokens, without.results[i].tokens);
     ASSERT_EQ(with.results[i].logprobs.size(), without.results[i].logprobs.size());
     for (size_t t = 0; t < with.results[i].logprobs.size(); ++t)
-      EXPECT_NEAR(with.results[i].logprobs[t], without.results[i].logprobs[t], 1e-3) << "token " << t;
+      EXPECT_NEAR(with.results[i].logprobs[t], without.results[i].logprobs[t], tolerance) << "token " << t;
   }
 }
 

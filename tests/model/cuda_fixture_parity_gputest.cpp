@@ -31,9 +31,9 @@ const char* const kFixtures[] = {"qwen3-tiny-tied", "qwen3-tiny-untied-gqa4", "q
                                  // Fused qkv_proj / gate_up_proj loaded as parts lists.
                                  "phi3-tiny-fused",
                                  // FP8 weights (block scales, per-channel; Qwen3.5's interleaved q|gate rows).
-                                 "qwen3-tiny-fp8-block", "qwen3-tiny-fp8-channel", "qwen3_5-tiny-fp8-block"};
-// The 4-bit fixtures join this list once tools/device/int4_gpu.sh has made them with transformers
-// (qwen3-tiny-awq, qwen3-tiny-gptq, qwen3-tiny-w4a16, qwen3_5-tiny-gptq).
+                                 "qwen3-tiny-fp8-block", "qwen3-tiny-fp8-channel", "qwen3_5-tiny-fp8-block",
+                                 // 4-bit weights (AWQ, GPTQ, compressed-tensors W4A16).
+                                 "qwen3-tiny-awq", "qwen3-tiny-gptq", "qwen3-tiny-w4a16", "qwen3_5-tiny-gptq"};
 
 struct Variant {
   const char* name;

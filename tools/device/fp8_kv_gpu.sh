@@ -23,7 +23,7 @@ mkdir -p "$out"
 exec > >(tee -a "$out/fp8_kv.log") 2>&1
 export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="/usr/local/cuda/bin:$PATH"
-export PAGODA_FP8_KV_CUDA=1  # the opt-in this script exists to retire (src/backend/serving_dtypes.cpp)
+
 part="${PART:-all}"
 build="${BUILD:-/tmp/build-fp8kv}"
 shape="${SHAPE:-qwen3-8b}"
