@@ -158,12 +158,16 @@ void add_linear_fp8(std::vector<OpCase>& out) {
 }
 
 void add_linear_int4(std::vector<OpCase>& out) {
-  // Groups of 32 (CUDA's skinny GEMM), 8 and 16 (its dequantizing path), per channel (group K); T
-  // from decode past the skinny-GEMM limit of 8; G past 8 groups (a second zero-point word); every
-  // nibble value and zero point from 0 to 15.
+  // Groups of 32 and 64 (CUDA's scalar skinny GEMM), multiples of 128 (its tensor-core skinny GEMM:
+  // one to four tiles of 8 tokens, fewer and more 128-column chunks than its 8 warps, rows not a
+  // multiple of 16), 8 and 16 (its dequantizing path), per channel (group K); T from decode past both
+  // skinny GEMMs' limits (8, 32); G past 8 groups (a second zero-point word); every nibble value and
+  // zero point from 0 to 15.
   struct Shape { int64_t t, n, k, group; };
-  const Shape shapes[] = {{1, 40, 64, 32}, {3, 72, 320, 32}, {8, 33, 256, 64}, {9, 64, 96, 32},
-                          {2, 24, 136, 8}, {5, 16, 128, 128}, {37, 50, 128, 16}};
+  const Shape shapes[] = {{1, 40, 64, 32},    {3, 72, 320, 32},   {8, 33, 256, 64},    {9, 64, 96, 32},
+                          {2, 24, 136, 8},    {5, 16, 128, 128},  {37, 50, 128, 16},   {1, 40, 256, 128},
+                          {3, 70, 1152, 128}, {13, 48, 512, 256}, {24, 33, 128, 128},  {32, 17, 384, 128},
+                          {33, 20, 256, 128}};
   for (const Shape& s : shapes)
     for (bool f32_out : {false, true}) {
       if (f32_out && s.t > 3) continue;

@@ -337,7 +337,7 @@ std::vector<OpCase> perf_cases(bool quick) {
     for (const auto& [name, n, k] : {std::tuple{"qkv", 6144, 4096}, std::tuple{"gate_up", 24576, 4096},
                                      std::tuple{"down", 4096, 12288}})
       for (bool per_channel : {false, true}) perf_linear_fp8(out, "8B", n, k, name, t, per_channel);
-  for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 2, 4, 8, 16, 2048})
+  for (int64_t t : quick ? std::vector<int64_t>{1, 2048} : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 2048})
     for (const auto& [name, n, k] : {std::tuple{"qkv", 6144, 4096}, std::tuple{"gate_up", 24576, 4096},
                                      std::tuple{"down", 4096, 12288}})
       perf_linear_int4(out, "8B", n, k, name, t);

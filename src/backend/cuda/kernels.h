@@ -85,9 +85,11 @@ void launch_gemv_fp8(const Tensor& x, const Tensor& w, const Tensor& scale, int6
 void launch_dequantize_fp8(const Tensor& w, const Tensor& scale, int64_t block_n, int64_t block_k, Tensor& out,
                            cudaStream_t stream);
 // 4-bit weights (gemv_int4.cu), Backend::linear_int4's semantics for bf16 x. The skinny GEMM for
-// T ≤ kGemvMaxTokens: fits bf16 x (16-byte aligned, stride a multiple of 8), contiguous I32 w with
-// K and group multiples of 32, out BF16 or F32. Otherwise the caller dequantizes w into a [N, K]
+// T ≤ kInt4MmaMaxTokens where group is a multiple of 128 (tensor cores), else T ≤ kGemvMaxTokens:
+// fits bf16 x (16-byte aligned, stride a multiple of 8), contiguous I32 w with K and group multiples
+// of 32, out BF16 or F32. Otherwise the caller dequantizes w into a [N, K]
 // matrix of the activation dtype (launch_dequantize_int4: BF16 or F32 out) and runs the dense GEMM.
+constexpr int kInt4MmaMaxTokens = 32;
 bool gemv_int4_fits(const Tensor& x, const Tensor& w, const Tensor& out, int64_t group);
 void launch_gemv_int4(const Tensor& x, const Tensor& w, const Tensor& scale, const Tensor& zeros, int64_t group,
                       Tensor& out, cudaStream_t stream);
