@@ -52,7 +52,8 @@ for r in $(seq "${ROUNDS:-1}"); do
     build-gpu/pagoda bench offline "$dir" --device cuda --pp 512 --tg 128 --batch-sizes ${BS:-16,64} --prompt-len 256 \
       --gen-len 256 > /tmp/run.txt 2>&1
     echo "--- $(basename "$dir") round $r (rc $?)"
-    grep -E "^\| (pp|tg|B=)|weights:|weights loaded|^load" /tmp/run.txt | cut -c1-160 | head -12
+    cp /tmp/run.txt "$OUT/offline_$(basename "$dir")_$r.txt" 2>/dev/null
+    grep -E "^\| (pp|tg|B=)|INFO\] weights: |weights loaded|^load" /tmp/run.txt | cut -c1-160 | head -12
     grep -iE "error" /tmp/run.txt | head -3
   done
 done

@@ -3,7 +3,8 @@
 # the 4-bit checks and kernels (tools/device/int4_gpu.sh PART=check), Nsight Compute on the 4-bit
 # skinny GEMM (8B gate_up, one token: DRAM throughput, occupancy, warp stalls), the 8B-shape bf16
 # vs GPTQ `bench offline` (int4_gpu.sh PART=bench), then the FP8 KV cache at a long context
-# (tools/device/fp8_kv_gpu.sh PART=perf), reusing one build and one random checkpoint.
+# (tools/device/fp8_kv_gpu.sh PART=perf), reusing one build and one random checkpoint. SKIP_NCU=1,
+# SKIP_FP8KV=1 leave those parts out.
 #   run: carry [".deps/root.tar.xz"], command "bash tools/device/quant_perf_gpu.sh"
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -27,6 +28,7 @@ fi
 PART=bench bash tools/device/int4_gpu.sh > "$OUT/int4_bench.log" 2>&1
 echo "== bench offline bf16 vs GPTQ (rc $?)"
 grep -vE "Warning|policy|^ *$|suppress|project dev|CMP0167|kv-events|loading weights" "$OUT/int4_bench.log" | tail -30
+[[ -n ${SKIP_FP8KV:-} ]] && exit 0
 OUT=/tmp/fp8kv_out BUILD=build-gpu SKIP_BUILD=1 PART=perf bash tools/device/fp8_kv_gpu.sh > /dev/null 2>&1
 echo "== FP8 KV cache at a long context (rc $?)"
 cp /tmp/fp8kv_out/fp8_kv.log "$OUT/fp8_kv_perf.log" 2>/dev/null

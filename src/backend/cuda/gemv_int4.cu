@@ -6,8 +6,9 @@
 //   pair in one logic op (0x4300 | q is 128 + q), the pair minus (128 + z) is q − z exactly, and
 //   mma.m16n8k16 multiplies it by x with fp32 accumulation; each chunk's sums are scaled once. The
 //   k order inside a chunk is permuted (A and B alike) so that a lane's 16-byte vector feeds it
-//   whole; the weights stream through a cp.async pipeline kStages chunks deep. About 1.5
-//   instructions a weight where the scalar form below needs five.
+//   whole. About 1.5 instructions a weight where the scalar form below needs five — yet at one
+//   token it is no faster (43% of the copy bandwidth for 8B gate_up on an H200): not issue-bound;
+//   its gain is from 8 to 32 tokens (docs/benchmarks.md).
 // - Other groups (32, 64), T ≤ kGemvMaxTokens: the scalar skinny GEMM. A warp owns R output rows,
 //   its lanes split K in 16-byte vectors (32 weights, within one group: group is a multiple of 32).
 //   A nibble becomes a float exactly by the exponent trick (0x4B000000 | q is 2^23 + q), the zero
@@ -132,132 +133,98 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-constexpr int kStages = 4;  // chunks a warp has in flight (cp.async, no registers held)
-
 // Block: 16 rows, kMmaWarps warps; warp w takes chunks w, w + 8, ... of K. Lane (g = lane / 4,
 // i = lane % 4) reads 32 columns of each chunk (words 4i..4i+3 of rows g and g + 8) and the same 32
 // columns of x for tokens g, g + 8, ... (NT tiles of eight tokens). In the mma's k index κ of word
 // ws's half h, lane i's κ = 2i, 2i+1 are nibbles (2h, 2h + 4) and κ = 2i + 8, 2i + 9 nibbles
-// (2h + 1, 2h + 5): a function of κ alone, so A and B agree.
-// The weights are what must stream at full bandwidth, and a 4-bit row is a quarter of a bf16 one:
-// registers alone cannot keep enough bytes in flight (the one-shot form reached 43% of the copy
-// bandwidth). So each lane copies its chunks' weights, scales and zero words into its own slots of
-// shared memory with cp.async, kStages chunks ahead, and reads back only what it copied (no block
-// barrier in the loop); x (small, cached) is read one chunk ahead into registers.
-template <int NT, typename OutT>
+// (2h + 1, 2h + 5): a function of κ alone, so A and B agree. U chunks' weights are loaded into
+// registers before any is used. (Measured on an H200: a cp.async pipeline of four chunks a warp
+// through shared memory instead was slower — 37.8 against 29.3 µs for 8B gate_up at one token.)
+template <int NT, int U, typename OutT>
 __global__ void __launch_bounds__(32 * kMmaWarps)
     gemv_int4_mma_kernel(const bf16* __restrict__ x, int64_t ldx, const uint32_t* __restrict__ w, int64_t ldw,
                          const float* __restrict__ scale, const uint32_t* __restrict__ zeros, int groups,
                          int zero_words, int chunks_per_group, OutT* __restrict__ out, int64_t ldo, int n, int t,
                          int chunks) {
-  // [warp][stage][lane]: two weight vectors (rows g, g + 8) and {scale g, scale g + 8, zero word g,
-  // zero word g + 8}; after the loop, the warps' partial sums.
-  constexpr int kCols = 8 * NT;
-  static_assert(kMmaWarps * 16 * kCols * 4 <= kMmaWarps * kStages * 32 * 48, "the sums fit the stages' space");
-  __shared__ __align__(16) uint4 smem[kMmaWarps * kStages * 32 * 3];
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int g = lane >> 2, i = lane & 3;
   const int row0 = static_cast<int>(blockIdx.x) * 16;
   const int ra = min(row0 + g, n - 1), rb = min(row0 + g + 8, n - 1);
   const uint32_t* wa = w + static_cast<int64_t>(ra) * ldw + 4 * i;
   const uint32_t* wb = w + static_cast<int64_t>(rb) * ldw + 4 * i;
-  const float* sa_row = scale + static_cast<int64_t>(ra) * groups;
-  const float* sb_row = scale + static_cast<int64_t>(rb) * groups;
-  const uint32_t* za_row = zeros + static_cast<int64_t>(ra) * zero_words;
-  const uint32_t* zb_row = zeros + static_cast<int64_t>(rb) * zero_words;
-  uint4* slots = smem + (warp * kStages) * 32 * 3 + lane * 3;  // + stage * 96
-  const int mine = warp < chunks ? (chunks - 1 - warp) / kMmaWarps + 1 : 0;
-  auto issue = [&](int j) {
-    if (j < mine) {
-      const int c = warp + j * kMmaWarps, gi = c / chunks_per_group;
-      uint4* slot = slots + (j % kStages) * 96;
-      cp_async16(slot, wa + static_cast<int64_t>(c) * (kChunk / 8), true);
-      cp_async16(slot + 1, wb + static_cast<int64_t>(c) * (kChunk / 8), true);
-      uint32_t* sz = reinterpret_cast<uint32_t*>(slot + 2);
-      cp_async4(sz, sa_row + gi);
-      cp_async4(sz + 1, sb_row + gi);
-      cp_async4(sz + 2, za_row + gi / 8);
-      cp_async4(sz + 3, zb_row + gi / 8);
-    }
-    cp_async_commit();  // empty groups past the end keep the count uniform
-  };
-  // x's 32 columns of a chunk for this lane's token of each tile (zeros past t).
-  auto load_x = [&](int j, uint4 (&xv)[NT][4]) {
-    const int c = warp + j * kMmaWarps;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int tok = nt * 8 + g;
-      const bool in = j < mine && tok < t;
-      const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(in ? tok : 0) * ldx +
-                                                        static_cast<int64_t>(in ? c : 0) * kChunk + 32 * i);
-#pragma unroll
-      for (int ws = 0; ws < 4; ++ws) xv[nt][ws] = in ? __ldg(src + ws) : make_uint4(0, 0, 0, 0);
-    }
-  };
   float acc[NT][4];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+  for (int c0 = warp; c0 < chunks; c0 += kMmaWarps * U) {
+    uint4 qa[U], qb[U];
 #pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) issue(j);
-  uint4 xnext[NT][4];
-  load_x(0, xnext);
-  for (int j = 0; j < mine; ++j) {
-    issue(j + kStages - 1);  // into the slot chunk j - 1 used (read into registers last iteration)
-    uint4 xv[NT][4];
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u * kMmaWarps;
+      const bool in = c < chunks;
+      qa[u] = in ? gemv_util::load_stream(wa + static_cast<int64_t>(c) * (kChunk / 8)) : make_uint4(0, 0, 0, 0);
+      qb[u] = in ? gemv_util::load_stream(wb + static_cast<int64_t>(c) * (kChunk / 8)) : make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u * kMmaWarps;
+      if (c >= chunks) break;
+      const int gi = c / chunks_per_group;
+      const float sa = __ldg(scale + static_cast<int64_t>(ra) * groups + gi);
+      const float sb = __ldg(scale + static_cast<int64_t>(rb) * groups + gi);
+      const uint32_t za = (__ldg(zeros + static_cast<int64_t>(ra) * zero_words + gi / 8) >> (4 * (gi % 8))) & 15u;
+      const uint32_t zb = (__ldg(zeros + static_cast<int64_t>(rb) * zero_words + gi / 8) >> (4 * (gi % 8))) & 15u;
+      const uint32_t za2 = (0x4300u | za) * 0x10001u, zb2 = (0x4300u | zb) * 0x10001u;
+      const __nv_bfloat162 zza = *reinterpret_cast<const __nv_bfloat162*>(&za2);
+      const __nv_bfloat162 zzb = *reinterpret_cast<const __nv_bfloat162*>(&zb2);
+      float part[NT][4];
 #pragma unroll
-      for (int ws = 0; ws < 4; ++ws) xv[nt][ws] = xnext[nt][ws];
-    load_x(j + 1, xnext);
-    cp_async_wait<kStages - 1>();  // chunk j's group is complete
-    const uint4* slot = slots + (j % kStages) * 96;
-    const uint4 qa = slot[0], qb = slot[1], sz = slot[2];
-    const int gi = (warp + j * kMmaWarps) / chunks_per_group;
-    const uint32_t za = (sz.z >> (4 * (gi % 8))) & 15u, zb = (sz.w >> (4 * (gi % 8))) & 15u;
-    const uint32_t za2 = (0x4300u | za) * 0x10001u, zb2 = (0x4300u | zb) * 0x10001u;
-    const __nv_bfloat162 zza = *reinterpret_cast<const __nv_bfloat162*>(&za2);
-    const __nv_bfloat162 zzb = *reinterpret_cast<const __nv_bfloat162*>(&zb2);
-    float part[NT][4];
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+        for (int e = 0; e < 4; ++e) part[nt][e] = 0.0f;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) part[nt][e] = 0.0f;
-#pragma unroll
-    for (int ws = 0; ws < 4; ++ws) {
-      const uint32_t word_a = word_of(qa, ws), word_b = word_of(qb, ws);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t a[4] = {int4_pair(word_a, 2 * h, zza), int4_pair(word_b, 2 * h, zzb),
-                               int4_pair(word_a, 2 * h + 1, zza), int4_pair(word_b, 2 * h + 1, zzb)};
+      for (int ws = 0; ws < 4; ++ws) {
+        const uint32_t word_a = word_of(qa[u], ws), word_b = word_of(qb[u], ws);
+        // x's pairs (x_j, x_j+4) of the word's eight columns, for this lane's token of each tile.
+        uint32_t xp[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          // x's pairs (x_j, x_j+4) of the word's eight columns, j = 2h and 2h + 1.
-          const uint32_t lo = h == 0 ? xv[nt][ws].x : xv[nt][ws].y, hi = h == 0 ? xv[nt][ws].z : xv[nt][ws].w;
-          mma_bf16(part[nt], a, __byte_perm(lo, hi, 0x5410), __byte_perm(lo, hi, 0x7632));
+          const int tok = nt * 8 + g;
+          uint4 xv = make_uint4(0, 0, 0, 0);
+          if (tok < t)
+            xv = __ldg(reinterpret_cast<const uint4*>(x + tok * ldx + static_cast<int64_t>(c) * kChunk + 32 * i + 8 * ws));
+          xp[nt][0] = __byte_perm(xv.x, xv.z, 0x5410);
+          xp[nt][1] = __byte_perm(xv.x, xv.z, 0x7632);
+          xp[nt][2] = __byte_perm(xv.y, xv.w, 0x5410);
+          xp[nt][3] = __byte_perm(xv.y, xv.w, 0x7632);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t a[4] = {int4_pair(word_a, 2 * h, zza), int4_pair(word_b, 2 * h, zzb),
+                                 int4_pair(word_a, 2 * h + 1, zza), int4_pair(word_b, 2 * h + 1, zzb)};
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_bf16(part[nt], a, xp[nt][2 * h], xp[nt][2 * h + 1]);
         }
       }
-    }
-    const float sa = __uint_as_float(sz.x), sb = __uint_as_float(sz.y);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      acc[nt][0] = fmaf(part[nt][0], sa, acc[nt][0]);
-      acc[nt][1] = fmaf(part[nt][1], sa, acc[nt][1]);
-      acc[nt][2] = fmaf(part[nt][2], sb, acc[nt][2]);
-      acc[nt][3] = fmaf(part[nt][3], sb, acc[nt][3]);
+      for (int nt = 0; nt < NT; ++nt) {
+        acc[nt][0] = fmaf(part[nt][0], sa, acc[nt][0]);
+        acc[nt][1] = fmaf(part[nt][1], sa, acc[nt][1]);
+        acc[nt][2] = fmaf(part[nt][2], sb, acc[nt][2]);
+        acc[nt][3] = fmaf(part[nt][3], sb, acc[nt][3]);
+      }
     }
   }
-  cp_async_wait_all();
-  __syncthreads();  // every warp is done with its slots: the space takes the partial sums
-  float* red = reinterpret_cast<float*>(smem);  // [warp][16 rows][kCols]
-  float* mine_red = red + warp * 16 * kCols;
+  // The warps' partial sums of the block's 16 rows x 8·NT tokens, added in shared memory.
+  constexpr int kCols = 8 * NT;
+  __shared__ float red[kMmaWarps][16 * kCols];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
-    mine_red[g * kCols + nt * 8 + 2 * i] = acc[nt][0];
-    mine_red[g * kCols + nt * 8 + 2 * i + 1] = acc[nt][1];
-    mine_red[(g + 8) * kCols + nt * 8 + 2 * i] = acc[nt][2];
-    mine_red[(g + 8) * kCols + nt * 8 + 2 * i + 1] = acc[nt][3];
+    red[warp][g * kCols + nt * 8 + 2 * i] = acc[nt][0];
+    red[warp][g * kCols + nt * 8 + 2 * i + 1] = acc[nt][1];
+    red[warp][(g + 8) * kCols + nt * 8 + 2 * i] = acc[nt][2];
+    red[warp][(g + 8) * kCols + nt * 8 + 2 * i + 1] = acc[nt][3];
   }
   __syncthreads();
   for (int e = static_cast<int>(threadIdx.x); e < 16 * kCols; e += 32 * kMmaWarps) {
@@ -265,7 +232,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps)
     if (row0 + r >= n || tok >= t) continue;
     float v = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kMmaWarps; ++k) v += red[k * 16 * kCols + e];
+    for (int k = 0; k < kMmaWarps; ++k) v += red[k][e];
     store(out + static_cast<int64_t>(tok) * ldo + row0 + r, v);
   }
 }
@@ -306,7 +273,8 @@ void launch_out(int t, const Args& a, OutT* out, cudaStream_t stream) {
 
 template <int NT, typename OutT>
 void launch_mma_nt(const Args& a, int t, OutT* out, cudaStream_t stream) {
-  gemv_int4_mma_kernel<NT, OutT><<<(a.n + 15) / 16, 32 * kMmaWarps, 0, stream>>>(
+  constexpr int U = NT == 1 ? 4 : 2;  // chunks in flight a lane (registers)
+  gemv_int4_mma_kernel<NT, U, OutT><<<(a.n + 15) / 16, 32 * kMmaWarps, 0, stream>>>(
       a.x, a.ldx, a.w, a.ldw, a.scale, a.zeros, a.groups, a.zero_words, a.vectors_per_group * 32 / kChunk, out, a.ldo,
       a.n, t, a.kv * 32 / kChunk);
 }
