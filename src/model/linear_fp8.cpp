@@ -12,6 +12,7 @@ namespace pagoda {
 namespace {
 
 using quantized_parts::shape_str;
+using quantized_parts::check_finite_scales;
 using quantized_parts::source_rows;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -38,10 +39,7 @@ PartScales read_part_scales(WeightStore& ws, const WeightRows& part) {
   const std::vector<int64_t>& ss = ws.shape_of(name);
   PartScales p;
   p.values = ws.host_floats(name);
-  for (size_t i = 0; i < p.values.size(); ++i)
-    check(std::isfinite(p.values[i]), "FP8 scale tensor '" + name + "' holds a non-finite value (" +
-                                          std::to_string(p.values[i]) + " at element " + std::to_string(i) +
-                                          "): the checkpoint is damaged");
+  check_finite_scales(p.values, "FP8", name);
   const int64_t rows = part.shape[0], cols = part.shape.size() > 1 ? part.shape[1] : 1;
   const WeightQuantization& q = ws.quantization();
   if (p.values.size() == 1) {

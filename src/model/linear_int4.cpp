@@ -11,6 +11,7 @@ namespace pagoda {
 namespace {
 
 using quantized_parts::shape_str;
+using quantized_parts::check_finite_scales;
 using quantized_parts::source_rows;
 
 using Layout = WeightQuantization::Int4Layout;
@@ -116,17 +117,14 @@ Part read_part(WeightStore& ws, const WeightRows& block) {
       check(static_cast<int64_t>(g.size()) == p.cols, "GPTQ tensor '" + gidx + "' has " + std::to_string(g.size()) +
                                                          " entries; the weight has " + std::to_string(p.cols) + " columns");
       for (int64_t k = 0; k < p.cols; ++k)
-        check(g[static_cast<size_t>(k)] == k / p.group,
-              "GPTQ tensor '" + gidx + "' reorders the columns' groups (act-order, desc_act: true): column " +
-                  std::to_string(k) + " is in group " + std::to_string(g[static_cast<size_t>(k)]) +
-                  "; pagoda loads GPTQ checkpoints quantized with desc_act: false");
+        if (g[static_cast<size_t>(k)] != k / p.group)  // (the message built only on failure)
+          throw Error("GPTQ tensor '" + gidx + "' reorders the columns' groups (act-order, desc_act: true): column " +
+                      std::to_string(k) + " is in group " + std::to_string(g[static_cast<size_t>(k)]) +
+                      "; pagoda loads GPTQ checkpoints quantized with desc_act: false");
     }
   }
   p.scale = ws.host_floats(scale_name);
-  for (size_t i = 0; i < p.scale.size(); ++i)
-    check(std::isfinite(p.scale[i]), "4-bit scale tensor '" + scale_name + "' holds a non-finite value (" +
-                                         std::to_string(p.scale[i]) + " at element " + std::to_string(i) +
-                                         "): the checkpoint is damaged");
+  check_finite_scales(p.scale, "4-bit", scale_name);
   return p;
 }
 
