@@ -257,6 +257,12 @@ void run_serve(ServeArgs& a) {
   if (tls_wanted) tls = server::make_tls_context(a.tls);
   EngineConfig engine_config = engine_config_from(a.engine);
   if (a.seed) engine_config.seed = *a.seed;
+  for (const LoraModule& m : engine_config.lora.modules) {
+    const auto& names = a.server.served_model_names;
+    check(std::find(names.begin(), names.end(), m.name) == names.end(),
+          "--lora-modules: adapter '" + m.name + "' has the served model's name; give it another");
+    a.server.lora_modules.emplace_back(m.name, m.path);
+  }
   auto engine = std::make_unique<Engine>(dir, engine_config);
   server::MetricsRegistry registry;
   server::EngineMetricsInfo info;
@@ -485,6 +491,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--disable-access-log-for-endpoints", args->access_log_skip,
                   "Comma-separated paths left out of the access log, e.g. /health,/metrics,/ping");
   add_engine_flags(cmd, args->engine);
+  add_lora_flags(cmd, args->engine);
   add_vllm_compat_flags(cmd, args->vllm_warnings);  // last: it skips every flag implemented above
   cmd->footer("vllm serve's other flags are accepted with a warning or refused with the reason: "
               "docs/coming-from-vllm.md lists them.");

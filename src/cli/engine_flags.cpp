@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/devices.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -96,8 +98,50 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                 "cuda: run every step eagerly (no CUDA graphs for decode steps)");
 }
 
+void add_lora_flags(CLI::App* cmd, EngineFlags& f) {
+  LoraConfig& l = f.config.lora;
+  cmd->add_flag("--enable-lora", l.enabled, "Serve LoRA adapters over the base model (docs/lora.md)");
+  cmd->add_option("--lora-modules", f.lora_modules,
+                  "LoRA adapters (PEFT directories) a request names by its \"model\": name=path, or JSON "
+                  "'{\"name\": ..., \"path\": ..., \"base_model_name\": ...}'; implies --enable-lora")
+      ->expected(1, -1);
+  cmd->add_option("--max-loras", l.max_loras, "Adapters kept on the device; at least the number of --lora-modules")
+      ->capture_default_str();
+  cmd->add_option("--max-lora-rank", l.max_lora_rank, "Highest adapter rank served (slots are this wide)")
+      ->capture_default_str();
+  cmd->add_option("--max-cpu-loras", l.max_cpu_loras, "Adapters kept in host memory (accepted; every adapter is "
+                                                      "on the device for now)");
+}
+
+namespace {
+
+// "name=path" or {"name": ..., "path": ..., "base_model_name": ...}.
+LoraModule parse_lora_module(const std::string& text) {
+  LoraModule m;
+  if (!text.empty() && text.front() == '{') {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    check(j.is_object() && j.contains("name") && j["name"].is_string() && j.contains("path") && j["path"].is_string(),
+          "--lora-modules: '" + text + "' is neither name=path nor a JSON object with \"name\" and \"path\"");
+    m.name = j["name"].get<std::string>();
+    m.path = j["path"].get<std::string>();
+    if (j.contains("base_model_name") && j["base_model_name"].is_string())
+      m.base_model_name = j["base_model_name"].get<std::string>();
+    return m;
+  }
+  const size_t eq = text.find('=');
+  check(eq != std::string::npos && eq > 0 && eq + 1 < text.size(),
+        "--lora-modules: '" + text + "' is not name=path (or vLLM's JSON form)");
+  m.name = text.substr(0, eq);
+  m.path = text.substr(eq + 1);
+  return m;
+}
+
+}  // namespace
+
 EngineConfig engine_config_from(const EngineFlags& f) {
   EngineConfig c = f.config;
+  for (const std::string& m : f.lora_modules) c.lora.modules.push_back(parse_lora_module(m));
+  if (!c.lora.modules.empty()) c.lora.enabled = true;
   if (c.device == "auto") {
     const int gpus = cuda_device_count();
     c.device = gpus > 0 ? "cuda" : "cpu";

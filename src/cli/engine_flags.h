@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/engine_config.h"
 #include "io/model_config.h"
@@ -15,9 +16,13 @@ struct EngineFlags {
   EngineConfig config;
   std::string kv_cache_memory;  // "4GiB", "512MiB", bytes
   std::string speculative_config;  // JSON, as vLLM's --speculative-config
+  std::vector<std::string> lora_modules;  // --lora-modules entries: name=path, or vLLM's JSON form
 };
 
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
+// --enable-lora, --lora-modules, --max-loras, --max-lora-rank, --max-cpu-loras (serve: a request
+// picks an adapter by its "model").
+void add_lora_flags(CLI::App* cmd, EngineFlags& flags);
 // Resolves parsed flags into the engine config (sizes with units); throws pagoda::Error.
 EngineConfig engine_config_from(const EngineFlags& flags);
 

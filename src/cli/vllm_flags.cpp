@@ -23,7 +23,6 @@ constexpr const char* kNo = "";        // refused
 // older launch scripts still carry at the end); tests/fixtures/vllm_serve_flags.txt lists them all.
 const std::vector<VllmFlag> kFlags = {
     // --- the front end ---------------------------------------------------------------------------
-    {"--lora-modules", L, kNo, "pagoda serves no LoRA adapters; merge the adapter into the weights and serve that"},
     {"--chat-template-content-format", V, "auto|string",
      "pagoda renders message content as the template expects it (auto); 'openai' is not supported"},
     {"--trust-request-chat-template", F, kAny, "a request's own chat_template is never used; the server's is"},
@@ -167,14 +166,10 @@ const std::vector<VllmFlag> kFlags = {
     {"--skip-mm-profiling", F, kAny, "pagoda serves text models: requests carry no media"},
     {"--video-pruning-rate", V, kAny, "pagoda serves text models: requests carry no media"},
     // --- LoRA ----------------------------------------------------------------------------------------
-    {"--enable-lora", F, kNo, "pagoda serves no LoRA adapters; merge the adapter into the weights and serve that"},
-    {"--max-loras", V, kAny, "pagoda serves no LoRA adapters"},
-    {"--max-lora-rank", V, kAny, "pagoda serves no LoRA adapters"},
-    {"--lora-extra-vocab-size", V, kAny, "pagoda serves no LoRA adapters"},
-    {"--lora-dtype", V, kAny, "pagoda serves no LoRA adapters"},
-    {"--max-cpu-loras", V, kAny, "pagoda serves no LoRA adapters"},
-    {"--fully-sharded-loras", F, kAny, "pagoda serves no LoRA adapters"},
-    {"--default-mm-loras", V, kAny, "pagoda serves no LoRA adapters"},
+    {"--lora-extra-vocab-size", V, kAny, "adapters add no tokens (vLLM has removed extra vocabularies too)"},
+    {"--lora-dtype", V, kAny, "adapters are kept in the model's dtype"},
+    {"--fully-sharded-loras", F, kAny, "LoRA with tensor parallelism is not implemented yet"},
+    {"--default-mm-loras", V, kAny, "pagoda serves no images yet, so no image adapters"},
     // --- observability -------------------------------------------------------------------------------
     {"--show-hidden-metrics-for-version", V, kAny, "/metrics hides no deprecated metrics"},
     {"--otlp-traces-endpoint", V, kNo, "OpenTelemetry tracing is not implemented; /metrics and the logs remain"},

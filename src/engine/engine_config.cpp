@@ -39,6 +39,19 @@ void validate_engine_config(const EngineConfig& c) {
   check(c.device == "cpu" || c.device == "cuda" || c.device == "vulkan" || c.device.rfind("vulkan:", 0) == 0,
         "--device must be cpu, cuda or vulkan[:N], got '" + c.device + "'");
   choose_dtypes(c.device, c.dtype, c.kv_cache_dtype, DType::F32);  // throws for a bad --dtype or --kv-cache-dtype
+  const LoraConfig& l = c.lora;
+  check(l.max_loras >= 1, "--max-loras must be >= 1, got " + std::to_string(l.max_loras));
+  check(l.max_lora_rank >= 1 && l.max_lora_rank <= 512,
+        "--max-lora-rank must be in [1, 512], got " + std::to_string(l.max_lora_rank));
+  check(static_cast<int64_t>(l.modules.size()) <= l.max_loras,
+        std::to_string(l.modules.size()) + " adapters in --lora-modules but --max-loras " + std::to_string(l.max_loras) +
+            ": every adapter is kept in a device slot (swapping from host memory is not implemented yet); raise "
+            "--max-loras");
+  for (size_t i = 0; i < l.modules.size(); ++i) {
+    check(!l.modules[i].name.empty() && !l.modules[i].path.empty(), "--lora-modules: an entry needs a name and a path");
+    for (size_t j = 0; j < i; ++j)
+      check(l.modules[i].name != l.modules[j].name, "--lora-modules names '" + l.modules[i].name + "' twice");
+  }
   check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
         "--gpu-memory-utilization must be in (0, 1]");
   check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&
@@ -95,6 +108,7 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   }
   r.prefix_cache_hash_bits = c.prefix_cache_hash_bits;
   r.speculative = c.speculative;
+  r.lora = c.lora;
   r.replicated_workers = c.replicated_workers;
   return r;
 }

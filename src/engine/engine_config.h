@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/serving_dtypes.h"  // parse_kv_cache_dtype, for the callers of this header
 #include "core/dtype.h"
@@ -16,6 +17,20 @@
 namespace pagoda {
 
 // Engine flags as the user gave them; 0 / "auto" mean "decide for me".
+// LoRA adapters served over the base model (vLLM's flags; docs/lora.md).
+struct LoraModule {
+  std::string name;  // what a request's "model" names
+  std::string path;  // a PEFT adapter directory
+  std::string base_model_name;  // the JSON form's base_model_name (informative)
+};
+struct LoraConfig {
+  bool enabled = false;             // --enable-lora
+  std::vector<LoraModule> modules;  // --lora-modules
+  int32_t max_loras = 1;            // --max-loras: adapters in device slots (all of them, for now)
+  int32_t max_lora_rank = 16;       // --max-lora-rank
+  int32_t max_cpu_loras = 0;        // --max-cpu-loras (0: max_loras)
+};
+
 struct EngineConfig {
   std::string device = "cpu";          // cpu | cuda
   int32_t num_threads = 0;             // cpu threads; 0 = all cores
@@ -39,6 +54,7 @@ struct EngineConfig {
   int32_t state_checkpoint_interval = -1;       // tokens between snapshots of long prefills; -1 = default, 0 = off
   int prefix_cache_hash_bits = 64;              // test hook: < 64 truncates the block hashes
   SpeculativeConfig speculative;                // --speculative-config (parsed)
+  LoraConfig lora;                              // --enable-lora, --lora-modules, --max-loras, --max-lora-rank
   // Test double of the executor seam (engine/executor.h): N cpu workers, each with the whole model.
   int32_t replicated_workers = 1;
 };
@@ -70,6 +86,7 @@ struct ResolvedEngineConfig {
   int32_t state_checkpoint_interval = 0;
   int prefix_cache_hash_bits = 64;
   SpeculativeConfig speculative;
+  LoraConfig lora;
   int32_t replicated_workers = 1;
 
   // "device cuda, dtype bfloat16 (activations bfloat16), kv cache bfloat16, max_model_len 4096,

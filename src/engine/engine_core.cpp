@@ -72,6 +72,9 @@ void EngineCore::check_prompt(const std::vector<int32_t>& prompt) const {
 
 int64_t EngineCore::add_request(std::vector<int32_t> prompt, SamplingParams params) {
   check_prompt(prompt);
+  check(params.lora >= -1 && params.lora < static_cast<int32_t>(config_.lora.modules.size()),
+        "LoRA adapter " + std::to_string(params.lora) + " is not served (" +
+            std::to_string(config_.lora.modules.size()) + " adapters: --lora-modules)");
   const int64_t id = next_id_++;
   Sequence* seq = scheduler_->add(id, std::move(prompt), std::move(params));
   // Its grammar's first mask is made while its prompt prefills (until grammar_after_token is

@@ -86,11 +86,26 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
     m.max_query_len = std::max(m.max_query_len, b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s]);
     m.max_seq_len = std::max(m.max_seq_len, b.seq_lens[s]);
   }
+  if (lora_) {
+    lora_slots_.assign(static_cast<size_t>(T), -1);
+    if (b.lora_slots.size() == static_cast<size_t>(T)) lora_slots_ = b.lora_slots;
+    lora_->set_step(lora_slots_);
+  }
   return m;
+}
+
+void ModelRunner::set_lora(LoraSet* lora) {
+  lora_ = lora;
+  if (lora_) lora_->reserve(std::max(max_tokens_, max_seqs_));
 }
 
 StepMeta ModelRunner::upload_padded_decode(const StepBatch* b, int32_t bucket) {
   const int32_t S = b ? b->num_seqs() : 0, NB = max_blocks_per_seq_;
+  if (lora_) {  // the padding rows (and a capture's) run the base model
+    lora_slots_.assign(static_cast<size_t>(bucket), -1);
+    if (b && b->lora_slots.size() == static_cast<size_t>(S)) std::copy(b->lora_slots.begin(), b->lora_slots.end(), lora_slots_.begin());
+    lora_->set_step(lora_slots_);
+  }
   const DecodeLayout L(static_cast<size_t>(max_seqs_));
   staging_.assign(L.bt + static_cast<size_t>(bucket) * static_cast<size_t>(NB), 0);
   int32_t* st = staging_.data();

@@ -22,6 +22,7 @@
 #include "engine/step_batch.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/recurrent_state.h"
+#include "model/lora.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -88,6 +89,10 @@ class ModelRunner {
   // Returns the number of graphs captured.
   int capture_decode_graphs(PagedKvCache& kv, RecurrentState* recurrent, int32_t dummy_state_slot);
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // The model's LoRA adapters (model/lora.h): each step then tells them every token's adapter
+  // (StepBatch::lora_slots; padded decode rows and graph capture: the base model). Reserves their
+  // workspace for this runner's largest step.
+  void set_lora(LoraSet* lora);
   // prepare_s and gpu_wait_s of every execute_greedy so far (steps and total_s are the Engine's).
   const StepTimes& times() const { return times_; }
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
@@ -123,6 +128,8 @@ class ModelRunner {
   AttentionPlan attn_plan_;
   StepTimes times_;
   std::map<int32_t, int64_t> graphs_;  // bucket → graph handle
+  LoraSet* lora_ = nullptr;
+  std::vector<int32_t> lora_slots_;  // a padded decode step's
   size_t workspace_bytes_ = 0;
 };
 

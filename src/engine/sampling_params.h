@@ -116,6 +116,9 @@ struct SamplingParams {
   // vLLM's priority (--scheduling-policy priority): lower values are scheduled first. Always 0 with
   // fcfs, which the server enforces.
   int32_t priority = 0;
+  // Not sampling either: the LoRA adapter (its slot in the engine's --lora-modules order) the
+  // request runs with; -1 the base model. Part of the prefix-cache key (Scheduler).
+  int32_t lora = -1;
   // Not sampling, but per request and carried with it: vLLM's cache_salt. Requests share cached
   // prefix blocks only when their salts are equal (empty = the common pool).
   std::string cache_salt;

@@ -34,11 +34,31 @@ Scheduler::Scheduler(SchedulerConfig config)
             "), got " + std::to_string(config_.state_checkpoint_interval));
 }
 
+namespace {
+
+// The prefix-cache salt of a request: its cache_salt and its LoRA adapter (cached K/V depend on the
+// adapter: requests of different adapters never share a block). Injective: an adapter's salts
+// begin with \x1e, and so does a base-model salt only when the client's did (then tagged "-").
+std::string prefix_salt(const SamplingParams& p) {
+  std::string salt;
+  if (p.lora >= 0) {
+    salt = '\x1e';
+    salt += std::to_string(p.lora);
+    salt += '\x1e';
+  } else if (!p.cache_salt.empty() && p.cache_salt[0] == '\x1e') {
+    salt = "\x1e-\x1e";
+  }
+  salt += p.cache_salt;
+  return salt;
+}
+
+}  // namespace
+
 std::vector<int32_t> Scheduler::find_prefix(Sequence* seq, int32_t* snapshot) {
   *snapshot = -1;
   PrefixCache* cache = kv_.prefix_cache();
   if (cache == nullptr) return {};
-  const std::string& salt = seq->params().cache_salt;
+  const std::string salt = prefix_salt(seq->params());
   cache->extend_hashes(seq->tokens(), salt, seq->block_hashes);
   // The last token is always computed: its logits are the point of the step.
   const int32_t max_blocks = (seq->num_tokens() - 1) / config_.block_size;
@@ -80,7 +100,7 @@ void Scheduler::cache_computed_blocks(const ScheduledSequence& s) {
   PrefixCache* cache = kv_.prefix_cache();
   if (cache == nullptr) return;
   Sequence* seq = s.seq;
-  const std::string& salt = seq->params().cache_salt;
+  const std::string salt = prefix_salt(seq->params());
   cache->extend_hashes(seq->tokens(), salt, seq->block_hashes);
   kv_.cache_full_blocks(seq->id(), seq->tokens(), seq->block_hashes, salt, seq->num_computed_tokens);
   if (s.take_snapshot < 0) return;
@@ -350,6 +370,8 @@ void Scheduler::build_batch(SchedulerOutput& out) const {
         std::max(b.max_blocks_per_seq, static_cast<int32_t>(kv_.block_table(s.seq->id()).size()));
   }
   const size_t num_seqs = out.scheduled.size();
+  bool has_lora = false;  // a step of the base model alone carries no slots
+  for (const ScheduledSequence& s : out.scheduled) has_lora = has_lora || s.seq->params().lora >= 0;
   b.cu_seqlens_q.assign(1, 0);
   b.block_tables.assign(num_seqs * static_cast<size_t>(b.max_blocks_per_seq), 0);
   for (size_t i = 0; i < num_seqs; ++i) {
@@ -362,6 +384,7 @@ void Scheduler::build_batch(SchedulerOutput& out) const {
                                          : s.seq->draft_tokens[static_cast<size_t>(p - real_end)]);
       b.positions.push_back(p);
       b.slot_mapping.push_back(table[static_cast<size_t>(p / bs)] * bs + p % bs);
+      if (has_lora) b.lora_slots.push_back(s.seq->params().lora);
     }
     b.cu_seqlens_q.push_back(b.num_tokens());
     b.seq_lens.push_back(s.start + s.num_new_tokens);

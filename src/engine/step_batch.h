@@ -18,6 +18,7 @@ struct StepBatch {
   std::vector<uint8_t> has_initial_state;  // [S] 0 for a sequence's first chunk
   std::vector<int32_t> logits_rows;        // [S'] flat rows that sample (last token of a sequence)
   std::vector<int32_t> hidden_rows;        // [T] or empty: StepMeta::hidden_rows (draft heads)
+  std::vector<int32_t> lora_slots;         // [T] LoRA adapter slot of each token, -1 none; empty: none
   int32_t max_blocks_per_seq = 0;
   int32_t block_size = 0;
 

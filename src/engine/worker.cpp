@@ -41,7 +41,16 @@ Worker::Worker(const std::string& model_dir, const ModelConfig& model_config, co
                       ", not the resolved activation dtype " + dtype_name(config_.activation_dtype));
   const auto start = Clock::now();
   const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
-  model_ = load_model(model_config, ckpt, *backend_, spec_.shard);
+  ShardSpec shard = spec_.shard;
+  if (config_.lora.enabled && !config_.lora.modules.empty()) {
+    std::vector<LoraAdapter> adapters;
+    for (const LoraModule& m : config_.lora.modules)
+      adapters.push_back(load_lora_adapter(m.name, m.path, config_.lora.max_lora_rank));
+    lora_ = std::make_unique<LoraSet>(*backend_, std::move(adapters), config_.lora.max_lora_rank);
+    shard.lora = lora_.get();
+  }
+  model_ = load_model(model_config, ckpt, *backend_, shard);
+  if (lora_) lora_->check_all_used();
   const SpeculativeConfig& spec_cfg = config_.speculative;
   if (spec_.driver && spec_cfg.enabled() && spec_cfg.method == SpeculativeMethod::Mtp)
     draft_ = std::make_unique<DraftModelProposer>(model_->load_mtp_head(ckpt), *model_, *backend_);
@@ -67,6 +76,7 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
       sc.max_num_batched_tokens, static_cast<int64_t>(sc.max_num_seqs) * (1 + sc.num_speculative_tokens)));
   runner_ = std::make_unique<ModelRunner>(*backend_, *model_, sc.max_num_batched_tokens, sc.max_num_seqs,
                                           max_blocks_per_seq, max_rows);
+  runner_->set_lora(lora_.get());
 
   MemoryPlanInputs in;
   in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());

@@ -22,6 +22,7 @@
 #include "kv/memory_plan.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/recurrent_state.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/shard.h"
 
@@ -75,6 +76,7 @@ class Worker {
   ResolvedEngineConfig config_;
   WorkerSpec spec_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LoraSet> lora_;  // the adapters the model's projections carry (before model_: they point here)
   std::unique_ptr<Model> model_;
   std::unique_ptr<DraftModelProposer> draft_;
   std::unique_ptr<ModelRunner> runner_;

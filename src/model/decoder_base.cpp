@@ -5,7 +5,9 @@
 namespace pagoda {
 
 DecoderBase::DecoderBase(const ModelConfig& cfg, const Checkpoint& ckpt, Backend& backend, const ShardSpec& shard)
-    : cfg_(cfg), shard_(shard), local_(rank_view(cfg, shard)), be_(backend), ws_(backend, ckpt, cfg.quantization), native_dtype_(WeightStore::native_dtype(ckpt)) {}
+    : cfg_(cfg), shard_(shard), local_(rank_view(cfg, shard)), be_(backend), ws_(backend, ckpt, cfg.quantization), native_dtype_(WeightStore::native_dtype(ckpt)) {
+  ws_.set_lora(shard.lora);
+}
 
 // The CPU keeps the checkpoint's dtype (used in place from the mapping; its kernels accumulate in
 // fp32 whatever the weight dtype), and so does Vulkan (its shaders read f32, bf16 or f16 weights);

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "model/linear_fp8.h"
 #include "model/linear_int4.h"
+#include "model/lora.h"
 
 #include <tuple>
 #include <utility>
@@ -32,6 +33,70 @@ std::pair<int64_t, int64_t> shard_range(int64_t n, const ShardSpec& r, const std
   return {r.rank * per, (r.rank + 1) * per};
 }
 
+
+// The adapters of `set` that target the parts of `spec` (columns [col_begin, col_end) of its input),
+// as one projection's slot pools; null when no adapter targets any part.
+std::shared_ptr<const LoraWeights> attach_lora(WeightStore& ws, LoraSet& set, const LinearSpec& spec,
+                                               const ShardSpec& rank, int64_t col_begin, int64_t col_end) {
+  const int64_t S = set.num_slots(), P = static_cast<int64_t>(spec.parts.size()), mr = set.max_rank();
+  const int64_t R = P * mr, K = col_end - col_begin;
+  int64_t N = 0;
+  for (const LinearPart& p : spec.parts) N += p.num_rows();
+  bool any = false;
+  for (const LoraAdapter& a : set.adapters())
+    for (const LinearPart& p : spec.parts) any = any || a.modules.count(p.weight) > 0;
+  if (!any) return nullptr;
+  check(rank.world == 1, "LoRA adapters with tensor parallelism are not implemented yet: serve with "
+                         "--tensor-parallel-size 1");
+  std::vector<float> A(static_cast<size_t>(S * R * K), 0.0f), B(static_cast<size_t>(S * N * R), 0.0f);
+  for (int64_t s = 0; s < S; ++s) {
+    const LoraAdapter& ad = set.adapters()[static_cast<size_t>(s)];
+    int64_t row0 = 0;
+    for (int64_t pi = 0; pi < P; ++pi) {
+      const LinearPart& p = spec.parts[static_cast<size_t>(pi)];
+      const auto it = ad.modules.find(p.weight);
+      if (it != ad.modules.end()) {
+        const TensorView& ta = *it->second.a;
+        const TensorView& tb = *it->second.b;
+        const std::string where = "LoRA adapter '" + ad.name + "' (" + ad.dir + "): '" + p.weight + "'";
+        check(ta.shape[1] == spec.in_features, where + " lora_A has " + std::to_string(ta.shape[1]) +
+                                                   " input columns; the base projection has " +
+                                                   std::to_string(spec.in_features) + ": an adapter of another model");
+        check(tb.shape[0] == p.rows, where + " lora_B has " + std::to_string(tb.shape[0]) + " output rows; the base "
+                                             "projection has " + std::to_string(p.rows) +
+                                             ": an adapter of another model");
+        const int64_t r = ad.rank, in = ta.shape[1];
+        std::vector<float> fa(static_cast<size_t>(r * in)), fb(static_cast<size_t>(tb.shape[0] * r));
+        convert_float_elements(ta.data, ta.dtype, fa.data(), DType::F32, fa.size());
+        convert_float_elements(tb.data, tb.dtype, fb.data(), DType::F32, fb.size());
+        for (int64_t i = 0; i < r; ++i)
+          for (int64_t k = 0; k < K; ++k)
+            A[static_cast<size_t>((s * R + pi * mr + i) * K + k)] = fa[static_cast<size_t>(i * in + col_begin + k)];
+        for (int64_t j = 0; j < p.num_rows(); ++j) {
+          const int64_t src = p.order.empty() ? p.begin + j : p.order[static_cast<size_t>(j)];
+          for (int64_t i = 0; i < r; ++i)
+            B[static_cast<size_t>((s * N + row0 + j) * R + pi * mr + i)] = fb[static_cast<size_t>(src * r + i)] * ad.scaling;
+        }
+        set.mark_used(static_cast<int32_t>(s), p.weight);
+      }
+      row0 += p.num_rows();
+    }
+  }
+  // In the projection's dense dtype, as the weight it adds to.
+  const DType dt = spec.dtype;
+  auto upload = [&](const std::vector<float>& host, int64_t rows, int64_t cols) {
+    std::vector<uint8_t> bytes(host.size() * dtype_size(dt));
+    convert_float_elements(host.data(), DType::F32, bytes.data(), dt, host.size());
+    return ws.upload(bytes.data(), dt, rows, cols);
+  };
+  auto w = std::make_shared<LoraWeights>();
+  w->set = &set;
+  w->rank_columns = R;
+  w->a = upload(A, S * R, K).reshape({S, R, K});
+  w->b = upload(B, S * N, R).reshape({S, N, R});
+  set.attached(K, N, R);
+  return w;
+}
 }  // namespace
 
 const char* weight_format_name(WeightFormat f) {
@@ -47,6 +112,16 @@ const char* weight_format_name(WeightFormat f) {
 }
 
 Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& rank) {
+  Linear l = load_weights(ws, spec, rank);
+  if (LoraSet* set = ws.lora()) {
+    // Over this rank's input columns (a row shard's), every part's rows.
+    int64_t col_begin = spec.col_begin, col_end = spec.col_end < 0 ? spec.in_features : spec.col_end;
+    l.lora_ = attach_lora(ws, *set, spec, rank, col_begin, col_end);
+  }
+  return l;
+}
+
+Linear Linear::load_weights(WeightStore& ws, const LinearSpec& spec, const ShardSpec& rank) {
   check_invariant(!spec.parts.empty() && spec.in_features > 0, "Linear::load: an empty projection");
   Linear l;
   l.shard_ = rank.world > 1 ? spec.shard : ShardKind::Replicated;
@@ -105,7 +180,7 @@ Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& ra
         sub.parts.push_back(spec.parts[i]);
         sub.parts.back().bias.clear();
       }
-      Linear seg = Linear::load(ws, sub, rank);
+      Linear seg = Linear::load_weights(ws, sub, rank);
       seg.shard_ = ShardKind::Replicated;
       if (seg.format_ != WeightFormat::Dense) l.format_ = seg.format_;
       l.segments_.push_back(std::move(seg));
@@ -183,21 +258,27 @@ void Linear::multiply(Backend& be, const Tensor& x, Tensor& out) const {
 void Linear::forward(Backend& be, const Tensor& x, Tensor& out) const {
   multiply(be, x, out);
   add_biases(be, out);
+  if (lora_) lora_->apply(be, x, out);
   if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
 }
 
 void Linear::forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, Tensor& out) const {
-  if (format_ != WeightFormat::Dense || !segments_.empty()) {
+  // The adapter reads the activation, which the fused kernel may leave unwritten.
+  if (format_ != WeightFormat::Dense || !segments_.empty() || lora_) {
     be.silu_mul(gate_up, act);
     multiply(be, act, out);
   } else {
     be.linear_silu_mul(gate_up, weight_, act, out);
   }
   add_biases(be, out);
+  if (lora_) lora_->apply(be, act, out);
   if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
 }
 
 void Linear::add_ops(DType activation, std::vector<OpUse>& ops) const {
+  if (lora_)
+    ops.insert(ops.end(), {{Op::MoePermute, activation}, {Op::MoeGroupedLinear, lora_->a.dtype},
+                           {Op::MoeUnpermute, activation}, {Op::Add, activation}});
   for (const Linear& s : segments_) s.add_ops(activation, ops);
   if (!segments_.empty()) {
     if (!biases_.empty()) ops.push_back({Op::AddBias, activation});

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/lora.h"
 #include "model/shard.h"
 #include "model/weight_store.h"
 
@@ -52,9 +54,9 @@ struct LinearSpec {
 class Linear {
  public:
   Linear() = default;
-  // Loads the projection's shard for `rank`. Throws pagoda::Error naming the tensor when it is
-  // absent or of another shape, and when the shard does not divide a part's rows (column) or the
-  // input (row).
+  // Loads the projection's shard for `rank`, with the LoRA adapters of ws.lora() that target its
+  // parts. Throws pagoda::Error naming the tensor when it is absent or of another shape, and when
+  // the shard does not divide a part's rows (column) or the input (row).
   static Linear load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& rank = {});
   // A projection over a matrix already on the device (a tied lm_head is the embedding table).
   static Linear over(const Tensor& weight);
@@ -72,6 +74,7 @@ class Linear {
   WeightFormat format() const { return format_; }
   ShardKind shard() const { return shard_; }
   bool has_bias() const { return !biases_.empty(); }
+  bool has_lora() const { return lora_ != nullptr; }
   // The weight [out, in] as stored (dense: for a model that shares it, e.g. a tied embedding).
   const Tensor& weight() const { return weight_; }
   const Tensor& scale() const { return scale_; }  // Fp8 and Int4
@@ -84,6 +87,8 @@ class Linear {
     Tensor values;  // F32 [n]
   };
   void add_biases(Backend& be, Tensor& out) const;
+  // The weight alone (format, shard, bias, segments): load() without the adapters.
+  static Linear load_weights(WeightStore& ws, const LinearSpec& spec, const ShardSpec& rank);
 
   // The format's product: linear or linear_fp8, or each segment's into its output columns.
   void multiply(Backend& be, const Tensor& x, Tensor& out) const;
@@ -101,7 +106,9 @@ class Linear {
   // and z in FP8 or 4 bits beside the small b and a kept in bf16): one Linear per run of parts of one format,
   // each writing its own output columns; weight_ is then empty and the biases and the sum stay here.
   std::vector<Linear> segments_;
-  // LoRA adapter slots go here (shrink/expand by per-token adapter index): none yet.
+  // The LoRA adapters that target this projection's parts (lora.h), added after the bias and
+  // before a row shard's sum; null when none does.
+  std::shared_ptr<const LoraWeights> lora_;
 };
 
 // E experts' projections of one MoE layer, [E, N, K], multiplied per expert over its sorted rows

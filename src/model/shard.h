@@ -16,12 +16,16 @@ enum class ShardKind : uint8_t {
   Row,         // each rank holds a slice of the input columns; partial outputs are summed
 };
 
+class LoraSet;
+
 // This rank's place in its tensor-parallel group; `comm` sums row-parallel outputs (needed when
-// world > 1).
+// world > 1). With it travels what else every projection a worker loads takes: the LoRA adapters
+// (model/lora.h), or null.
 struct ShardSpec {
   int32_t rank = 0;
   int32_t world = 1;
   Communicator* comm = nullptr;
+  LoraSet* lora = nullptr;
 };
 
 // The config as rank `shard.rank` of `shard.world` sees it: query heads, KV heads, the MLP's

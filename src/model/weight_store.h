@@ -19,6 +19,8 @@
 
 namespace pagoda {
 
+class LoraSet;
+
 // A block of rows of one checkpoint matrix: rows [begin, end) of tensor `name` (shape `shape`,
 // checked; dims past the first are flattened into columns), or, when `order` is non-empty, those
 // source rows in that order.
@@ -41,6 +43,9 @@ class WeightStore {
 
   bool has(const std::string& name) const { return by_name_.count(name) > 0; }
   const WeightQuantization& quantization() const { return quant_; }
+  // The LoRA adapters the projections loaded from here take (Linear::load), or null.
+  void set_lora(LoraSet* lora) { lora_ = lora; }
+  LoraSet* lora() const { return lora_; }
   // The checkpoint dtype of tensor `name`; throws naming it when absent.
   DType dtype_of(const std::string& name) const;
   // Tensor `name` (any float dtype) as fp32 values on the host, row-major (scales, small vectors).
@@ -77,6 +82,7 @@ class WeightStore {
 
   Backend& backend_;
   WeightQuantization quant_;
+  LoraSet* lora_ = nullptr;
   Checkpoint ckpt_;  // keeps the mapped files alive while tensors point into them
   std::map<std::string, const TensorView*> by_name_;  // canonical name -> checkpoint tensor
   std::vector<Buffer> buffers_;

@@ -69,7 +69,7 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   require_generate_runner(ctx, "Chat Completions API");
   const Json body = parse_json_body(req.body);
   ChatRequest r = parse_chat_request(body, ctx.sampling_defaults);
-  check_model_name(ctx, r.model);
+  r.params.lora = check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
   apply_vllm_params(ctx, r.extras, r.params);
   const std::string prompt_text = ctx.chat->render(r.prompt);

@@ -32,7 +32,7 @@ HttpReply handle_completions(ServerContext& ctx, const HttpRequest& req) {
   const Json body = parse_json_body(req.body);
   CompletionRequest r = parse_completion_request(body, ctx.sampling_defaults);
   if (r.constraint) r.params.grammar = compile_for_engine(ctx, *r.constraint);
-  check_model_name(ctx, r.model);
+  r.params.lora = check_model_name(ctx, r.model);
   apply_vllm_params(ctx, r.extras, r.params);
   std::vector<ChoiceSpec> choices;
   // return_token_ids: each choice's prompt, as the engine got it (after truncate_prompt_tokens).

@@ -17,7 +17,9 @@
 namespace pagoda::server {
 
 // 404 unless `requested` is empty or one of the served names.
-void check_model_name(const ServerContext& ctx, const std::string& requested);
+// The LoRA adapter a request's "model" names (its engine slot), -1 for the base model (or no
+// model given); anything else is a 404 model_not_found, as vLLM answers.
+int32_t check_model_name(const ServerContext& ctx, const std::string& requested);
 
 // Text -> token ids (400 when the model has no tokenizer).
 // 400 naming `param` when a request asks for more than --max-tokenize-bytes of text to be tokenized.

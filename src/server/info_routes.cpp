@@ -23,6 +23,16 @@ HttpReply handle_models(ServerContext& ctx, const HttpRequest&) {
                     {"max_model_len", ctx.engine.max_model_len()},
                     {"vocab_size", ctx.engine.model_config().vocab_size}});
   }
+  // LoRA adapters as vLLM lists them: root their directory, parent the base model.
+  for (const auto& [name, dir] : ctx.options.lora_modules)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", unix_now()},
+                    {"owned_by", "pagoda"},
+                    {"root", dir},
+                    {"parent", ctx.options.served_model_names.front()},
+                    {"max_model_len", ctx.engine.max_model_len()},
+                    {"vocab_size", ctx.engine.model_config().vocab_size}});
   return json_reply({{"object", "list"}, {"data", data}});
 }
 

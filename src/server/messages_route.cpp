@@ -68,7 +68,7 @@ HttpReply handle_messages(ServerContext& ctx, const HttpRequest& req) {
   require_generate_runner(ctx, "Messages API");
   const Json body = parse_json_body(req.body);
   MessagesRequest r = parse_messages_request(body, ctx.sampling_defaults);
-  check_model_name(ctx, r.model);
+  r.params.lora = check_model_name(ctx, r.model);
   std::string prompt_text;
   const std::vector<int32_t> ids = render_prompt(ctx, r.prompt, prompt_text);
   fit_prompt(ctx, ids, r.params, "messages");

@@ -140,7 +140,7 @@ HttpReply handle_responses(ServerContext& ctx, const HttpRequest& req) {
   require_generate_runner(ctx, "Responses API");
   const Json body = parse_json_body(req.body);
   ResponsesRequest r = parse_responses_request(body, ctx.sampling_defaults);
-  check_model_name(ctx, r.model);
+  r.params.lora = check_model_name(ctx, r.model);
   apply_vllm_params(ctx, VllmExtras{}, r.params);  // priority against --scheduling-policy
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "input");
   const std::string prompt_text = ctx.chat->render(r.prompt);

@@ -1,0 +1,113 @@
+// Tiny random LoRA adapters for the family fixtures, written as PEFT writes them
+// (adapter_config.json; adapter_model.safetensors with base_model.model.<module>.lora_A / lora_B),
+// and the reference they are held to: a dense checkpoint of the merged weights W + s·B·A (PEFT's
+// merge_and_unload; s = alpha / r, or alpha / √r with rsLoRA) computed in double. Shared by the
+// model tests (lora_test.cpp) and the server's (tests/server/lora_server_test.cpp).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../io/io_test_util.h"
+#include "io/safetensors.h"
+#include "reference_fixture.h"
+
+namespace pagoda::lora_test {
+
+inline const std::regex kProjection(
+    R"(\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj|in_proj_qkv|in_proj_z|out_proj)\.weight$)");
+
+struct AdapterSpec {
+  int64_t rank = 4;
+  double alpha = 8;
+  bool rslora = false;
+  uint32_t seed = 1;
+  // Only projections whose name contains this (empty: all of them).
+  std::string only;
+};
+
+// One module's low-rank pair, row-major: A [r, in], B [out, r].
+struct Pair {
+  std::vector<float> a, b;
+  int64_t in = 0, out = 0;
+};
+
+// Writes a PEFT adapter for fixture `fixture` into `dir` and returns its pairs by checkpoint name.
+inline std::map<std::string, Pair> write_adapter(const std::string& fixture, const AdapterSpec& s, const std::string& dir) {
+  const Checkpoint ckpt = Checkpoint::open_dir(testing::fixture_model_dir(fixture));
+  std::mt19937 rng(s.seed);
+  std::uniform_real_distribution<float> u(-0.25f, 0.25f);
+  std::map<std::string, Pair> pairs;
+  std::vector<io_test::Tensor> tensors;
+  std::vector<std::string> targets;
+  for (const TensorView* t : ckpt.all()) {
+    if (!std::regex_search(t->name, kProjection) || t->shape.size() != 2) continue;
+    if (!s.only.empty() && t->name.find(s.only) == std::string::npos) continue;
+    Pair p;
+    p.out = t->shape[0];
+    p.in = t->shape[1];
+    p.a.resize(static_cast<size_t>(s.rank * p.in));
+    p.b.resize(static_cast<size_t>(p.out * s.rank));
+    for (float& v : p.a) v = u(rng);
+    for (float& v : p.b) v = u(rng);
+    const std::string stem = "base_model.model." + t->name.substr(0, t->name.size() - 7);
+    tensors.push_back({stem + ".lora_A.weight", "F32", {s.rank, p.in}, io_test::bytes_of(p.a)});
+    tensors.push_back({stem + ".lora_B.weight", "F32", {p.out, s.rank}, io_test::bytes_of(p.b)});
+    const std::string leaf = t->name.substr(0, t->name.size() - 7);
+    targets.push_back(leaf.substr(leaf.rfind('.') + 1));
+    pairs[t->name] = std::move(p);
+  }
+  std::sort(targets.begin(), targets.end());
+  targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  std::filesystem::create_directories(dir);
+  const nlohmann::json config = {{"peft_type", "LORA"},         {"r", s.rank},
+                                 {"lora_alpha", s.alpha},       {"use_rslora", s.rslora},
+                                 {"target_modules", targets},   {"bias", "none"},
+                                 {"fan_in_fan_out", false},     {"modules_to_save", nullptr},
+                                 {"base_model_name_or_path", fixture}};
+  io_test::write_file(dir + "/adapter_config.json", config.dump());
+  io_test::write_file(dir + "/adapter_model.safetensors", io_test::build(tensors));
+  return pairs;
+}
+
+// The fixture with every adapted weight replaced by W + s·B·A (in double, stored f32).
+inline void write_merged(const std::string& fixture, const std::map<std::string, Pair>& pairs, const AdapterSpec& s,
+                  const std::string& dir) {
+  const std::string src = testing::fixture_model_dir(fixture);
+  const Checkpoint ckpt = Checkpoint::open_dir(src);
+  const double scale = s.rslora ? s.alpha / std::sqrt(static_cast<double>(s.rank)) : s.alpha / s.rank;
+  std::vector<io_test::Tensor> tensors;
+  for (const TensorView* t : ckpt.all()) {
+    ASSERT_EQ(t->dtype, DType::F32) << t->name;
+    std::vector<float> w(static_cast<size_t>(t->numel()));
+    std::memcpy(w.data(), t->data, t->nbytes);
+    if (const auto it = pairs.find(t->name); it != pairs.end()) {
+      const Pair& p = it->second;
+      for (int64_t o = 0; o < p.out; ++o)
+        for (int64_t i = 0; i < p.in; ++i) {
+          double d = 0;
+          for (int64_t r = 0; r < s.rank; ++r)
+            d += static_cast<double>(p.b[static_cast<size_t>(o * s.rank + r)]) * p.a[static_cast<size_t>(r * p.in + i)];
+          float& v = w[static_cast<size_t>(o * p.in + i)];
+          v = static_cast<float>(static_cast<double>(v) + scale * d);
+        }
+    }
+    tensors.push_back({t->name, "F32", t->shape, io_test::bytes_of(w)});
+  }
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(src + "/config.json", dir + "/config.json");
+  io_test::write_file(dir + "/model.safetensors", io_test::build(tensors));
+}
+
+}  // namespace pagoda::lora_test

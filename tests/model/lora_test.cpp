@@ -1,0 +1,276 @@
+// LoRA adapters on the CPU. A family fixture gets tiny random PEFT adapters (written here as PEFT
+// writes them: adapter_config.json, adapter_model.safetensors with base_model.model.<module>.lora_A /
+// lora_B) on every projection of its decoder; the reference is a dense checkpoint of the merged
+// weights W + s·B·A (PEFT's merge_and_unload, s = alpha / r, or alpha / √r with rsLoRA) computed here
+// in double, which pagoda runs as a plain model (the family fixtures hold that path to
+// transformers). The adapter run must give its greedy tokens and logprobs; a batch mixing adapters
+// and the base model gives each sequence what it gets alone; the prefix cache never serves one
+// adapter's blocks to another; bad adapters are refused naming the file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "../io/io_test_util.h"
+#include "engine/engine.h"
+#include "io/safetensors.h"
+#include "model/lora.h"
+#include "lora_fixture.h"
+#include "reference_fixture.h"
+
+namespace pagoda {
+namespace {
+
+using lora_test::AdapterSpec;
+using lora_test::write_adapter;
+using lora_test::write_merged;
+
+struct Req {
+  std::vector<int32_t> prompt;
+  int32_t lora = -1;
+};
+
+struct Out {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  int32_t cached = 0;
+};
+
+// Greedy runs of `reqs` on the model in `dir` with `adapters` (name = "a<i>"); together: all queued
+// at once (else one after another).
+std::vector<Out> run(const std::string& dir, const std::vector<std::string>& adapters, const std::vector<Req>& reqs,
+                     bool together, bool caching = true, int32_t max_tokens = 10) {
+  EngineConfig config;
+  config.max_num_seqs = 8;
+  config.max_num_batched_tokens = 24;  // prompts are prefilled in chunks beside decodes
+  config.max_model_len = 256;
+  config.num_gpu_blocks_override = 200;
+  config.enable_prefix_caching = caching;
+  config.lora.enabled = !adapters.empty();
+  config.lora.max_loras = std::max<int32_t>(1, static_cast<int32_t>(adapters.size()));
+  config.lora.max_lora_rank = 8;
+  for (size_t i = 0; i < adapters.size(); ++i) config.lora.modules.push_back({"a" + std::to_string(i), adapters[i], ""});
+  Engine engine(dir, config);
+  std::vector<Out> out(reqs.size());
+  std::map<int64_t, size_t> index;
+  auto drain = [&] {
+    for (int steps = 0; engine.has_unfinished() && steps < 10000; ++steps)
+      for (const RequestOutput& o : engine.step()) {
+        Out& r = out[index.at(o.id)];
+        r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+        for (const SampleResult& s : o.samples) r.logprobs.push_back(s.logprob);
+        if (o.finished) r.cached = o.num_cached_tokens;
+      }
+    EXPECT_FALSE(engine.has_unfinished());
+  };
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = max_tokens;
+    p.logprobs = 0;
+    p.lora = reqs[i].lora;
+    index[engine.add_request(reqs[i].prompt, p)] = i;
+    if (!together) drain();
+  }
+  drain();
+  return out;
+}
+
+std::vector<int32_t> prompt_of(uint32_t seed, size_t len, int32_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(len);
+  for (int32_t& t : p) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab - 10)) + 5;
+  return p;
+}
+
+int32_t vocab_of(const std::string& fixture) {
+  std::ifstream in(testing::fixture_model_dir(fixture) + "/config.json");
+  const nlohmann::json c = nlohmann::json::parse(in);
+  return c.contains("vocab_size") ? c["vocab_size"].get<int32_t>() : c["text_config"]["vocab_size"].get<int32_t>();
+}
+
+void expect_same(const Out& got, const Out& want, double tol) {
+  EXPECT_EQ(got.tokens, want.tokens);
+  ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+  for (size_t t = 0; t < got.logprobs.size(); ++t) EXPECT_NEAR(got.logprobs[t], want.logprobs[t], tol) << "token " << t;
+}
+
+class LoraFamilies : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LoraFamilies, TheAdapterGivesTheMergedWeightsTokensAndLogprobs) {
+  const std::string fixture = GetParam();
+  io_test::TempDir tmp;
+  const AdapterSpec spec{.rank = 4, .alpha = 8, .rslora = false, .seed = 7};
+  const auto pairs = write_adapter(fixture, spec, tmp.file("adapter"));
+  ASSERT_GT(pairs.size(), 4u);
+  write_merged(fixture, pairs, spec, tmp.file("merged"));
+  const int32_t vocab = vocab_of(fixture);
+  const std::vector<Req> with = {{prompt_of(1, 9, vocab), 0}, {prompt_of(2, 41, vocab), 0}};
+  const std::vector<Req> plain = {{with[0].prompt}, {with[1].prompt}};
+  const std::vector<Out> want = run(tmp.file("merged"), {}, plain, false);
+  const std::vector<Out> got = run(testing::fixture_model_dir(fixture), {tmp.file("adapter")}, with, false);
+  const std::vector<Out> base = run(testing::fixture_model_dir(fixture), {}, plain, false);
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    expect_same(got[i], want[i], 1e-4);
+  }
+  EXPECT_NE(got[1].tokens, base[1].tokens) << "the adapter changed nothing: is it applied?";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LoraFamilies,
+                         ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text", "llama3-tiny-tied-bias",
+                                           "gemma3-tiny-text"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// Four adapters (one rsLoRA, one on the attention alone, ranks 2-8) and the base model in one
+// batch, prompts chunked beside decodes: each sequence gets the tokens it gets alone.
+TEST(LoraBatch, AMixOfAdaptersAndTheBaseGivesEachSequenceItsTokensAlone) {
+  const std::string fixture = "qwen3-tiny-untied-gqa4";
+  io_test::TempDir tmp;
+  const AdapterSpec specs[] = {{.rank = 4, .alpha = 8, .seed = 11},
+                               {.rank = 8, .alpha = 4, .rslora = true, .seed = 12},
+                               {.rank = 2, .alpha = 2, .seed = 13, .only = "self_attn"},
+                               {.rank = 6, .alpha = 12, .seed = 14}};
+  std::vector<std::string> dirs;
+  for (size_t i = 0; i < 4; ++i) {
+    dirs.push_back(tmp.file("a" + std::to_string(i)));
+    write_adapter(fixture, specs[i], dirs.back());
+  }
+  const int32_t vocab = vocab_of(fixture);
+  std::vector<Req> reqs;
+  for (int32_t i = 0; i < 10; ++i)
+    reqs.push_back({prompt_of(100 + static_cast<uint32_t>(i), 5 + 7 * static_cast<size_t>(i), vocab), i % 5 - 1});
+  const std::vector<Out> alone = run(testing::fixture_model_dir(fixture), dirs, reqs, false, false);
+  const std::vector<Out> together = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i) + ", adapter " + std::to_string(reqs[i].lora));
+    expect_same(together[i], alone[i], 1e-4);
+  }
+  // The adapters differ from each other and from the base model.
+  EXPECT_NE(alone[0].tokens, alone[5].tokens);
+  std::set<std::vector<int32_t>> distinct;
+  const std::vector<int32_t> p = prompt_of(5, 30, vocab);
+  std::vector<Req> same;
+  for (int32_t a = -1; a < 4; ++a) same.push_back({p, a});
+  for (const Out& o : run(testing::fixture_model_dir(fixture), dirs, same, true, false)) distinct.insert(o.tokens);
+  EXPECT_EQ(distinct.size(), 5u);
+}
+
+// One prompt under adapter 0, the base model, adapter 0 again and adapter 1: only the repeat hits
+// the cache, and every run gives the tokens of a run without the cache.
+TEST(LoraBatch, ThePrefixCacheIsNeverSharedAcrossAdapters) {
+  const std::string fixture = "qwen3_5-tiny-text";
+  io_test::TempDir tmp;
+  const std::vector<std::string> dirs = {tmp.file("a0"), tmp.file("a1")};
+  write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 21}, dirs[0]);
+  write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 22}, dirs[1]);
+  const std::vector<int32_t> p = prompt_of(9, 70, vocab_of(fixture));
+  const std::vector<Req> reqs = {{p, 0}, {p, -1}, {p, 0}, {p, 1}};
+  const std::vector<Out> cached = run(testing::fixture_model_dir(fixture), dirs, reqs, false, true);
+  const std::vector<Out> uncached = run(testing::fixture_model_dir(fixture), dirs, reqs, false, false);
+  EXPECT_EQ(cached[0].cached, 0);
+  EXPECT_EQ(cached[1].cached, 0) << "the base model read adapter 0's blocks";
+  EXPECT_GT(cached[2].cached, 0) << "adapter 0's own repeat missed the cache";
+  EXPECT_EQ(cached[3].cached, 0) << "adapter 1 read adapter 0's blocks";
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    expect_same(cached[i], uncached[i], 1e-4);
+  }
+}
+
+// Adapters that cannot be served are refused before anything runs, naming the file and the fix.
+TEST(LoraAdapterFiles, BadAdaptersAreRefusedNamingTheFile) {
+  const std::string fixture = "qwen3-tiny-tied";
+  io_test::TempDir tmp;
+  const std::string good = tmp.file("good");
+  write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 3}, good);
+  auto engine_error = [&](const std::string& dir, int32_t max_rank = 8) {
+    return io_test::error_of([&] {
+      EngineConfig c;
+      c.lora.enabled = true;
+      c.lora.max_lora_rank = max_rank;
+      c.lora.modules = {{"x", dir, ""}};
+      Engine e(testing::fixture_model_dir(fixture), c);
+    });
+  };
+  EXPECT_TRUE(io_test::contains(engine_error(good, 2), "--max-lora-rank"));
+  EXPECT_TRUE(io_test::contains(engine_error(tmp.file("missing")), "no such directory"));
+  // A lora_A without its lora_B.
+  {
+    const std::string dir = tmp.file("half");
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(good + "/adapter_config.json", dir + "/adapter_config.json");
+    const std::vector<float> a(4 * 64, 0.1f);
+    io_test::write_file(dir + "/adapter_model.safetensors",
+                        io_test::build({{"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", "F32",
+                                         {4, 64}, io_test::bytes_of(a)}}));
+    const std::string e = engine_error(dir);
+    EXPECT_TRUE(io_test::contains(e, "adapter_model.safetensors")) << e;
+    EXPECT_TRUE(io_test::contains(e, "no lora_B")) << e;
+  }
+  // An adapter of another model (a wider input) and one for a layer this model lacks.
+  for (const auto& [name, shape_a, shape_b, want] :
+       {std::tuple{"model.layers.0.self_attn.q_proj", std::vector<int64_t>{4, 128}, std::vector<int64_t>{64, 4},
+                   "an adapter of another model"},
+        std::tuple{"model.layers.9.self_attn.q_proj", std::vector<int64_t>{4, 64}, std::vector<int64_t>{64, 4},
+                   "which this model has no projection for"}}) {
+    const std::string dir = tmp.file(std::string("bad") + std::to_string(shape_a[1]) + want[0]);
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(good + "/adapter_config.json", dir + "/adapter_config.json");
+    const std::vector<float> a(static_cast<size_t>(shape_a[0] * shape_a[1]), 0.1f);
+    const std::vector<float> b(static_cast<size_t>(shape_b[0] * shape_b[1]), 0.1f);
+    io_test::write_file(dir + "/adapter_model.safetensors",
+                        io_test::build({{std::string("base_model.model.") + name + ".lora_A.weight", "F32", shape_a,
+                                         io_test::bytes_of(a)},
+                                        {std::string("base_model.model.") + name + ".lora_B.weight", "F32", shape_b,
+                                         io_test::bytes_of(b)}}));
+    const std::string e = engine_error(dir);
+    EXPECT_TRUE(io_test::contains(e, want)) << e;
+    EXPECT_TRUE(io_test::contains(e, dir)) << e;
+  }
+  // What PEFT trains beside the matrices, which is not applied: refused by name.
+  {
+    const std::string dir = tmp.file("dora");
+    std::filesystem::create_directories(dir);
+    std::ifstream in(good + "/adapter_config.json");
+    nlohmann::json cfg = nlohmann::json::parse(in);
+    cfg["use_dora"] = true;
+    io_test::write_file(dir + "/adapter_config.json", cfg.dump());
+    std::filesystem::copy_file(good + "/adapter_model.safetensors", dir + "/adapter_model.safetensors");
+    EXPECT_TRUE(io_test::contains(engine_error(dir), "DoRA"));
+  }
+  // More adapters than device slots; a request for an adapter that is not served.
+  EngineConfig c;
+  c.lora.enabled = true;
+  c.lora.modules = {{"x", good, ""}, {"y", good, ""}};
+  c.lora.max_loras = 1;
+  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { validate_engine_config(c); }), "--max-loras"));
+  c.lora.max_loras = 2;
+  c.lora.modules[1].name = "x";
+  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { validate_engine_config(c); }), "twice"));
+  EngineConfig one;
+  one.lora.enabled = true;
+  one.lora.max_lora_rank = 8;
+  one.lora.modules = {{"x", good, ""}};
+  Engine e(testing::fixture_model_dir(fixture), one);
+  SamplingParams p;
+  p.lora = 1;
+  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { e.add_request({5, 6, 7}, p); }), "not served"));
+}
+
+}  // namespace
+}  // namespace pagoda
