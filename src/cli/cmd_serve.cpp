@@ -274,6 +274,8 @@ void run_serve(ServeArgs& a) {
   info.metrics_prefix = a.metrics_prefix;
   info.max_model_len = engine->config().max_model_len;
   info.max_num_seqs = engine->config().max_num_seqs;
+  for (const LoraModule& m : engine->config().lora.modules) info.lora_names.push_back(m.name);
+  info.max_loras = engine->config().lora.max_loras;
   if (engine->config().speculative.enabled())
     info.num_speculative_tokens = engine->config().speculative.num_speculative_tokens;
   server::EngineMetrics metrics(registry, info);

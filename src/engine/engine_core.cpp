@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -409,6 +410,15 @@ EngineStats EngineCore::stats() const {
 
 void EngineCore::refresh_state(EngineStats& s) const {
   s.num_running = scheduler_->num_running();
+  if (!config_.lora.modules.empty()) {
+    std::set<int32_t> running, waiting;
+    for (const Sequence* q : scheduler_->running())
+      if (q->params().lora >= 0) running.insert(q->params().lora);
+    for (const Sequence* q : scheduler_->waiting())
+      if (q->params().lora >= 0) waiting.insert(q->params().lora);
+    s.running_loras.assign(running.begin(), running.end());
+    s.waiting_loras.assign(waiting.begin(), waiting.end());
+  }
   s.num_waiting = scheduler_->num_waiting();
   s.kv_usage = scheduler_->kv_usage();
   s.num_preemptions = scheduler_->num_preemptions();

@@ -51,6 +51,8 @@ struct EngineCoreOutput {
 struct EngineStats {
   int32_t num_running = 0;
   int32_t num_waiting = 0;
+  // LoRA adapters (their slots) with requests running / waiting, ascending; empty without LoRA.
+  std::vector<int32_t> running_loras, waiting_loras;
   double kv_usage = 0;                 // fraction of KV blocks in use
   int64_t num_preemptions = 0;         // since start
   int32_t step_preemptions = 0;        // in this step

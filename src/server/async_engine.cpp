@@ -379,6 +379,7 @@ void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
 void AsyncEngine::publish_gauges(const EngineStats& s) {
   // Counters first: a scraper that sees the running gauge fall to 0 sees the last step's counts.
   metrics_.publish_spec_decode(s);
+  metrics_.publish_lora(s);
   metrics_.num_requests_running.set(s.num_running);
   // Waiting = in the engine's queue or held by the fair queue before it (vLLM's gauge counts both:
   // requests not yet running).

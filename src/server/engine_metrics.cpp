@@ -1,5 +1,7 @@
 #include "server/engine_metrics.h"
 
+#include <chrono>
+
 #include "core/error.h"
 
 namespace pagoda::server {
@@ -64,6 +66,9 @@ std::vector<double> build_1_2_5_buckets(int64_t max_value) {
 EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
     : prefix_(checked_prefix(info.metrics_prefix)),
       labels_{{"model_name", info.model_name}, {"engine", "0"}},
+      registry_(r),
+      lora_names_(info.lora_names),
+      max_loras_(info.max_loras),
       num_requests_running(r.gauge(prefix_ + "num_requests_running",
                                    "Number of requests in model execution batches.", labels_)),
       num_requests_waiting(r.gauge(prefix_ + "num_requests_waiting",
@@ -149,6 +154,26 @@ EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
                                                   with(labels_, "position", std::to_string(pos))));
     spec_last_.spec_accepted_per_pos.assign(spec_accepted_per_pos_.size(), 0);
   }
+}
+
+void EngineMetrics::publish_lora(const EngineStats& s) {
+  if (lora_names_.empty()) return;
+  auto names = [&](const std::vector<int32_t>& slots) {
+    std::string out;
+    for (int32_t slot : slots) {
+      if (slot < 0 || slot >= static_cast<int32_t>(lora_names_.size())) continue;
+      if (!out.empty()) out += ',';
+      out += lora_names_[static_cast<size_t>(slot)];
+    }
+    return out;
+  };
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  registry_.set_gauge_series(prefix_ + "lora_requests_info", "Running stats on lora requests.",
+                             {{"max_lora", std::to_string(max_loras_)},
+                              {"running_lora_adapters", names(s.running_loras)},
+                              {"waiting_lora_adapters", names(s.waiting_loras)}},
+                             now);
 }
 
 void EngineMetrics::publish_spec_decode(const EngineStats& s) {

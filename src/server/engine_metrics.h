@@ -30,6 +30,9 @@ struct EngineMetricsInfo {
   std::string kv_cache_dtype;
   int32_t max_num_seqs = 0;  // not exported: vLLM's cache_config_info has no such label
   int32_t num_speculative_tokens = 0;  // > 0: the spec_decode counters exist (as vLLM's)
+  // LoRA (--lora-modules names in slot order, --max-loras): vllm:lora_requests_info exists.
+  std::vector<std::string> lora_names;
+  int32_t max_loras = 0;
 };
 
 // vLLM's build_1_2_5_buckets(max_value): 1, 2, 5, 10, 20, 50, ... up to max_value.
@@ -46,6 +49,9 @@ class EngineMetrics {
   // Declared first: the members below are built from them.
   std::string prefix_;
   Labels labels_;  // model_name, engine
+  MetricsRegistry& registry_;
+  std::vector<std::string> lora_names_;
+  int32_t max_loras_ = 0;
 
  public:
   // Scheduler state.
@@ -89,6 +95,9 @@ class EngineMetrics {
   // _num_draft_tokens, _num_accepted_tokens and _num_accepted_tokens_per_pos{position}.
   // Moves them to the engine's totals since start.
   void publish_spec_decode(const EngineStats& s);
+  // vllm:lora_requests_info{max_lora, running_lora_adapters, waiting_lora_adapters} = now (unix
+  // seconds), as vLLM sets it each step: the gateway reads the newest series. Nothing without LoRA.
+  void publish_lora(const EngineStats& s);
 
   // request_success_total{finished_reason=...}: stop, length, abort.
   Counter& request_success(FinishReason reason);

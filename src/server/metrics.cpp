@@ -143,6 +143,24 @@ Gauge& MetricsRegistry::gauge(const std::string& name, const std::string& help, 
   return *f.gauges.back().second;
 }
 
+void MetricsRegistry::set_gauge_series(const std::string& name, const std::string& help, const Labels& labels,
+                                       double value, size_t max_series) {
+  std::lock_guard lock(mu_);
+  auto& f = family(name, help, Type::Gauge);
+  for (auto& [l, g] : f.gauges)
+    if (l == labels) {
+      g->set(value);
+      return;
+    }
+  if (!f.gauges.empty() && f.gauges.size() >= max_series) {
+    auto lowest = std::min_element(f.gauges.begin(), f.gauges.end(),
+                                   [](const auto& a, const auto& b) { return a.second->value() < b.second->value(); });
+    f.gauges.erase(lowest);
+  }
+  f.gauges.emplace_back(labels, std::make_unique<Gauge>());
+  f.gauges.back().second->set(value);
+}
+
 Histogram& MetricsRegistry::histogram(const std::string& name, const std::string& help,
                                       std::vector<double> bounds, const Labels& labels) {
   std::lock_guard lock(mu_);

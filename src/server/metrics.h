@@ -63,6 +63,12 @@ class MetricsRegistry {
   Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                        const Labels& labels = {});
 
+  // Sets the series of gauge family `name` with exactly `labels` (added on first use) to `value`:
+  // for info gauges whose labels change at run time (vLLM's lora_requests_info). Past
+  // `max_series` series in the family, the one of the lowest value goes.
+  void set_gauge_series(const std::string& name, const std::string& help, const Labels& labels, double value,
+                        size_t max_series = 64);
+
   // The whole registry in Prometheus text format. No `_created` series: see docs/metrics.md.
   std::string render() const;
 

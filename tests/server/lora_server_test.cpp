@@ -2,7 +2,7 @@
 // test model, through the official `openai` client (tests/server/lora_test.mjs): /v1/models lists
 // both with the base model as parent, each adapter's greedy tokens are those of its merged
 // weights (W + s·B·A, tests/model/lora_fixture.h) run in-process, the base model's are the base
-// model's, and an unknown name is a 404.
+// model's, and an unknown name is a 404; /metrics has vllm:lora_requests_info.
 #include <gtest/gtest.h>
 
 #include "../model/lora_fixture.h"
@@ -60,6 +60,13 @@ TEST(ServerLora, TwoAdaptersAndTheBaseAnswerAsTheirWeightsThroughTheOpenAiClient
   EXPECT_EQ(got["a0"].get<std::vector<int32_t>>(), greedy(merged[0], prompt));
   EXPECT_EQ(got["a1"].get<std::vector<int32_t>>(), greedy(merged[1], prompt));
   EXPECT_NE(got["a0"], got["tiny"]);
+  // vLLM's lora_requests_info, as the inference gateway reads it: a series per (running, waiting)
+  // set, valued at the time it was last seen; a0 and a1 were each seen running.
+  const std::string metrics = s.get("/metrics", {"Authorization: Bearer k"}).body;
+  for (const char* name : {"a0", "a1"})
+    EXPECT_TRUE(metrics.find("vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"" + std::string(name) +
+                             "\",waiting_lora_adapters=\"\"}") != std::string::npos)
+        << name << "\n" << metrics;
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
