@@ -203,8 +203,14 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   }
   const std::vector<BenchRequest> requests = make_requests(opt, url, run.model, served);
   std::vector<StreamCall> calls;
-  for (const auto& r : requests)
-    calls.push_back({opt.endpoint, request_body(opt, run.model, r), is_chat(opt.endpoint), opt.api_key});
+  BenchRng pick(opt.dataset.seed ^ 0x10a4ULL);  // its own stream: the dataset's draws stay as they were
+  for (const auto& r : requests) {
+    const std::string& model =
+        opt.lora_modules.empty()
+            ? run.model
+            : opt.lora_modules[static_cast<size_t>(pick.uniform_int(0, static_cast<int64_t>(opt.lora_modules.size()) - 1))];
+    calls.push_back({opt.endpoint, request_body(opt, model, r), is_chat(opt.endpoint), opt.api_key});
+  }
 
   for (int32_t w = 0; w < opt.num_warmups; ++w) {
     RequestResult r;

@@ -28,6 +28,9 @@ struct ServeBenchOptions {
   bool ignore_eos = true;
   double temperature = 0;
   std::string extra_body;  // JSON object merged into every request
+  // LoRA adapters the server serves: each request names one of them, picked at random (seeded by
+  // the dataset's seed), as vLLM's `bench serve --lora-modules`. Empty: every request names model.
+  std::vector<std::string> lora_modules;
   int32_t num_warmups = 0;
   std::vector<double> percentiles{99};
   std::string result_file, plot_file, label;

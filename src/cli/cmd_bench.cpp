@@ -204,6 +204,9 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
                "Send ignore_eos: true, so that every request generates max_tokens (default on)");
   sv->add_option("--temperature", o->temperature, "Sampling temperature sent")->capture_default_str();
   sv->add_option("--extra-body", o->extra_body, "A JSON object merged into every request body");
+  sv->add_option("--lora-modules", o->lora_modules,
+                 "LoRA adapter names the server serves: each request names one at random (seeded), as vLLM's")
+      ->expected(1, -1);
   sv->add_option("--num-warmups", o->num_warmups, "Requests sent (one at a time) before measuring")
       ->capture_default_str();
   sv->add_option("--metric-percentiles", o->percentiles, "Percentiles reported besides mean and median")

@@ -2,7 +2,8 @@
 // test model, through the official `openai` client (tests/server/lora_test.mjs): /v1/models lists
 // both with the base model as parent, each adapter's greedy tokens are those of its merged
 // weights (W + s·B·A, tests/model/lora_fixture.h) run in-process, the base model's are the base
-// model's, and an unknown name is a 404; /metrics has vllm:lora_requests_info.
+// model's, and an unknown name is a 404; /metrics has vllm:lora_requests_info; `bench serve
+// --lora-modules` spreads its requests over the adapters.
 #include <gtest/gtest.h>
 
 #include "../model/lora_fixture.h"
@@ -67,6 +68,17 @@ TEST(ServerLora, TwoAdaptersAndTheBaseAnswerAsTheirWeightsThroughTheOpenAiClient
     EXPECT_TRUE(metrics.find("vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"" + std::string(name) +
                              "\",waiting_lora_adapters=\"\"}") != std::string::npos)
         << name << "\n" << metrics;
+  // `bench serve --lora-modules` (vLLM's): every request names one of the adapters; a name the server
+  // does not serve fails them all.
+  const std::string bench = std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" +
+                            std::to_string(s.port()) + " --api-key k --num-prompts 6 --random-input-len 8 "
+                            "--random-output-len 3 --lora-modules ";
+  CommandResult b = run_command(bench + "a0 a1 2>&1");
+  EXPECT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("Successful requests:"), std::string::npos) << b.out;
+  b = run_command(bench + "no-such-adapter 2>&1");
+  EXPECT_EQ(b.code, 1) << b.out;
+  EXPECT_NE(b.out.find("6 of 6 requests failed; the first error: HTTP 404"), std::string::npos) << b.out;
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
