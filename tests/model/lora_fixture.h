@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <regex>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../io/io_test_util.h"
+#include "engine/engine.h"
 #include "io/safetensors.h"
 #include "reference_fixture.h"
 
@@ -108,6 +110,80 @@ inline void write_merged(const std::string& fixture, const std::map<std::string,
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(src + "/config.json", dir + "/config.json");
   io_test::write_file(dir + "/model.safetensors", io_test::build(tensors));
+}
+
+struct Req {
+  std::vector<int32_t> prompt;
+  int32_t lora = -1;
+};
+
+struct Out {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  int32_t cached = 0;
+};
+
+// Greedy runs (logprobs too) of `reqs` on the model in `dir` with `adapters` (name = "a<i>"); together: all queued
+// at once (else one after another).
+inline std::vector<Out> run(const std::string& dir, const std::vector<std::string>& adapters,
+                            const std::vector<Req>& reqs, bool together, bool caching = true, int32_t max_tokens = 10,
+                            const std::string& device = "cpu", const std::string& dtype = "auto") {
+  EngineConfig config;
+  config.device = device;
+  config.dtype = dtype;
+  config.max_num_seqs = 8;
+  config.max_num_batched_tokens = 24;  // prompts are prefilled in chunks beside decodes
+  config.max_model_len = 256;
+  config.num_gpu_blocks_override = 200;
+  config.enable_prefix_caching = caching;
+  config.lora.enabled = !adapters.empty();
+  config.lora.max_loras = std::max<int32_t>(1, static_cast<int32_t>(adapters.size()));
+  config.lora.max_lora_rank = 8;
+  for (size_t i = 0; i < adapters.size(); ++i) config.lora.modules.push_back({"a" + std::to_string(i), adapters[i], ""});
+  Engine engine(dir, config);
+  std::vector<Out> out(reqs.size());
+  std::map<int64_t, size_t> index;
+  auto drain = [&] {
+    for (int steps = 0; engine.has_unfinished() && steps < 10000; ++steps)
+      for (const RequestOutput& o : engine.step()) {
+        Out& r = out[index.at(o.id)];
+        r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+        for (const SampleResult& s : o.samples) r.logprobs.push_back(s.logprob);
+        if (o.finished) r.cached = o.num_cached_tokens;
+      }
+    EXPECT_FALSE(engine.has_unfinished());
+  };
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = max_tokens;
+    p.logprobs = 0;
+    p.lora = reqs[i].lora;
+    index[engine.add_request(reqs[i].prompt, p)] = i;
+    if (!together) drain();
+  }
+  drain();
+  return out;
+}
+
+inline std::vector<int32_t> prompt_of(uint32_t seed, size_t len, int32_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(len);
+  for (int32_t& t : p) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab - 10)) + 5;
+  return p;
+}
+
+inline int32_t vocab_of(const std::string& fixture) {
+  std::ifstream in(testing::fixture_model_dir(fixture) + "/config.json");
+  const nlohmann::json c = nlohmann::json::parse(in);
+  return c.contains("vocab_size") ? c["vocab_size"].get<int32_t>() : c["text_config"]["vocab_size"].get<int32_t>();
+}
+
+inline void expect_same(const Out& got, const Out& want, double tol) {
+  EXPECT_EQ(got.tokens, want.tokens);
+  ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+  for (size_t t = 0; t < got.logprobs.size(); ++t) EXPECT_NEAR(got.logprobs[t], want.logprobs[t], tol) << "token " << t;
 }
 
 }  // namespace pagoda::lora_test

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Run ON the GPU machine (carry .deps/root.tar.xz): LoRA adapters on CUDA, checked and timed.
+#   PART=check: the PEFT-made adapters of the family fixtures (tools/make_lora_fixtures.py, with peft
+#     there; tars of tests/fixtures/lora/* into $OUT/lora, to commit), then pagoda_gpu_tests' LoRA
+#     cases (CudaLora: fp32 with graphs, adapters against the merged weights, a mixed batch).
+#   PART=bench: a random Qwen3-8B-shape checkpoint (SHAPE) and 8 random rank-16 adapters
+#     (tools/make_random_lora.py); `bench serve` (random IN in / OUT out, N prompts at concurrency C)
+#     against the plain server, then a LoRA server with one adapter named by every request, then
+#     with the 8 adapters spread over the requests (--lora-modules): the issue's ratios.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+[[ -d .deps/root || ! -f .deps/root.tar.xz ]] || tar -C .deps -xJf .deps/root.tar.xz
+export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu" PATH="/usr/local/cuda/bin:$PATH"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+status=0
+if [[ ${PART:-check} == check ]]; then
+  mkdir -p "$OUT/lora"
+  python3 tools/make_lora_fixtures.py --out tests/fixtures/lora 2>&1 | tail -20 || status=1
+  for d in tests/fixtures/lora/*/; do tar -C tests/fixtures/lora -cf "$OUT/lora/$(basename "$d").tar" "$(basename "$d")"; done
+  tools/device/build.sh >/dev/null || exit 1
+  build-gpu/pagoda_gpu_tests --gtest_filter='*Lora*' 2>&1 | grep -E "^\[ *(FAILED|PASSED|  OK) |Failure|rror" | cut -c1-300
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  exit $status
+fi
+shape="${SHAPE:-qwen3-8b}" ckpt="/tmp/ckpt_${SHAPE:-qwen3-8b}" adapters=/tmp/lora_adapters
+[[ -d $ckpt ]] || python3 tools/make_random_checkpoint.py --shape "$shape" --out "$ckpt" >/tmp/ckpt.log 2>&1 &
+tools/device/build.sh >/dev/null || exit 1
+wait
+python3 tools/make_random_lora.py "$ckpt" "$adapters" --count 8 --rank 16 || exit 1
+modules=()
+for i in 0 1 2 3 4 5 6 7; do modules+=("a$i=$adapters/a$i"); done
+bench() {  # label, then extra bench serve arguments
+  local label=$1; shift
+  build-gpu/pagoda bench serve --port 8321 --num-prompts "${N:-256}" --max-concurrency "${C:-64}" \
+    --random-input-len "${IN:-256}" --random-output-len "${OUT_LEN:-256}" --ignore-eos "$@" >"$OUT/bench_$label.txt" 2>&1
+  echo "--- $label (rc $?)"; grep -E "Output token throughput|Total token throughput|Successful|Mean TPOT" "$OUT/bench_$label.txt"
+}
+serve() {
+  build-gpu/pagoda serve "$ckpt" --device cuda --port 8321 --max-num-seqs 64 "$@" >"$OUT/serve.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do curl -sf localhost:8321/health >/dev/null && return 0; sleep 1; done
+  echo "the server did not come up"; tail -20 "$OUT/serve.log"; return 1
+}
+serve || exit 1
+bench base
+kill $pid; wait $pid
+serve --lora-modules "${modules[@]}" --max-loras 8 --max-lora-rank 16 || exit 1
+bench one_adapter --lora-modules a0
+bench eight_adapters --lora-modules a0 a1 a2 a3 a4 a5 a6 a7
+kill $pid; wait $pid
+exit $status
