@@ -197,7 +197,9 @@ HttpReply handle_embeddings(ServerContext& ctx, const HttpRequest& req) {
   const PoolingRunner& pr = *ctx.pooling;
   const Json body = parse_json_body(req.body);
   const EmbeddingRequest r = parse_embedding_request(body);
-  check_model_name(ctx, r.model);
+  // Embeddings run the base model alone: a LoRA adapter's name would be answered without it.
+  if (check_model_name(ctx, r.model) >= 0)
+    throw bad_request("LoRA adapters are not applied to embeddings yet; name the base model", "model");
   check_dimensions(ctx, pr, r.dimensions);
   std::vector<std::vector<int32_t>> prompts;
   int64_t prompt_tokens = 0;

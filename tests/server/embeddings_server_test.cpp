@@ -6,6 +6,7 @@
 // the 400s of the other runner.
 #include <gtest/gtest.h>
 
+#include "../model/lora_fixture.h"
 #include "../support/embedding_fixture.h"
 #include "server_harness.h"
 
@@ -171,6 +172,23 @@ TEST(ServerEmbeddings, RunnerGenerateOverridesModulesJson) {
   ASSERT_TRUE(s.start(model_dir.path, {"--runner", "generate"})) << s.log();
   expect_error(s.request("POST", "/v1/embeddings", embeddings_body("hi")), 400,
                "The model does not support Embeddings API");
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+// Embeddings run the base model alone: a request naming a LoRA adapter is refused, not answered
+// without it.
+TEST(ServerEmbeddings, ALoraAdapterNameIsRefusedNotIgnored) {
+  const TestModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  make_embedding_model(model_dir.path);
+  io_test::TempDir tmp;
+  lora_test::write_adapter("qwen3-tiny-tied", {.rank = 4, .alpha = 8, .seed = 5}, tmp.file("a0"));
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {"--served-model-name", "emb", "--lora-modules", "a0=" + tmp.file("a0")}))
+      << s.log();
+  const std::string body = R"({"model": "a0", "input": "Hello world"})";
+  expect_error(s.request("POST", "/v1/embeddings", body), 400, "LoRA adapters are not applied to embeddings");
+  EXPECT_EQ(s.request("POST", "/v1/embeddings", embeddings_body("Hello world")).status, 200);
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
