@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/text_file.h"
 #include "io/weight_names.h"
+#include "model/quantized_parts.h"
 
 namespace pagoda {
 
@@ -16,13 +17,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr size_t kMaxConfigBytes = 1 << 20;
+using quantized_parts::shape_str;
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
+constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" → ("model.layers.0.self_attn.
 // q_proj.weight" canonical, 'A'); nullopt when it is no LoRA tensor.
@@ -97,11 +94,11 @@ LoraAdapter load_lora_adapter(const std::string& name, const std::string& dir, i
                                                            "(lora_A / lora_B of a decoder projection)");
     check(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16,
           weights + ": tensor '" + t.name + "' is " + dtype_name(t.dtype) + "; LoRA matrices must be F32, BF16 or F16");
-    check(t.shape.size() == 2, weights + ": tensor '" + t.name + "' has shape " + shape_text(t.shape) + "; 2-D expected");
+    check(t.shape.size() == 2, weights + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) + "; 2-D expected");
     LoraAdapter::Module& mod = a.modules[m->first];
     (m->second == 'A' ? mod.a : mod.b) = &t;
     const int64_t r_dim = m->second == 'A' ? t.shape[0] : t.shape[1];
-    check(r_dim == a.rank, weights + ": tensor '" + t.name + "' has shape " + shape_text(t.shape) + "; rank " +
+    check(r_dim == a.rank, weights + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) + "; rank " +
                                std::to_string(a.rank) + " (adapter_config.json's r) expected");
   }
   check(!a.modules.empty(), weights + " holds no LoRA matrices");

@@ -1,5 +1,6 @@
-// What the quantized formats' loaders (linear_fp8.cpp, linear_int4.cpp) share: a shape for their
-// error messages and the checkpoint rows a WeightRows block stands for. Internal to src/model.
+// What the quantized formats' loaders (linear_fp8.cpp, linear_int4.cpp) share, and the LoRA
+// loader (lora.cpp) with them: a shape for their error messages and the checkpoint rows a
+// WeightRows block stands for. Internal to src/model.
 #pragma once
 
 #include <cmath>
