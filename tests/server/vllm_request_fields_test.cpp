@@ -310,7 +310,9 @@ TEST(VllmFieldsTemplate, DocumentsReachTheChatTemplate) {
 // one, the lower priority value goes first though it came second; under equal priorities the
 // first-come one does (the control, so the test can fail). Each arrival waits until the server's
 // gauges show it queued, so the order does not hang on how fast this machine decodes; the
-// blocker's 2,000 tokens outlast those few polls by far.
+// blocker's 2,000 tokens outlast those few polls by far. The two queued requests decode 32 tokens
+// each: the order is read where their responses arrive, and a client thread woken late on a loaded
+// machine must not let the later one's whole decode overtake it (4 tokens did, under ctest -j2).
 TEST(VllmFieldsPriority, LowerPriorityValueIsServedFirst) {
   const DefaultModelDir dir;
   ASSERT_FALSE(dir.path.empty());
@@ -336,9 +338,9 @@ TEST(VllmFieldsPriority, LowerPriorityValueIsServedFirst) {
     };
     std::thread blocker(send, "blocker", 0, 2000);
     EXPECT_TRUE(wait_for("vllm:num_requests_running", 1));
-    std::thread first(send, "first", first_priority, 4);
+    std::thread first(send, "first", first_priority, 32);
     EXPECT_TRUE(wait_for("vllm:num_requests_waiting", 1));
-    std::thread second(send, "second", second_priority, 4);
+    std::thread second(send, "second", second_priority, 32);
     EXPECT_TRUE(wait_for("vllm:num_requests_waiting", 2));
     {
       std::lock_guard lock(mu);
