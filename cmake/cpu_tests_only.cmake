@@ -15,8 +15,7 @@ file(GLOB cpu_op_table_sources CONFIGURE_DEPENDS src/bench/op_table*.cpp)
 add_library(pagoda_cpu_only STATIC ${cpu_core_sources} ${cpu_backend_sources} ${cpu_op_table_sources})
 target_include_directories(pagoda_cpu_only PUBLIC src)
 target_compile_options(pagoda_cpu_only PRIVATE ${PAGODA_WARNINGS})
-target_compile_definitions(pagoda_cpu_only PRIVATE PAGODA_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
-                           PAGODA_VERSION="${PROJECT_VERSION}")
+target_compile_definitions(pagoda_cpu_only PRIVATE PAGODA_VERSION="${PROJECT_VERSION}")
 target_link_libraries(pagoda_cpu_only PUBLIC Threads::Threads)
 
 enable_testing()

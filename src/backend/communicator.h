@@ -1,7 +1,11 @@
 // Collectives between the workers of one executor (DESIGN: one worker per device). A tensor-parallel
 // group sums row-parallel partial products through it; NCCL implements it on CUDA, threads and
-// shared memory on the CPU. The executor creates one per group and hands each rank its view.
+// shared memory on the CPU. The executor creates one group and hands each rank its view.
 #pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -14,8 +18,16 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world() const = 0;
-  // x = Σ over the group's ranks of each rank's x, in place, on `be`'s stream (no host wait).
+  // x = Σ over the group's ranks of each rank's x, in place, on `be`'s stream (no host wait). Every
+  // rank ends with the same bits: the sum is taken in rank order once and copied to all.
   virtual void all_reduce_sum(Backend& be, Tensor& x) = 0;
+  // A rank that failed mid-step calls it: every rank blocked in (or later entering) a collective
+  // throws pagoda::Error instead of waiting for it forever.
+  virtual void abort(const std::string& why) = 0;
 };
+
+// One view per rank of a new group of `world` ranks for workers on `device` ("cpu"; a GPU group
+// needs NCCL, not built yet). Throws pagoda::Error naming the device it cannot group.
+std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world);
 
 }  // namespace pagoda

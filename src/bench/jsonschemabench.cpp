@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "structured/compile.h"
 #include "tokenizer/tokenizer.h"
+#include "core/build_paths.h"
 
 namespace pagoda::bench {
 namespace {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/generation_defaults.h"
+#include "core/build_paths.h"
 
 namespace pagoda::cli {
 
@@ -22,6 +23,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "as `pagoda info` lists them)")
       ->capture_default_str();
   cmd->add_option("--threads", c.num_threads, "CPU threads (0 = all cores)");
+  cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size,
+                  "Ranks that split every layer's heads and columns (-tp; cpu: threads of this process, "
+                  "docs/architecture.md \"Tensor parallelism\")")
+      ->capture_default_str();
   cmd->add_option("--dtype", c.dtype,
                   "Model dtype: auto (cpu: the checkpoint's, computed in float32; cuda: bfloat16), bfloat16 "
                   "(cuda), or float32 (every op and the KV cache in fp32; on cuda slower; for token-exact "
@@ -277,7 +282,7 @@ std::string resolve_model_dir(const std::string& given) {
     return given;
   }
   // The model that ships with the project, found relative to the binary's source tree.
-  for (const char* dir : {"models/default", PAGODA_SOURCE_DIR "/models/default"})
+  for (const std::string& dir : {std::string("models/default"), std::string(PAGODA_SOURCE_DIR) + "/models/default"})
     if (std::filesystem::is_directory(dir)) return dir;
   throw Error("no MODEL_DIR given and no default model found in models/default; pass a checkpoint "
               "directory (config.json + *.safetensors)");

@@ -52,6 +52,15 @@ void validate_engine_config(const EngineConfig& c) {
     for (size_t j = 0; j < i; ++j)
       check(l.modules[i].name != l.modules[j].name, "--lora-modules names '" + l.modules[i].name + "' twice");
   }
+  const int32_t tp = c.tensor_parallel_size;
+  check(tp >= 1 && tp <= 64, "--tensor-parallel-size must be in [1, 64], got " + std::to_string(tp));
+  check(tp == 1 || c.device == "cpu",
+        "--tensor-parallel-size " + std::to_string(tp) + " on --device " + c.device +
+            ": tensor parallelism runs on the cpu only so far (the GPU's NCCL communicator is not built yet); use "
+            "--tensor-parallel-size 1 with a model that fits one device");
+  check(tp == 1 || !l.enabled, "LoRA adapters with --tensor-parallel-size " + std::to_string(tp) +
+                                   " are not implemented yet; serve them with --tensor-parallel-size 1");
+  check(tp == 1 || c.replicated_workers == 1, "replicated workers and tensor parallelism do not combine");
   check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
         "--gpu-memory-utilization must be in (0, 1]");
   check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&
@@ -109,6 +118,7 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.prefix_cache_hash_bits = c.prefix_cache_hash_bits;
   r.speculative = c.speculative;
   r.lora = c.lora;
+  r.tensor_parallel_size = c.tensor_parallel_size;
   r.replicated_workers = c.replicated_workers;
   return r;
 }
@@ -125,6 +135,7 @@ std::string ResolvedEngineConfig::describe() const {
     s << " (state snapshots: " << state_snapshot_memory_fraction << " of the cache memory, every "
       << state_checkpoint_interval << " tokens of long prefills)";
   if (speculative.enabled()) s << ", speculative decoding " << speculative.describe();
+  if (tensor_parallel_size > 1) s << ", tensor parallel size " << tensor_parallel_size;
   return s.str();
 }
 

@@ -55,6 +55,7 @@ struct EngineConfig {
   int prefix_cache_hash_bits = 64;              // test hook: < 64 truncates the block hashes
   SpeculativeConfig speculative;                // --speculative-config (parsed)
   LoraConfig lora;                              // --enable-lora, --lora-modules, --max-loras, --max-lora-rank
+  int32_t tensor_parallel_size = 1;             // --tensor-parallel-size / -tp: ranks that split every layer
   // Test double of the executor seam (engine/executor.h): N cpu workers, each with the whole model.
   int32_t replicated_workers = 1;
 };
@@ -87,6 +88,7 @@ struct ResolvedEngineConfig {
   int prefix_cache_hash_bits = 64;
   SpeculativeConfig speculative;
   LoraConfig lora;
+  int32_t tensor_parallel_size = 1;
   int32_t replicated_workers = 1;
 
   // "device cuda, dtype bfloat16 (activations bfloat16), kv cache bfloat16, max_model_len 4096,

@@ -1,6 +1,9 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -9,43 +12,147 @@
 
 namespace pagoda {
 
+// Ranks 1..N-1 of a tensor-parallel group, each a thread that waits for the next job.
+struct Executor::RankThreads {
+  std::mutex mu;
+  std::condition_variable wake, done;
+  const std::function<void(size_t)>* job = nullptr;
+  uint64_t generation = 0;
+  size_t pending = 0;
+  bool stop = false;
+  std::vector<std::exception_ptr> errors;
+  std::vector<std::thread> threads;
+};
+
 Executor::Executor(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config) {
-  const int32_t n = std::max(1, config.replicated_workers);
-  check(n == 1 || config.device == "cpu",
+  const int32_t tp = std::max(1, config.tensor_parallel_size);
+  const int32_t n = tp > 1 ? tp : std::max(1, config.replicated_workers);
+  check(config.replicated_workers <= 1 || config.device == "cpu",
         "replicated workers (a test double of the executor) run on the cpu only, not --device " + config.device);
   ResolvedEngineConfig each = config;
-  if (n > 1) {  // the cores split between the workers: they run one after the other anyway
+  if (n > 1 && config.device == "cpu") {  // the cores split between the workers
     const int cores = config.num_threads > 0 ? config.num_threads
                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     each.num_threads = std::max(1, cores / n);
   }
-  for (int32_t i = 0; i < n; ++i)
-    workers_.push_back(std::make_unique<Worker>(model_dir, model_config, each,
-                                                WorkerSpec{.index = i, .driver = i == 0, .shard = {}}));
+  if (tp > 1) comms_ = make_communicators(config.device, tp);
+  for (int32_t i = 0; i < n; ++i) {
+    ShardSpec shard;
+    if (tp > 1) shard = ShardSpec{.rank = i, .world = tp, .comm = comms_[static_cast<size_t>(i)].get()};
+    workers_.push_back(
+        std::make_unique<Worker>(model_dir, model_config, each, WorkerSpec{.index = i, .driver = i == 0, .shard = shard}));
+  }
   model_ = &workers_.front()->model();
+  if (tp > 1) {
+    threads_ = std::make_unique<RankThreads>();
+    threads_->errors.resize(static_cast<size_t>(tp));
+    for (size_t r = 1; r < static_cast<size_t>(tp); ++r)
+      threads_->threads.emplace_back([this, r] {
+        RankThreads& t = *threads_;
+        uint64_t seen = 0;
+        for (;;) {
+          std::unique_lock lock(t.mu);
+          t.wake.wait(lock, [&] { return t.stop || t.generation != seen; });
+          if (t.stop) return;
+          seen = t.generation;
+          const std::function<void(size_t)>& fn = *t.job;
+          lock.unlock();
+          try {
+            fn(r);
+          } catch (const std::exception& e) {
+            t.errors[r] = std::current_exception();
+            comms_[r]->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
+          }
+          lock.lock();
+          if (--t.pending == 0) t.done.notify_all();
+        }
+      });
+  }
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (threads_) {
+    {
+      std::lock_guard lock(threads_->mu);
+      threads_->stop = true;
+    }
+    threads_->wake.notify_all();
+    for (std::thread& t : threads_->threads) t.join();
+  }
+}
+
+void Executor::on_every_rank(const std::function<void(size_t)>& fn) {
+  RankThreads& t = *threads_;
+  {
+    std::lock_guard lock(t.mu);
+    t.job = &fn;
+    t.pending = t.threads.size();
+    std::fill(t.errors.begin(), t.errors.end(), nullptr);
+    ++t.generation;
+  }
+  t.wake.notify_all();
+  try {
+    fn(0);
+  } catch (const std::exception& e) {
+    t.errors[0] = std::current_exception();
+    comms_[0]->abort(std::string("rank 0 failed: ") + e.what());
+  }
+  std::unique_lock lock(t.mu);
+  t.done.wait(lock, [&] { return t.pending == 0; });
+  // The first failure, not the others' "the group was aborted" that it caused.
+  for (const std::exception_ptr& e : t.errors)
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const Error& err) {
+        if (std::string(err.what()).find("tensor parallelism: rank") == std::string::npos) throw;
+      }
+    }
+  for (const std::exception_ptr& e : t.errors)
+    if (e) std::rethrow_exception(e);
+}
 
 MemoryPlan Executor::plan_and_allocate(const SchedulerConfig& sc) {
   MemoryPlan plan;
+  std::vector<MemoryPlan> plans;
   for (size_t i = 0; i < workers_.size(); ++i) {
-    const MemoryPlan p = workers_[i]->plan(sc);
-    if (i == 0 || p.num_blocks < plan.num_blocks) plan = p;
+    plans.push_back(workers_[i]->plan(sc));
+    if (i == 0 || plans.back().num_blocks < plan.num_blocks) plan = plans.back();
   }
-  std::istringstream lines(plan.describe());
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty()) LOG_INFO(line);
+  auto log_plan = [](const MemoryPlan& p, const std::string& prefix) {
+    std::istringstream lines(p.describe());
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) LOG_INFO(prefix + line);
+  };
+  if (comms_.empty()) {
+    log_plan(plan, "");
+  } else {  // each rank's own plan: its heads, columns and caches
+    for (size_t i = 0; i < plans.size(); ++i) log_plan(plans[i], "rank " + std::to_string(i) + ": ");
+    LOG_INFO("tensor parallel size " + std::to_string(workers_.size()) + ": every rank allocates " +
+             std::to_string(plan.num_blocks) + " KV blocks (the smallest rank's plan)");
+  }
   if (driver().backend().device() == Device::CPU)
     LOG_INFO("kv cache on the cpu: reserved, not resident; its pages are committed as blocks are first written, so "
              "resident memory grows with the tokens held (weights in place from the mapped checkpoint)");
-  if (workers_.size() > 1) LOG_INFO(std::to_string(workers_.size()) + " workers, each with the whole model");
+  if (workers_.size() > 1 && comms_.empty()) LOG_INFO(std::to_string(workers_.size()) + " workers, each with the whole model");
   for (auto& w : workers_) w->allocate(plan, sc);
   return plan;
 }
 
 const StepLogits& Executor::execute(const SchedulerOutput& sched, std::span<const uint8_t> host_rows,
                                     std::span<const uint8_t> hidden_rows, const RowMaskSource& masks) {
+  if (!comms_.empty()) {
+    // Every rank ends the step with the same logits; rank 0's are read, so only it takes the masks.
+    const StepLogits* out = nullptr;
+    on_every_rank([&](size_t r) {
+      Worker& w = *workers_[r];
+      w.before_forward(sched);
+      const StepLogits& logits = w.execute(sched.batch, host_rows, hidden_rows, r == 0 ? masks : RowMaskSource{});
+      w.after_forward(sched);
+      if (r == 0) out = &logits;
+    });
+    return *out;
+  }
   const size_t reader = static_cast<size_t>(steps_++ % static_cast<int64_t>(workers_.size()));
   const StepLogits* out = nullptr;
   for (size_t i = 0; i < workers_.size(); ++i) {

@@ -4,17 +4,24 @@
 // settled here: each worker plans its own device, and all allocate the smallest plan's block count
 // (their block tables are the scheduler's, shared).
 //
+// Tensor parallelism (--tensor-parallel-size N): N workers, rank r holding its shard of every layer
+// (model/shard.h), joined by one communicator group (backend/communicator.h). Each step runs on every
+// rank at once — rank 0 on the engine thread, the others on a thread each — because every row-
+// parallel projection waits for all ranks' partial sums.
+//
 // A test double proves the seam: `replicated_workers` N > 1 loads the whole model on N CPU backends
 // and reads each step's logits from worker (step mod N), so a worker whose caches or state went
 // astray changes the tokens.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/communicator.h"
 #include "engine/worker.h"
 
 namespace pagoda {
@@ -44,7 +51,14 @@ class Executor {
   StepTimes times() const { return driver().times(); }
 
  private:
+  // Runs fn(rank) on every rank at once (tensor parallelism), rank 0 on this thread; rethrows the
+  // first rank's error after all have stopped (a failing rank aborts the group so none waits).
+  void on_every_rank(const std::function<void(size_t)>& fn);
+
+  struct RankThreads;
+  std::vector<std::unique_ptr<Communicator>> comms_;  // tensor parallelism: one view per rank
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<RankThreads> threads_;  // ranks 1..N-1 under tensor parallelism
   const Model* model_ = nullptr;
   int64_t steps_ = 0;
 };

@@ -44,8 +44,7 @@ class DenseDecoder final : public DecoderBase {
       l.attn = load_attention(ws_, cfg, i, weight_dtype(), attention_options(i), shard_);
       l.sparse = is_sparse_layer(cfg, i);
       if (l.sparse) {
-        check(shard_.world == 1, "tensor parallelism of mixture-of-experts layers is not implemented yet");
-        l.moe = load_moe(ws_, cfg, i, weight_dtype());
+        l.moe = load_moe(ws_, cfg, i, weight_dtype(), shard_);
         ++num_sparse_;
       } else {
         l.mlp = load_mlp(ws_, cfg, i, weight_dtype(), shard_);
@@ -76,7 +75,7 @@ class DenseDecoder final : public DecoderBase {
       s_.mlp_act = scratch(T, c.intermediate_size);
     }
     if (num_sparse_ > 0)
-      moe_ = reserve_moe(cfg_, T, be_.activation_dtype(),
+      moe_ = reserve_moe(local_, T, be_.activation_dtype(),
                          [this](int64_t rows, int64_t cols, DType dt) { return scratch(rows, cols, dt); });
     if (opt_.sandwich_norms) sublayer_out_ = scratch(T, cfg_.hidden_size);
     return scratch_bytes();
@@ -99,7 +98,7 @@ class DenseDecoder final : public DecoderBase {
                         state.kv.k(a), state.kv.v(a), s.x, s_, raw);
       if (opt_.sandwich_norms) be_.rms_norm(raw, l.attn_out_norm, s.y, eps, zc);
       be_.add_rms_norm(s.h, s.y, l.mlp_norm, s.x, eps, zc);
-      if (l.sparse) moe_forward(be_, cfg_, l.moe, s.x, moe_, raw);
+      if (l.sparse) moe_forward(be_, local_, l.moe, s.x, moe_, raw);
       else mlp_forward(be_, l.mlp, s.x, s_, raw, opt_.activation);
       if (opt_.sandwich_norms) be_.rms_norm(raw, l.mlp_out_norm, s.y, eps, zc);
     }

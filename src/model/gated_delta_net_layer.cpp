@@ -1,5 +1,7 @@
 #include "model/gated_delta_net_layer.h"
 
+#include <tuple>
+
 namespace pagoda {
 
 int64_t gated_delta_net_proj_cols(const ModelConfig& cfg) {
@@ -7,29 +9,44 @@ int64_t gated_delta_net_proj_cols(const ModelConfig& cfg) {
   return cfg.conv_dim() + Hv * cfg.linear_value_head_dim + 2 * Hv;
 }
 
-GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cfg, int layer,
-                                          DType wdtype) {
+GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
+                                          const ShardSpec& shard) {
   const std::string p = "model.layers." + std::to_string(layer) + ".linear_attn.";
-  const int64_t H = cfg.hidden_size, C = cfg.conv_dim(), Hv = cfg.linear_num_value_heads;
+  const int64_t H = cfg.hidden_size, C = cfg.conv_dim(), Hk = cfg.linear_num_key_heads, Hv = cfg.linear_num_value_heads;
   const int64_t dv = cfg.linear_value_head_dim, K = cfg.linear_conv_kernel_dim;
   GatedDeltaNetWeights w;
   // One GEMM for the four projections that read the layer input; the layer takes column views.
-  // in_proj_qkv is three parts (q | k | v by head), so a column shard takes each one's heads.
-  const int64_t qk = cfg.linear_num_key_heads * cfg.linear_key_head_dim;
+  // in_proj_qkv is three parts (q | k | v by head), so a column shard takes each one's heads; with
+  // fewer key heads than ranks, a key head is shared by the ranks of its value heads.
+  const int64_t qk = Hk * cfg.linear_key_head_dim;
   const std::string qkv = p + "in_proj_qkv.weight";
-  w.in_proj = Linear::load(ws, {.parts = {{.weight = qkv, .rows = C, .begin = 0, .end = qk},
-                                          {.weight = qkv, .rows = C, .begin = qk, .end = 2 * qk},
+  w.in_proj = Linear::load(ws, {.parts = {{.weight = qkv, .rows = C, .begin = 0, .end = qk, .units = Hk},
+                                          {.weight = qkv, .rows = C, .begin = qk, .end = 2 * qk, .units = Hk},
                                           {.weight = qkv, .rows = C, .begin = 2 * qk, .end = C},
                                           {.weight = p + "in_proj_z.weight", .rows = Hv * dv},
                                           {.weight = p + "in_proj_b.weight", .rows = Hv},
                                           {.weight = p + "in_proj_a.weight", .rows = Hv}},
-                                .in_features = H, .dtype = wdtype, .shard = ShardKind::Column});
-  w.conv = ws.load(p + "conv1d.weight", wdtype, {C, 1, K});  // loads flattened to [C, K]
-  w.A_log = ws.load(p + "A_log", DType::F32, {Hv});
-  w.dt_bias = ws.load(p + "dt_bias", DType::F32, {Hv});
-  w.norm = ws.load(p + "norm.weight", DType::F32, {dv});
+                                .in_features = H, .dtype = wdtype, .shard = ShardKind::Column},
+                           shard);
+  // The conv's channels are in_proj_qkv's rows: this rank's q, k and v channels, in that order.
+  const std::string conv = p + "conv1d.weight";
+  std::vector<WeightRows> channels;
+  for (const auto& [begin, n, units] : {std::tuple{int64_t{0}, qk, Hk}, {qk, qk, Hk}, {2 * qk, C - 2 * qk, int64_t{0}}}) {
+    const auto [lo, hi] = shard_rows(n, shard, "the channels of " + conv, units);
+    channels.push_back(WeightRows{.name = conv, .shape = {C, 1, K}, .begin = begin + lo, .end = begin + hi});
+  }
+  w.conv = ws.load_parts(channels, wdtype);  // [C of this rank, K]
+  const std::pair<int64_t, int64_t> heads = shard_rows(Hv, shard, p + "A_log");
+  auto per_head = [&, vlo = heads.first, vhi = heads.second](const std::string& name) {
+    const Tensor full = ws.load(name, DType::F32, {Hv});
+    return full.reshape({Hv, 1}).rows(vlo, vhi).reshape({vhi - vlo});
+  };
+  w.A_log = per_head(p + "A_log");
+  w.dt_bias = per_head(p + "dt_bias");
+  w.norm = ws.load(p + "norm.weight", DType::F32, {dv});  // one vector for every head
   w.out = Linear::load(ws, {.parts = {{.weight = p + "out_proj.weight", .rows = H}}, .in_features = Hv * dv,
-                            .dtype = wdtype, .shard = ShardKind::Row});
+                            .dtype = wdtype, .shard = ShardKind::Row},
+                       shard);
   return w;
 }
 

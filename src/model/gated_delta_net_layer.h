@@ -29,10 +29,11 @@ struct GatedDeltaNetScratch {
 // Columns of the fused input projection's output: C + Hv·dv + 2·Hv.
 int64_t gated_delta_net_proj_cols(const ModelConfig& cfg);
 
-// Loads layer `layer`'s `linear_attn.*` weights; projections in `wdtype`, the small per-head
-// vectors and the norm weight in fp32 (released checkpoints mix dtypes here).
-GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cfg, int layer,
-                                          DType wdtype);
+// Loads layer `layer`'s `linear_attn.*` weights (`cfg` the whole model's) for `shard`'s rank: its
+// heads of every projection, conv channel and per-head vector; projections in `wdtype`, the small
+// per-head vectors and the norm weight in fp32 (released checkpoints mix dtypes here).
+GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype,
+                                          const ShardSpec& shard = {});
 
 // x [T, H] (normed input) -> out [T, H]. Reads and updates this layer's conv state
 // [slots, C, K-1] and recurrent state [slots, Hv, dk, dv] at meta.state_slots.

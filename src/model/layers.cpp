@@ -40,8 +40,8 @@ AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, cons
     check(!gated && !opt.qkv_bias, "a fused qkv_proj with an output gate or biases is not supported (" + fused + ")");
     const int64_t rows = (Hq + 2 * Hkv) * D;
     qkv.parts = {{.weight = fused, .rows = rows, .begin = 0, .end = Hq * D},
-                 {.weight = fused, .rows = rows, .begin = Hq * D, .end = (Hq + Hkv) * D},
-                 {.weight = fused, .rows = rows, .begin = (Hq + Hkv) * D, .end = rows}};
+                 {.weight = fused, .rows = rows, .begin = Hq * D, .end = (Hq + Hkv) * D, .units = Hkv},
+                 {.weight = fused, .rows = rows, .begin = (Hq + Hkv) * D, .end = rows, .units = Hkv}};
   } else if (gated) {
     // q_proj interleaves per head [query D rows | gate D rows]; as two parts (all queries, then
     // all gates) q and gate are plain column ranges of the fused output, and shard by head alike.
@@ -55,8 +55,9 @@ AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, cons
     qkv.parts.push_back({.weight = p + "q_proj.weight", .rows = Hq * D, .bias = bias("q_proj")});
   }
   if (qkv.parts.size() < 3) {
-    qkv.parts.push_back({.weight = p + "k_proj.weight", .rows = Hkv * D, .bias = bias("k_proj")});
-    qkv.parts.push_back({.weight = p + "v_proj.weight", .rows = Hkv * D, .bias = bias("v_proj")});
+    // Fewer KV heads than ranks: each is held by world / Hkv ranks (units).
+    qkv.parts.push_back({.weight = p + "k_proj.weight", .rows = Hkv * D, .bias = bias("k_proj"), .units = Hkv});
+    qkv.parts.push_back({.weight = p + "v_proj.weight", .rows = Hkv * D, .bias = bias("v_proj"), .units = Hkv});
   }
   AttentionWeights w;
   w.qkv = Linear::load(ws, qkv, shard);
@@ -76,7 +77,7 @@ MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wd
 }
 
 MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& p, int64_t I, DType wdtype,
-                       const ShardSpec& shard) {
+                       const ShardSpec& shard, bool sum_outside) {
   const int64_t H = cfg.hidden_size;
   MlpWeights w;
   LinearSpec gate_up{.parts = {{.weight = p + "gate_proj.weight", .rows = I}, {.weight = p + "up_proj.weight", .rows = I}},
@@ -85,7 +86,7 @@ MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::strin
     gate_up.parts = {{.weight = fused, .rows = 2 * I, .begin = 0, .end = I}, {.weight = fused, .rows = 2 * I, .begin = I, .end = 2 * I}};
   w.gate_up = Linear::load(ws, gate_up, shard);
   w.down = Linear::load(ws, {.parts = {{.weight = p + "down_proj.weight", .rows = H}}, .in_features = I, .dtype = wdtype,
-                             .shard = ShardKind::Row},
+                             .shard = ShardKind::Row, .sum_outside = sum_outside},
                         shard);
   return w;
 }

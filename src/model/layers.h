@@ -65,8 +65,9 @@ AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, cons
                                    const AttentionOptions& opt, const ShardSpec& shard = {});
 // A GLU MLP of `intermediate` columns whose projections are `prefix` + gate_proj / up_proj /
 // down_proj (the dense MLP's "model.layers.N.mlp.", a shared expert's ".mlp.shared_expert.").
+// sum_outside: the down projection's row shards leave their partial outputs for the caller to sum.
 MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& prefix, int64_t intermediate,
-                       DType wdtype, const ShardSpec& shard = {});
+                       DType wdtype, const ShardSpec& shard = {}, bool sum_outside = false);
 
 // x [T, H] (normed input) -> out [T, H]. Appends this step's K/V to the layer's pools. `cfg` is
 // this rank's view (rank_view(): its local head counts).

@@ -23,16 +23,6 @@ WeightRows part_rows(const LinearPart& p, int64_t in, int64_t lo, int64_t hi) {
   return w;
 }
 
-// [lo, hi) of n items for `rank`; throws unless the ranks divide n evenly.
-std::pair<int64_t, int64_t> shard_range(int64_t n, const ShardSpec& r, const std::string& what) {
-  check(r.world >= 1 && r.rank >= 0 && r.rank < r.world,
-        "shard rank " + std::to_string(r.rank) + " outside a group of " + std::to_string(r.world));
-  check(n % r.world == 0, what + " (" + std::to_string(n) + ") does not split evenly over " +
-                              std::to_string(r.world) + " tensor-parallel ranks");
-  const int64_t per = n / r.world;
-  return {r.rank * per, (r.rank + 1) * per};
-}
-
 
 // The adapters of `set` that target the parts of `spec` (columns [col_begin, col_end) of its input),
 // as one projection's slot pools; null when no adapter targets any part.
@@ -125,12 +115,13 @@ Linear Linear::load_weights(WeightStore& ws, const LinearSpec& spec, const Shard
   check_invariant(!spec.parts.empty() && spec.in_features > 0, "Linear::load: an empty projection");
   Linear l;
   l.shard_ = rank.world > 1 ? spec.shard : ShardKind::Replicated;
+  l.sum_ = !spec.sum_outside;
   l.rank_ = rank;
   int64_t col_begin = spec.col_begin, col_end = spec.col_end < 0 ? spec.in_features : spec.col_end;
   if (l.shard_ == ShardKind::Row) {
-    check(rank.comm != nullptr, "a row-parallel projection over " + std::to_string(rank.world) +
+    check(rank.comm != nullptr || spec.sum_outside, "a row-parallel projection over " + std::to_string(rank.world) +
                                     " ranks needs the group's communicator");
-    const auto [lo, hi] = shard_range(col_end - col_begin, rank, "the input width of " + spec.parts[0].weight);
+    const auto [lo, hi] = shard_rows(col_end - col_begin, rank, "the input width of " + spec.parts[0].weight);
     col_end = col_begin + hi;
     col_begin += lo;
   }
@@ -138,7 +129,7 @@ Linear Linear::load_weights(WeightStore& ws, const LinearSpec& spec, const Shard
   int64_t col = 0;
   for (const LinearPart& p : spec.parts) {
     int64_t lo = 0, hi = p.num_rows();
-    if (l.shard_ == ShardKind::Column) std::tie(lo, hi) = shard_range(hi, rank, "the rows of " + p.weight);
+    if (l.shard_ == ShardKind::Column) std::tie(lo, hi) = shard_rows(hi, rank, "the rows of " + p.weight, p.units);
     blocks.push_back(part_rows(p, spec.in_features, lo, hi));
     // A row-parallel bias is added once, by rank 0, before the sum.
     if (!p.bias.empty() && (l.shard_ != ShardKind::Row || rank.rank == 0)) {
@@ -259,7 +250,7 @@ void Linear::forward(Backend& be, const Tensor& x, Tensor& out) const {
   multiply(be, x, out);
   add_biases(be, out);
   if (lora_) lora_->apply(be, x, out);
-  if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
+  if (shard_ == ShardKind::Row && sum_) rank_.comm->all_reduce_sum(be, out);
 }
 
 void Linear::forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, Tensor& out) const {
@@ -272,7 +263,7 @@ void Linear::forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, T
   }
   add_biases(be, out);
   if (lora_) lora_->apply(be, act, out);
-  if (shard_ == ShardKind::Row) rank_.comm->all_reduce_sum(be, out);
+  if (shard_ == ShardKind::Row && sum_) rank_.comm->all_reduce_sum(be, out);
 }
 
 void Linear::add_ops(DType activation, std::vector<OpUse>& ops) const {
@@ -322,6 +313,13 @@ ExpertLinear ExpertLinear::load_per_expert(WeightStore& ws, const std::vector<st
   ExpertLinear e;
   const auto E = static_cast<int64_t>(experts.size());
   e.weight_ = ws.load_parts(std::move(blocks), dtype).reshape({E, out, in});
+  return e;
+}
+
+ExpertLinear ExpertLinear::over(const Tensor& weight) {
+  check_invariant(weight.ndim == 3, "ExpertLinear::over: weights must be [E, N, K]");
+  ExpertLinear e;
+  e.weight_ = weight;
   return e;
 }
 

@@ -37,6 +37,9 @@ struct LinearPart {
   int64_t begin = 0, end = -1;
   std::vector<int64_t> order;  // non-empty: these source rows instead of [begin, end)
   std::string bias;            // canonical name of its bias vector, or empty
+  // The whole units (heads) its rows are, when a column shard may have more ranks than units: each
+  // unit then goes to world / units ranks (vLLM replicates KV heads so). 0: split the rows evenly.
+  int64_t units = 0;
 
   int64_t num_rows() const { return order.empty() ? (end < 0 ? rows : end) - begin : static_cast<int64_t>(order.size()); }
 };
@@ -49,6 +52,9 @@ struct LinearSpec {
   // Only input columns [col_begin, col_end) of the tensors (-1: to the end), e.g. one half of a
   // projection whose input is a concatenation; a row shard splits this range.
   int64_t col_begin = 0, col_end = -1;
+  // A row shard whose caller sums the ranks' partial outputs (a block adding several row-parallel
+  // products, e.g. routed and shared experts, all-reduces once); the bias still comes from rank 0.
+  bool sum_outside = false;
 };
 
 class Linear {
@@ -101,6 +107,7 @@ class Linear {
   std::vector<Bias> biases_;
   WeightFormat format_ = WeightFormat::Dense;
   ShardKind shard_ = ShardKind::Replicated;
+  bool sum_ = true;  // a row shard all-reduces its output (unless LinearSpec::sum_outside)
   ShardSpec rank_;
   // A projection fused from parts stored in different formats (Qwen3.5's GDN in-projection: q|k|v
   // and z in FP8 or 4 bits beside the small b and a kept in bf16): one Linear per run of parts of one format,
@@ -122,6 +129,8 @@ class ExpertLinear {
   // experts[e] = expert e's parts, stacked as its output rows.
   static ExpertLinear load_per_expert(WeightStore& ws, const std::vector<std::vector<LinearPart>>& experts,
                                       int64_t in, DType dtype);
+  // Over [E, N, K] weights already on the device (a rank's shard of every expert).
+  static ExpertLinear over(const Tensor& weight);
 
   // out[r, :] = x[r, :] · W[e]ᵀ for the rows of expert e, r in [offsets[e], offsets[e+1]).
   void forward(Backend& be, const Tensor& x, const Tensor& expert_offsets, Tensor& out) const;

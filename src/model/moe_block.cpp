@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/format.h"
 
@@ -77,18 +78,71 @@ bool is_sparse_layer(const ModelConfig& cfg, int64_t layer) {
   return f != nullptr && f->sparse(layer);
 }
 
-MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype) {
+namespace {
+
+// Under tensor parallelism: this rank's share of every expert, gathered on the host one expert at a
+// time (either layout) — gate_up [E, 2n, H] (its n gate rows, then its n up rows), down [E, H, n]
+// (its n input columns), n = I / world — as ExpertLinear::load_* lays out the whole.
+void load_expert_shards(WeightStore& ws, const std::string& p, int64_t E, int64_t I, int64_t H, DType wdtype,
+                        const ShardSpec& shard, MoeWeights& w) {
+  check(!ws.quantization().fp8() && !ws.quantization().int4(),
+        "tensor parallelism of FP8 or 4-bit experts is not implemented yet; use --tensor-parallel-size 1");
+  const auto [lo, hi] = shard_rows(I, shard, p + "experts (moe_intermediate_size)");
+  const int64_t n = hi - lo;
+  const bool packed = ws.has(p + "experts.gate_up_proj");
+  std::vector<float> gate_up, down;
+  gate_up.reserve(static_cast<size_t>(E * 2 * n * H));
+  down.reserve(static_cast<size_t>(E * H * n));
+  auto append = [](std::vector<float>& to, const std::vector<float>& from) { to.insert(to.end(), from.begin(), from.end()); };
+  for (int64_t e = 0; e < E; ++e) {
+    if (packed) {  // expert e is row e of [E, 2I·H] and of [E, H·I]
+      const WeightRows gu{.name = p + "experts.gate_up_proj", .shape = {E, 2 * I, H}, .begin = e, .end = e + 1};
+      append(gate_up, ws.host_rows({gu}, lo * H, hi * H));
+      append(gate_up, ws.host_rows({gu}, (I + lo) * H, (I + hi) * H));
+      const std::vector<float> d =
+          ws.host_rows({WeightRows{.name = p + "experts.down_proj", .shape = {E, H, I}, .begin = e, .end = e + 1}});
+      for (int64_t h = 0; h < H; ++h) down.insert(down.end(), d.begin() + h * I + lo, d.begin() + h * I + hi);
+    } else {
+      const std::string pe = p + "experts." + std::to_string(e) + ".";
+      check(ws.has(pe + "gate_proj.weight"),
+            "checkpoint has neither " + p + "experts.gate_up_proj (packed experts) nor " + pe +
+                "gate_proj.weight (one tensor per expert)");
+      append(gate_up, ws.host_rows({WeightRows{.name = pe + "gate_proj.weight", .shape = {I, H}, .begin = lo, .end = hi},
+                                    WeightRows{.name = pe + "up_proj.weight", .shape = {I, H}, .begin = lo, .end = hi}}));
+      append(down, ws.host_rows({WeightRows{.name = pe + "down_proj.weight", .shape = {H, I}}}, lo, hi));
+    }
+  }
+  auto upload = [&](const std::vector<float>& host, int64_t rows, int64_t cols) {
+    std::vector<uint8_t> bytes(host.size() * dtype_size(wdtype));
+    convert_float_elements(host.data(), DType::F32, bytes.data(), wdtype, host.size());
+    return ws.upload(bytes.data(), wdtype, rows, cols);
+  };
+  w.gate_up = ExpertLinear::over(upload(gate_up, E * 2 * n, H).reshape({E, 2 * n, H}));
+  w.down = ExpertLinear::over(upload(down, E * H, n).reshape({E, H, n}));
+}
+
+}  // namespace
+
+MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype, const ShardSpec& shard) {
   const MoeFields& f = *moe_fields(cfg);
   const std::string p = layer_prefix(layer);
   const int64_t H = cfg.hidden_size, E = f.num_experts, I = f.expert_intermediate_size;
   const int64_t Is = f.shared_expert_intermediate_size;
   MoeWeights w;
   LinearSpec router{.parts = {{.weight = p + "gate.weight", .rows = E}}, .in_features = H, .dtype = wdtype};
+  const bool sharded = shard.world > 1;
   if (Is > 0) {
     router.parts.push_back({.weight = p + "shared_expert_gate.weight", .rows = 1});
-    w.shared = load_mlp_at(ws, cfg, p + "shared_expert.", Is, wdtype);
+    // Its partial sums join the routed experts' in one all-reduce (moe_forward).
+    w.shared = load_mlp_at(ws, cfg, p + "shared_expert.", Is, wdtype, shard, /*sum_outside=*/sharded);
   }
-  w.router = Linear::load(ws, router);
+  w.router = Linear::load(ws, router);  // every rank routes every token alike
+  if (sharded) {
+    check(shard.comm != nullptr, "tensor-parallel experts need the group's communicator");
+    w.comm = shard.comm;
+    load_expert_shards(ws, p, E, I, H, wdtype, shard, w);
+    return w;
+  }
   if (ws.has(p + "experts.gate_up_proj")) {  // packed, [E, 2I, H]: each expert's gate rows then up rows
     w.gate_up = ExpertLinear::load_packed(ws, p + "experts.gate_up_proj", E, 2 * I, H, wdtype);
     w.down = ExpertLinear::load_packed(ws, p + "experts.down_proj", E, H, I, wdtype);
@@ -160,6 +214,8 @@ void moe_forward(Backend& be, const ModelConfig& cfg, const MoeWeights& w, const
     shared_gate = router.cols(E, E + 1);
   }
   be.moe_unpermute(y, weights, rows, shared_out, shared_gate, out);
+  // The weighted sum and the gate are linear in the experts' outputs: one sum of the partials.
+  if (w.comm != nullptr) w.comm->all_reduce_sum(be, out);
 }
 
 namespace {

@@ -59,12 +59,16 @@ struct MoeWeights {
   ExpertLinear gate_up;  // [E, 2I, H]: per expert I gate rows then I up rows
   ExpertLinear down;     // [E, H, I]
   MlpWeights shared;  // [2Is, H] and [H, Is]; empty without a shared expert
+  // Tensor parallelism: every expert's columns are sharded (gate | up by rows, down by columns), so
+  // the routed and shared outputs are partial sums, all-reduced once through this; null on one rank.
+  Communicator* comm = nullptr;
 };
 
 // Loads layer `layer`'s experts from either layout: packed (mlp.experts.gate_up_proj [E, 2I, H],
 // mlp.experts.down_proj [E, H, I], what transformers 5 keeps in memory) or one tensor per expert
 // (mlp.experts.{e}.gate_proj / up_proj / down_proj.weight, the released Qwen3-MoE checkpoints).
-MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype);
+// `cfg` is the whole model's; `shard` this rank's place (its I / world columns of every expert).
+MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype, const ShardSpec& shard = {});
 
 // Scratch of one step, sized at reserve() for the largest step (T tokens, R = T·k routed rows).
 struct MoeScratch {

@@ -36,8 +36,6 @@ class Qwen3_5Model final : public DecoderBase {
       : DecoderBase(cfg, ckpt, backend, shard) {
     const int64_t H = cfg.hidden_size;
     const DType wdt = weight_dtype();
-    check(shard.world == 1 || (cfg.num_layers_of(LayerKind::LinearAttention) == 0 && moe_fields(cfg) == nullptr),
-          "tensor parallelism of Gated DeltaNet and mixture-of-experts layers is not implemented yet");
     load_embedding_and_head();
     int num_attention = 0;
     for (int i = 0; i < cfg.num_layers; ++i) {
@@ -51,13 +49,13 @@ class Qwen3_5Model final : public DecoderBase {
         attention_index_.push_back(num_attention++);
         gdn_index_.push_back(-1);
       } else {
-        l.gdn = load_gated_delta_net(ws_, cfg, i, wdt);
+        l.gdn = load_gated_delta_net(ws_, cfg, i, wdt, shard_);
         attention_index_.push_back(-1);
         gdn_index_.push_back(num_gdn_++);
       }
       l.sparse = is_sparse_layer(cfg, i);
       if (l.sparse) {
-        l.moe = load_moe(ws_, cfg, i, wdt);
+        l.moe = load_moe(ws_, cfg, i, wdt, shard_);
         ++num_sparse_;
       } else {
         l.mlp = load_mlp(ws_, cfg, i, wdt, shard_);
@@ -94,7 +92,7 @@ class Qwen3_5Model final : public DecoderBase {
       s_.mlp_act = scratch(T, c.intermediate_size);
     }
     if (num_sparse_ > 0)
-      moe_ = reserve_moe(cfg_, T, be_.activation_dtype(),
+      moe_ = reserve_moe(local_, T, be_.activation_dtype(),
                          [this](int64_t rows, int64_t cols, DType dt) { return scratch(rows, cols, dt); });
     return scratch_bytes();
   }
@@ -125,7 +123,7 @@ class Qwen3_5Model final : public DecoderBase {
         gated_delta_net_forward(be_, local_, l.gdn, meta, rs->conv(g), rs->recurrent(g), s.x, g_, s.y);
       }
       be_.add_rms_norm(s.h, s.y, l.post_norm, s.x, eps, zc);
-      if (l.sparse) moe_forward(be_, cfg_, l.moe, s.x, moe_, s.y);
+      if (l.sparse) moe_forward(be_, local_, l.moe, s.x, moe_, s.y);
       else mlp_forward(be_, l.mlp, s.x, s_, s.y);
     }
     finish_forward(meta, s, zc, logits);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "backend/communicator.h"
 #include "io/model_config.h"
@@ -32,5 +34,10 @@ struct ShardSpec {
 // columns and the Gated DeltaNet heads divided by world (a rank holds whole heads). Sizes that do
 // not divide are refused by name. world 1: the config itself.
 ModelConfig rank_view(const ModelConfig& cfg, const ShardSpec& shard);
+
+// Rows [lo, hi) of n for this rank of a column shard; throws naming `what` unless the ranks divide n
+// evenly. With `units` (whole heads) fewer than the ranks, rank r takes unit r / (world / units),
+// shared with its neighbours (vLLM replicates KV heads so).
+std::pair<int64_t, int64_t> shard_rows(int64_t n, const ShardSpec& shard, const std::string& what, int64_t units = 0);
 
 }  // namespace pagoda

@@ -15,6 +15,7 @@
 #include "bench/serve_vocab.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
+#include "core/build_paths.h"
 
 namespace pagoda::bench {
 namespace {

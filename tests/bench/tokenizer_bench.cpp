@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
+#include "core/build_paths.h"
 
 namespace {
 

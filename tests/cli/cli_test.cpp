@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/run_command.h"
+#include "core/build_paths.h"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../support/run_command.h"
+#include "core/build_paths.h"
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../support/run_command.h"
+#include "core/build_paths.h"
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include "../server/server_harness.h"
 #include "../support/run_command.h"
 #include "cli/engine_flags.h"
+#include "core/build_paths.h"
 
 namespace {
 
@@ -159,16 +160,23 @@ TEST(VllmFlags, LaunchScriptBoilerplateIsAcceptedWithOneWarningEach) {
   }
 }
 
-TEST(VllmFlags, TensorParallelismPastOneIsRefusedClearly) {
+// -tp N is taken as vLLM spells it (the model lookup is reached); a GPU group, which needs NCCL,
+// is refused before anything loads, naming the flag.
+TEST(VllmFlags, TensorParallelSizeIsTakenAndAGpuGroupIsRefusedClearly) {
   for (const std::vector<std::string>& args : {std::vector<std::string>{kMissing, "-tp", "2"},
                                                std::vector<std::string>{kMissing, "--tensor-parallel-size", "4"},
                                                std::vector<std::string>{kMissing, "-tp=2"}}) {
     const CommandResult r = serve(args);
-    EXPECT_EQ(r.code, 2) << r.out;
-    EXPECT_TRUE(contains(r.out, "--tensor-parallel-size")) << r.out;
-    EXPECT_TRUE(contains(r.out, "not implemented")) << r.out;
-    EXPECT_FALSE(contains(r.out, "does not exist")) << "stopped only at the model:\n" << r.out;
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, "does not exist")) << "the flag did not parse:\n" << r.out;
   }
+  const TestModelDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const CommandResult r = serve({dir.path, "--device", "cuda", "-tp", "2"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "--tensor-parallel-size 2 on --device cuda")) << r.out;
+  EXPECT_TRUE(contains(r.out, "NCCL")) << r.out;
+  EXPECT_FALSE(contains(r.out, "weights loaded")) << "refused only after loading:\n" << r.out;
 }
 
 TEST(VllmFlags, MistypedFlagsGetSuggestions) {

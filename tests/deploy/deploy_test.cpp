@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "../server/server_harness.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server::test {
 namespace {

@@ -7,6 +7,7 @@
 #include "../support/engine_driver.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "io/model_config.h"
 #include "structured/compile.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

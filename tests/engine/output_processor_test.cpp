@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "engine/output_processor.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

@@ -41,6 +41,7 @@ struct Knobs {
   std::string device = "cpu";
   std::string dtype = "auto";  // float32 on the GPU: on/off must match token for token
   int32_t workers = 1;         // EngineConfig::replicated_workers (the executor's test double)
+  int32_t tp = 1;              // EngineConfig::tensor_parallel_size
   std::string kv_cache_dtype = "auto";
 };
 
@@ -61,6 +62,7 @@ inline RunOutput run(const std::string& model, const std::vector<Request>& reque
   config.prefix_cache_hash_bits = k.hash_bits;
   config.state_snapshot_memory_fraction = k.snapshot_fraction;
   config.replicated_workers = k.workers;
+  config.tensor_parallel_size = k.tp;
   config.kv_cache_dtype = k.kv_cache_dtype;
   Engine engine(fixture_model_dir(model), config);
   RunOutput out;

@@ -16,6 +16,7 @@
 #include "engine/ngram_proposer.h"
 #include "engine/speculative_config.h"
 #include "speculative_scenarios.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

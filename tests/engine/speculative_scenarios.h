@@ -40,6 +40,7 @@ struct Knobs {
   bool mtp = false;              // the target's own MTP head drafts
   EngineCore::DraftProposer proposer;  // when set: the drafts (overrides oracle)
   int32_t workers = 1;           // EngineConfig::replicated_workers (the executor's test double)
+  int32_t tp = 1;                // EngineConfig::tensor_parallel_size
 };
 
 struct RunOutput {
@@ -78,6 +79,7 @@ inline RunOutput run(const std::string& model, const std::vector<std::vector<int
   config.num_gpu_blocks_override = kn.num_blocks;
   config.enable_prefix_caching = kn.caching;
   config.replicated_workers = kn.workers;
+  config.tensor_parallel_size = kn.tp;
   if (kn.k > 0) {
     config.speculative.method = SpeculativeMethod::Ngram;
     config.speculative.num_speculative_tokens = kn.k;

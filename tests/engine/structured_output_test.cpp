@@ -16,6 +16,7 @@
 #include "structured/compile.h"
 #include "../structured/validation_cases.h"
 #include "../support/vulkan_device.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

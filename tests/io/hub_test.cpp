@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "io/hub.h"
 #include "io/hub_cache.h"
+#include "core/build_paths.h"
 
 extern char** environ;
 
@@ -414,7 +415,7 @@ TEST(HubServe, ServesAModelByHubIdThenCompletes) {
 
 TEST(HubServe, GenerateOfflineWithoutTheModelSaysWhatToDo) {
   const std::string cache = temp_dir("cache");
-  const auto r = pagoda::testing::run_command("HF_HUB_OFFLINE=1 HF_HUB_CACHE=" + cache + " " PAGODA_BINARY
+  const auto r = pagoda::testing::run_command("HF_HUB_OFFLINE=1 HF_HUB_CACHE=" + cache + " " + PAGODA_BINARY +
                                               " generate org/absent --prompt hi 2>&1");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "HF_HUB_OFFLINE is set and org/absent (revision main) is not in the cache at " + cache))

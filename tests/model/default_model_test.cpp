@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "model/registry.h"
 #include "tokenizer/tokenizer.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

@@ -28,6 +28,7 @@
 #include "engine_reference_run.h"
 #include "reference_fixture.h"
 #include "single_sequence.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

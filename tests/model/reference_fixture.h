@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include "core/build_paths.h"
 
 namespace pagoda::testing {
 

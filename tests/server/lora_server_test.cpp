@@ -9,6 +9,7 @@
 #include "../model/lora_fixture.h"
 #include "engine/engine.h"
 #include "server_harness.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server::test {
 namespace {

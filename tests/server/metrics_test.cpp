@@ -19,6 +19,7 @@
 #include "server/engine_metrics.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server {
 namespace {

@@ -149,6 +149,7 @@ TEST(OpenAiRequest, UnsetSamplingFieldsTakeTheModelDefaults) {
 #include "server/chat_prompt.h"
 #include "server/request_json.h"
 #include "template/chat_template.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server {
 namespace {

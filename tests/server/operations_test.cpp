@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server_harness.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server::test {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "server/kv_event_publisher.h"
 #include "server_harness.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server::test {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "raw_http.h"
 #include "server_harness.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server::test {
 namespace {

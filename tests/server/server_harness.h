@@ -30,6 +30,7 @@
 #include "../support/run_command.h"
 
 #include "tokenizer/byte_level.h"
+#include "core/build_paths.h"
 
 extern char** environ;
 

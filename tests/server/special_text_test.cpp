@@ -10,6 +10,7 @@
 #include "server/openai_request.h"
 #include "server/special_text.h"
 #include "tokenizer/tokenizer.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server {
 namespace {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "server_harness.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server::test {
 namespace {

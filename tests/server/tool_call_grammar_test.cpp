@@ -12,6 +12,7 @@
 #include "server/chat_output_parser.h"
 #include "structured/compile.h"
 #include "structured/matcher.h"
+#include "core/build_paths.h"
 
 namespace pagoda::server {
 namespace {

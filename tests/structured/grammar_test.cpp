@@ -18,6 +18,7 @@
 #include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
 #include "validation_cases.h"
+#include "core/build_paths.h"
 
 namespace pagoda::structured {
 namespace {

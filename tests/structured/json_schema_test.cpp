@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "structured/compile.h"
 #include "structured/matcher.h"
+#include "core/build_paths.h"
 
 namespace pagoda::structured {
 namespace {

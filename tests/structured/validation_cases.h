@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "structured/compile.h"
+#include "core/build_paths.h"
 
 namespace pagoda::structured::testing {
 

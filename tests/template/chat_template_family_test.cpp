@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "template/chat_template.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

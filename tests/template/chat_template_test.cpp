@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

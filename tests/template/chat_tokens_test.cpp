@@ -17,6 +17,7 @@
 
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

@@ -11,6 +11,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

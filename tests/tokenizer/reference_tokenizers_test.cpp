@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
+#include "core/build_paths.h"
 
 namespace pagoda {
 namespace {

@@ -1,0 +1,139 @@
+// Tensor parallelism on the CPU (--tensor-parallel-size N, engine/executor.h): N ranks, each a thread
+// with its shard of every layer — its query heads, its KV heads (shared when fewer than the ranks),
+// its MLP and experts' columns, its Gated DeltaNet heads, conv channels and recurrent state — summing row-parallel
+// products through the host communicator. Every family fixture gives the one-rank greedy tokens, and
+// logprobs within float rounding (the shards sum the same products in another order), through
+// chunked prefill, preemption, prefix-cache hits with state snapshots, and speculative decoding with
+// rejected drafts.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "prefix_caching_scenarios.h"
+#include "speculative_scenarios.h"
+
+namespace pagoda {
+namespace {
+
+struct TpCase {
+  const char* fixture;
+  std::vector<int32_t> sizes;  // the tensor-parallel sizes its heads divide
+};
+
+void PrintTo(const TpCase& c, std::ostream* os) { *os << c.fixture; }
+
+class TensorParallel : public ::testing::TestWithParam<TpCase> {};
+
+// The prefix-caching scenarios' requests, in the smallest fixture vocabulary (256 tokens).
+std::vector<testing::Request> requests_in_every_vocabulary() {
+  std::vector<testing::Request> reqs = testing::shared_prefix_requests();
+  for (testing::Request& r : reqs)
+    for (int32_t& t : r.prompt) t %= 256;
+  return reqs;
+}
+
+TEST_P(TensorParallel, RanksGiveTheOneRankTokensThroughChunksPreemptionAndCaching) {
+  const std::vector<testing::Request> reqs = requests_in_every_vocabulary();
+  testing::Knobs k;
+  k.together = true;
+  k.max_model_len = 200;
+  k.num_blocks = 16;  // preemption and eviction
+  k.snapshot_fraction = 0.5;
+  k.max_tokens = 10;
+  const testing::RunOutput one = testing::run(GetParam().fixture, reqs, k);
+  for (const int32_t tp : GetParam().sizes) {
+    SCOPED_TRACE("tensor parallel size " + std::to_string(tp));
+    k.tp = tp;
+    const testing::RunOutput many = testing::run(GetParam().fixture, reqs, k);
+    testing::expect_same(many, one, 1e-4);
+    EXPECT_GT(many.preemptions, 0) << "the pool should force preemption";
+    EXPECT_GT(many.hits, 0);
+  }
+}
+
+// Every family (Qwen3 tied / untied GQA / MHA, Qwen3.5 hybrid, Llama with biases and untied, Qwen2
+// with biases and YaRN, Mistral full and sliding window, Gemma 3 with and without soft-capping,
+// Phi-3's fused projections, Qwen3-MoE with a dense layer and without renormalised top-k, Qwen3.5-MoE
+// with its shared expert) at the sizes its 4 or 6 heads allow; with 1 or 2 KV heads, 4 ranks share
+// them.
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, TensorParallel,
+    ::testing::Values(TpCase{"qwen3-tiny-tied", {2, 4}}, TpCase{"qwen3-tiny-untied-gqa4", {2, 4}},
+                      TpCase{"qwen3-tiny-mha-sharded", {2, 4}}, TpCase{"qwen3_5-tiny-text", {2, 4}},
+                      TpCase{"llama3-tiny-tied-bias", {2}}, TpCase{"llama3-tiny-untied", {2, 4}},
+                      TpCase{"qwen2-tiny-bias", {2, 4}}, TpCase{"qwen2-tiny-yarn", {2}},
+                      TpCase{"mistral-tiny-swa", {2, 4}}, TpCase{"mistral-tiny-linear", {2}},
+                      TpCase{"gemma3-tiny-text", {2, 4}}, TpCase{"gemma3-tiny-softcap", {2, 4}},
+                      TpCase{"phi3-tiny-fused", {2}}, TpCase{"qwen3_moe-tiny-dense-layer", {2, 4}},
+                      TpCase{"qwen3_moe-tiny-raw-topk", {2, 4}}, TpCase{"qwen3_5_moe-tiny-mm", {2, 4}}),
+    [](const auto& info) {
+      std::string n = info.param.fixture;
+      for (char& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
+
+TEST(TensorParallelSpeculative, RanksGiveTheOneRankTokensWithRejectedDrafts) {
+  const auto prompts = testing::spec::prompts();
+  for (const char* fixture : {"qwen3-tiny-tied", "qwen3_5-tiny-text"}) {
+    SCOPED_TRACE(fixture);
+    testing::spec::Knobs k;
+    const testing::spec::RunOutput plain = testing::spec::run(fixture, prompts, k);
+    k.k = 3;
+    k.tp = 2;
+    const testing::spec::RunOutput two = testing::spec::run(fixture, prompts, k);
+    testing::spec::expect_same(two, plain);
+    EXPECT_GT(two.stats.spec_num_drafts, 0);
+    EXPECT_LT(two.stats.spec_num_accepted_tokens, two.stats.spec_num_draft_tokens) << "some drafts must be rejected";
+  }
+}
+
+// The MTP head (whole, on rank 0) drafts from the sharded model's hidden states.
+TEST(TensorParallelSpeculative, TheMtpHeadDraftsForTheRanks) {
+  const auto prompts = testing::spec::prompts();
+  testing::spec::Knobs k;
+  const testing::spec::RunOutput plain = testing::spec::run("qwen3_5-tiny-mtp", prompts, k);
+  k.k = 2;
+  k.mtp = true;
+  k.tp = 2;
+  const testing::spec::RunOutput two = testing::spec::run("qwen3_5-tiny-mtp", prompts, k);
+  testing::spec::expect_same(two, plain);
+  EXPECT_GT(two.stats.spec_num_drafts, 0);
+}
+
+std::string load_error(const std::string& fixture, int32_t tp) {
+  EngineConfig config;
+  config.tensor_parallel_size = tp;
+  config.max_model_len = 64;
+  config.num_gpu_blocks_override = 8;
+  try {
+    Engine engine(testing::fixture_model_dir(fixture), config);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Sizes the heads do not allow are refused by name at load, and a group on a device without a
+// communicator before it.
+TEST(TensorParallel, WhatDoesNotDivideIsRefusedByName) {
+  std::string e = load_error("llama3-tiny-tied-bias", 4);  // 6 query heads
+  EXPECT_NE(e.find("num_attention_heads (6) does not divide over 4 ranks"), std::string::npos) << e;
+  e = load_error("qwen3-tiny-untied-gqa4", 3);  // 8 query heads
+  EXPECT_NE(e.find("num_attention_heads (8) does not divide over 3 ranks"), std::string::npos) << e;
+  EngineConfig config;
+  config.tensor_parallel_size = 2;
+  config.device = "vulkan";
+  try {
+    validate_engine_config(config);
+    ADD_FAILURE() << "a vulkan group was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("--tensor-parallel-size 2 on --device vulkan"), std::string::npos) << err.what();
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
