@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "backend/backend.h"
-#include "backend/communicator.h"
+#include "backend/host_communicator.h"
 #include "core/error.h"
 
 namespace pagoda {
@@ -99,11 +99,7 @@ class HostCommunicator final : public Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world) {
-  check(world >= 1, "tensor parallelism: a group needs at least one rank");
-  check(device == "cpu", "--tensor-parallel-size " + std::to_string(world) + " on --device " + device +
-                             ": tensor parallelism runs on the cpu only so far (the GPU's NCCL communicator is "
-                             "not built yet); use --tensor-parallel-size 1");
+std::vector<std::unique_ptr<Communicator>> make_host_communicators(int world) {
   auto group = std::make_shared<HostGroup>(world);
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < world; ++r) out.push_back(std::make_unique<HostCommunicator>(group, r));

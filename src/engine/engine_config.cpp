@@ -54,10 +54,9 @@ void validate_engine_config(const EngineConfig& c) {
   }
   const int32_t tp = c.tensor_parallel_size;
   check(tp >= 1 && tp <= 64, "--tensor-parallel-size must be in [1, 64], got " + std::to_string(tp));
-  check(tp == 1 || c.device == "cpu",
+  check(tp == 1 || c.device == "cpu" || c.device == "cuda",
         "--tensor-parallel-size " + std::to_string(tp) + " on --device " + c.device +
-            ": tensor parallelism runs on the cpu only so far (the GPU's NCCL communicator is not built yet); use "
-            "--tensor-parallel-size 1 with a model that fits one device");
+            ": tensor parallelism runs on the cpu and on cuda (NCCL); use --tensor-parallel-size 1");
   check(tp == 1 || !l.enabled, "LoRA adapters with --tensor-parallel-size " + std::to_string(tp) +
                                    " are not implemented yet; serve them with --tensor-parallel-size 1");
   check(tp == 1 || c.replicated_workers == 1, "replicated workers and tensor parallelism do not combine");

@@ -58,6 +58,9 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
           const std::function<void(size_t)>& fn = *t.job;
           lock.unlock();
           try {
+            // A GPU backend's device is per thread: made current here (its stream is idle between
+            // steps, so the wait is none).
+            workers_[r]->backend().synchronize();
             fn(r);
           } catch (const std::exception& e) {
             t.errors[r] = std::current_exception();
@@ -92,6 +95,7 @@ void Executor::on_every_rank(const std::function<void(size_t)>& fn) {
   }
   t.wake.notify_all();
   try {
+    workers_[0]->backend().synchronize();  // binds rank 0's device to this thread (see the rank threads)
     fn(0);
   } catch (const std::exception& e) {
     t.errors[0] = std::current_exception();
@@ -113,12 +117,17 @@ void Executor::on_every_rank(const std::function<void(size_t)>& fn) {
 }
 
 MemoryPlan Executor::plan_and_allocate(const SchedulerConfig& sc) {
-  MemoryPlan plan;
-  std::vector<MemoryPlan> plans;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    plans.push_back(workers_[i]->plan(sc));
-    if (i == 0 || plans.back().num_blocks < plan.num_blocks) plan = plans.back();
+  std::vector<MemoryPlan> plans(workers_.size());
+  // Under tensor parallelism every rank at once: a CUDA graph's capture runs the step eagerly
+  // first, and its all-reduces need every rank.
+  if (comms_.empty()) {
+    for (size_t i = 0; i < workers_.size(); ++i) plans[i] = workers_[i]->plan(sc);
+  } else {
+    on_every_rank([&](size_t r) { plans[r] = workers_[r]->plan(sc); });
   }
+  MemoryPlan plan = plans[0];
+  for (const MemoryPlan& p : plans)
+    if (p.num_blocks < plan.num_blocks) plan = p;
   auto log_plan = [](const MemoryPlan& p, const std::string& prefix) {
     std::istringstream lines(p.describe());
     for (std::string line; std::getline(lines, line);)
@@ -135,7 +144,11 @@ MemoryPlan Executor::plan_and_allocate(const SchedulerConfig& sc) {
     LOG_INFO("kv cache on the cpu: reserved, not resident; its pages are committed as blocks are first written, so "
              "resident memory grows with the tokens held (weights in place from the mapped checkpoint)");
   if (workers_.size() > 1 && comms_.empty()) LOG_INFO(std::to_string(workers_.size()) + " workers, each with the whole model");
-  for (auto& w : workers_) w->allocate(plan, sc);
+  if (comms_.empty()) {
+    for (auto& w : workers_) w->allocate(plan, sc);
+  } else {
+    on_every_rank([&](size_t r) { workers_[r]->allocate(plan, sc); });
+  }
   return plan;
 }
 

@@ -1,0 +1,22 @@
+#include "backend/communicator.h"
+
+#include "backend/host_communicator.h"
+#include "core/error.h"
+#ifdef PAGODA_HAS_CUDA
+#include "backend/cuda/nccl_communicator.h"
+#endif
+
+namespace pagoda {
+
+std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world) {
+  check(world >= 1, "tensor parallelism: a group needs at least one rank");
+  if (device == "cpu") return make_host_communicators(world);
+#ifdef PAGODA_HAS_CUDA
+  if (device == "cuda") return make_nccl_communicators(world);
+#endif
+  throw Error("--tensor-parallel-size " + std::to_string(world) + " on --device " + device +
+              ": tensor parallelism runs on the cpu, and on cuda through NCCL in a build with CUDA; use "
+              "--tensor-parallel-size 1");
+}
+
+}  // namespace pagoda

@@ -1,0 +1,117 @@
+// Tensor parallelism over the GPUs of one process through NCCL: one communicator per device made by
+// ncclCommInitAll, each rank's all-reduce enqueued on its backend's stream (no host wait; CUDA graphs
+// capture it). NVLink multicast (NVLS) stays off: the shared GPU hosts forbid cuMulticastCreate.
+// Start-up is bounded: a group that does not form in PAGODA_NCCL_INIT_TIMEOUT seconds (default 120)
+// is an error, not a hang. A rank that fails mid-step aborts every communicator of the group, so no
+// rank's kernels wait forever for a partner that will not come.
+#include "backend/cuda/nccl_communicator.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+
+#ifdef PAGODA_HAS_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+namespace pagoda {
+
+#ifdef PAGODA_HAS_NCCL
+namespace {
+
+void nccl_check(ncclResult_t r, const std::string& what) {
+  if (r != ncclSuccess) throw Error("NCCL: " + what + " failed: " + ncclGetErrorString(r));
+}
+
+struct NcclGroup {
+  std::vector<ncclComm_t> comms;
+  std::once_flag aborted;
+  ~NcclGroup() {
+    for (ncclComm_t c : comms)
+      if (c != nullptr) ncclCommDestroy(c);
+  }
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(std::shared_ptr<NcclGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int world() const override { return static_cast<int>(group_->comms.size()); }
+
+  void all_reduce_sum(Backend& be, Tensor& x) override {
+    auto* cuda = dynamic_cast<CudaBackend*>(&be);
+    check(cuda != nullptr, "the NCCL communicator sums tensors of the CUDA backend, not " + be.name());
+    check(x.is_contiguous(), "the NCCL communicator sums contiguous tensors");
+    ncclDataType_t type = ncclFloat32;
+    if (x.dtype == DType::BF16) type = ncclBfloat16;
+    else if (x.dtype == DType::F16) type = ncclFloat16;
+    else check(x.dtype == DType::F32, std::string("the NCCL communicator sums f32, bf16 or f16, not ") + dtype_name(x.dtype));
+    nccl_check(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), type, ncclSum,
+                             group_->comms[static_cast<size_t>(rank_)], cuda->stream()),
+               "all-reduce on rank " + std::to_string(rank_));
+  }
+
+  void abort(const std::string&) override {
+    std::call_once(group_->aborted, [&] {
+      for (ncclComm_t& c : group_->comms) {
+        if (c != nullptr) ncclCommAbort(c);
+        c = nullptr;
+      }
+    });
+  }
+
+ private:
+  std::shared_ptr<NcclGroup> group_;
+  int rank_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  check(devices >= world, "--tensor-parallel-size " + std::to_string(world) + " on --device cuda: the NCCL group "
+                              "needs " + std::to_string(world) + " CUDA devices, " + std::to_string(devices) +
+                              " are visible (CUDA_VISIBLE_DEVICES)");
+  setenv("NCCL_NVLS_ENABLE", "0", 1);  // multicast off, whatever the environment says
+  auto group = std::make_shared<NcclGroup>();
+  group->comms.assign(static_cast<size_t>(world), nullptr);
+  double timeout = 120;
+  if (const char* t = std::getenv("PAGODA_NCCL_INIT_TIMEOUT")) timeout = std::atof(t);
+  // ncclCommInitAll on a thread of its own: if the group never forms, the server says so and exits
+  // instead of waiting (the thread is left behind; the process is about to end).
+  auto done = std::make_shared<std::promise<ncclResult_t>>();
+  std::future<ncclResult_t> result = done->get_future();
+  std::thread([group, world, done] {
+    std::vector<int> ordinals(static_cast<size_t>(world));
+    for (int i = 0; i < world; ++i) ordinals[static_cast<size_t>(i)] = i;
+    done->set_value(ncclCommInitAll(group->comms.data(), world, ordinals.data()));
+  }).detach();
+  if (result.wait_for(std::chrono::duration<double>(timeout)) != std::future_status::ready)
+    throw Error("NCCL: the group of " + std::to_string(world) + " GPUs did not form within " +
+                std::to_string(static_cast<int>(timeout)) + " s (PAGODA_NCCL_INIT_TIMEOUT); check the GPUs with "
+                "nvidia-smi topo -m and NCCL_DEBUG=INFO");
+  nccl_check(result.get(), "ncclCommInitAll over " + std::to_string(world) + " GPUs");
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int r = 0; r < world; ++r) out.push_back(std::make_unique<NcclCommunicator>(group, r));
+  return out;
+}
+
+#else
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world) {
+  throw Error("--tensor-parallel-size " + std::to_string(world) + " on --device cuda: this pagoda was built "
+              "without NCCL (libnccl was not found beside the CUDA toolkit); install NCCL and rebuild, or use "
+              "--tensor-parallel-size 1");
+}
+
+#endif
+
+}  // namespace pagoda
