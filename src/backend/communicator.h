@@ -26,9 +26,8 @@ class Communicator {
   virtual void abort(const std::string& why) = 0;
 };
 
-// One view per rank of a new group of `world` ranks for workers on `device`: "cpu" (threads of this
-// process), "cuda" (NCCL over devices 0..world-1). Throws pagoda::Error naming what is missing
-// (a device it cannot group, too few GPUs, a build without NCCL).
+// One view per rank of a new group of `world` ranks on `device`: "cpu" (threads), "cuda" (NCCL over
+// devices 0..world-1). Throws pagoda::Error naming what is missing (a device, GPUs, NCCL).
 std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world);
 
 }  // namespace pagoda

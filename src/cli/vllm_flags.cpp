@@ -167,7 +167,7 @@ const std::vector<VllmFlag> kFlags = {
     // --- LoRA ----------------------------------------------------------------------------------------
     {"--lora-extra-vocab-size", V, kAny, "adapters add no tokens (vLLM has removed extra vocabularies too)"},
     {"--lora-dtype", V, kAny, "adapters are kept in the model's dtype"},
-    {"--fully-sharded-loras", F, kAny, "LoRA with tensor parallelism is not implemented yet"},
+    {"--fully-sharded-loras", F, kAny, "adapters are always sharded as their projections are (B by output rows, A by input columns)"},
     {"--default-mm-loras", V, kAny, "pagoda serves no images yet, so no image adapters"},
     // --- observability -------------------------------------------------------------------------------
     {"--show-hidden-metrics-for-version", V, kAny, "/metrics hides no deprecated metrics"},

@@ -57,8 +57,6 @@ void validate_engine_config(const EngineConfig& c) {
   check(tp == 1 || c.device == "cpu" || c.device == "cuda",
         "--tensor-parallel-size " + std::to_string(tp) + " on --device " + c.device +
             ": tensor parallelism runs on the cpu and on cuda (NCCL); use --tensor-parallel-size 1");
-  check(tp == 1 || !l.enabled, "LoRA adapters with --tensor-parallel-size " + std::to_string(tp) +
-                                   " are not implemented yet; serve them with --tensor-parallel-size 1");
   check(tp == 1 || c.replicated_workers == 1, "replicated workers and tensor parallelism do not combine");
   check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
         "--gpu-memory-utilization must be in (0, 1]");

@@ -27,17 +27,22 @@ WeightRows part_rows(const LinearPart& p, int64_t in, int64_t lo, int64_t hi) {
 // The adapters of `set` that target the parts of `spec` (columns [col_begin, col_end) of its input),
 // as one projection's slot pools; null when no adapter targets any part.
 std::shared_ptr<const LoraWeights> attach_lora(WeightStore& ws, LoraSet& set, const LinearSpec& spec,
-                                               const ShardSpec& rank, int64_t col_begin, int64_t col_end) {
+                                               const ShardSpec& rank, bool column_shard, int64_t col_begin,
+                                               int64_t col_end) {
   const int64_t S = set.num_slots(), P = static_cast<int64_t>(spec.parts.size()), mr = set.max_rank();
   const int64_t R = P * mr, K = col_end - col_begin;
+  // Each part's rows [lo, hi) of this rank, as the weight's column shard takes them.
+  std::vector<std::pair<int64_t, int64_t>> rows;
   int64_t N = 0;
-  for (const LinearPart& p : spec.parts) N += p.num_rows();
+  for (const LinearPart& p : spec.parts) {
+    rows.push_back(column_shard ? shard_rows(p.num_rows(), rank, "the rows of " + p.weight, p.units)
+                                : std::pair<int64_t, int64_t>{0, p.num_rows()});
+    N += rows.back().second - rows.back().first;
+  }
   bool any = false;
   for (const LoraAdapter& a : set.adapters())
     for (const LinearPart& p : spec.parts) any = any || a.modules.count(p.weight) > 0;
   if (!any) return nullptr;
-  check(rank.world == 1, "LoRA adapters with tensor parallelism are not implemented yet: serve with "
-                         "--tensor-parallel-size 1");
   std::vector<float> A(static_cast<size_t>(S * R * K), 0.0f), B(static_cast<size_t>(S * N * R), 0.0f);
   for (int64_t s = 0; s < S; ++s) {
     const LoraAdapter& ad = set.adapters()[static_cast<size_t>(s)];
@@ -62,14 +67,15 @@ std::shared_ptr<const LoraWeights> attach_lora(WeightStore& ws, LoraSet& set, co
         for (int64_t i = 0; i < r; ++i)
           for (int64_t k = 0; k < K; ++k)
             A[static_cast<size_t>((s * R + pi * mr + i) * K + k)] = fa[static_cast<size_t>(i * in + col_begin + k)];
-        for (int64_t j = 0; j < p.num_rows(); ++j) {
-          const int64_t src = p.order.empty() ? p.begin + j : p.order[static_cast<size_t>(j)];
+        const auto [lo, hi] = rows[static_cast<size_t>(pi)];
+        for (int64_t j = 0; j < hi - lo; ++j) {
+          const int64_t src = p.order.empty() ? p.begin + lo + j : p.order[static_cast<size_t>(lo + j)];
           for (int64_t i = 0; i < r; ++i)
             B[static_cast<size_t>((s * N + row0 + j) * R + pi * mr + i)] = fb[static_cast<size_t>(src * r + i)] * ad.scaling;
         }
         set.mark_used(static_cast<int32_t>(s), p.weight);
       }
-      row0 += p.num_rows();
+      row0 += rows[static_cast<size_t>(pi)].second - rows[static_cast<size_t>(pi)].first;
     }
   }
   // In the projection's dense dtype, as the weight it adds to.
@@ -104,9 +110,15 @@ const char* weight_format_name(WeightFormat f) {
 Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& rank) {
   Linear l = load_weights(ws, spec, rank);
   if (LoraSet* set = ws.lora()) {
-    // Over this rank's input columns (a row shard's), every part's rows.
+    // Over this rank's input columns (a row shard's: A's columns split as the weight's; B whole,
+    // its delta summed with the partial products) and its rows (a column shard's: B's rows split).
     int64_t col_begin = spec.col_begin, col_end = spec.col_end < 0 ? spec.in_features : spec.col_end;
-    l.lora_ = attach_lora(ws, *set, spec, rank, col_begin, col_end);
+    if (l.shard_ == ShardKind::Row) {
+      const auto [lo, hi] = shard_rows(col_end - col_begin, rank, "the input width of " + spec.parts[0].weight);
+      col_end = col_begin + hi;
+      col_begin += lo;
+    }
+    l.lora_ = attach_lora(ws, *set, spec, rank, l.shard_ == ShardKind::Column, col_begin, col_end);
   }
   return l;
 }

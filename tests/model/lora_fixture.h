@@ -127,9 +127,10 @@ struct Out {
 // at once (else one after another).
 inline std::vector<Out> run(const std::string& dir, const std::vector<std::string>& adapters,
                             const std::vector<Req>& reqs, bool together, bool caching = true, int32_t max_tokens = 10,
-                            const std::string& device = "cpu", const std::string& dtype = "auto") {
+                            const std::string& device = "cpu", const std::string& dtype = "auto", int32_t tp = 1) {
   EngineConfig config;
   config.device = device;
+  config.tensor_parallel_size = tp;
   config.dtype = dtype;
   config.max_num_seqs = 8;
   config.max_num_batched_tokens = 24;  // prompts are prefilled in chunks beside decodes

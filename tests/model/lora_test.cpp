@@ -105,6 +105,35 @@ TEST(LoraBatch, AMixOfAdaptersAndTheBaseGivesEachSequenceItsTokensAlone) {
   EXPECT_EQ(distinct.size(), 5u);
 }
 
+// Tensor parallelism: each rank holds its shard of every adapter (B's rows beside a column-parallel
+// weight, A's columns beside a row-parallel one); a mix of adapters and the base model at 2 and 4
+// ranks gives the one-rank tokens, on a dense and the hybrid fixture (its GDN projections adapted).
+TEST(LoraTensorParallel, AMixOfAdaptersGivesTheOneRankTokensAtTwoAndFourRanks) {
+  for (const std::string fixture : {"qwen3-tiny-untied-gqa4", "qwen3_5-tiny-text"}) {
+    SCOPED_TRACE(fixture);
+    io_test::TempDir tmp;
+    const AdapterSpec specs[] = {{.rank = 4, .alpha = 8, .seed = 21}, {.rank = 8, .alpha = 4, .rslora = true, .seed = 22}};
+    std::vector<std::string> dirs;
+    for (size_t i = 0; i < 2; ++i) {
+      dirs.push_back(tmp.file("a" + std::to_string(i)));
+      write_adapter(fixture, specs[i], dirs.back());
+    }
+    const int32_t vocab = vocab_of(fixture);
+    std::vector<Req> reqs;
+    for (int32_t i = 0; i < 6; ++i)
+      reqs.push_back({prompt_of(200 + static_cast<uint32_t>(i), 6 + 9 * static_cast<size_t>(i), vocab), i % 3 - 1});
+    const std::vector<Out> one = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false);
+    for (const int32_t tp : {2, 4}) {
+      SCOPED_TRACE("tensor parallel size " + std::to_string(tp));
+      const std::vector<Out> many = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false, 10, "cpu", "auto", tp);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        SCOPED_TRACE("request " + std::to_string(i) + ", adapter " + std::to_string(reqs[i].lora));
+        expect_same(many[i], one[i], 1e-4);
+      }
+    }
+  }
+}
+
 // One prompt under adapter 0, the base model, adapter 0 again and adapter 1: only the repeat hits
 // the cache, and every run gives the tokens of a run without the cache.
 TEST(LoraBatch, ThePrefixCacheIsNeverSharedAcrossAdapters) {
