@@ -54,6 +54,27 @@ TEST_P(TensorParallel, RanksGiveTheOneRankTokensThroughChunksPreemptionAndCachin
   }
 }
 
+// Speculative decoding at the same sizes: n-gram drafts over self-repeating prompts, some rejected
+// (the ranks' caches and, on hybrids, recurrent states roll back alike), give the plain tokens.
+TEST_P(TensorParallel, RanksGiveThePlainTokensWithRejectedDrafts) {
+  auto prompts = testing::spec::prompts();
+  for (auto& p : prompts)
+    for (int32_t& t : p) t %= 256;  // the smallest fixture vocabulary
+  testing::spec::Knobs k;
+  k.max_tokens = 12;
+  k.max_model_len = 200;  // within every fixture's max_position_embeddings (256 at the least)
+  const testing::spec::RunOutput plain = testing::spec::run(GetParam().fixture, prompts, k);
+  k.k = 3;
+  for (const int32_t tp : GetParam().sizes) {
+    SCOPED_TRACE("tensor parallel size " + std::to_string(tp));
+    k.tp = tp;
+    const testing::spec::RunOutput many = testing::spec::run(GetParam().fixture, prompts, k);
+    testing::spec::expect_same(many, plain);
+    EXPECT_GT(many.stats.spec_num_drafts, 0);
+    EXPECT_LT(many.stats.spec_num_accepted_tokens, many.stats.spec_num_draft_tokens) << "some drafts must be rejected";
+  }
+}
+
 // Every family (Qwen3 tied / untied GQA / MHA, Qwen3.5 hybrid, Llama with biases and untied, Qwen2
 // with biases and YaRN, Mistral full and sliding window, Gemma 3 with and without soft-capping,
 // Phi-3's fused projections, Qwen3-MoE with a dense layer and without renormalised top-k, Qwen3.5-MoE
