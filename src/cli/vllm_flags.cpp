@@ -110,7 +110,7 @@ const std::vector<VllmFlag> kFlags = {
     {"--pipeline-parallel-size", V, "1",
      "pagoda runs a model on one GPU; pipeline parallelism is not implemented yet (use 1, or leave the flag out)"},
     {"--tensor-parallel-size", V, "1",
-     "implemented: each layer split over N ranks (on the cpu so far; a GPU group needs NCCL, not built yet)"},
+     "implemented: each layer split over N ranks (cpu: threads of one process; cuda: a GPU each, through NCCL)"},
     {"--decode-context-parallel-size", V, "1", "pagoda runs a model on one GPU; use 1, or leave the flag out"},
     {"--data-parallel-size", V, "1",
      "data parallelism is not implemented; run one pagoda per GPU (CUDA_VISIBLE_DEVICES) behind a load balancer"},

@@ -20,8 +20,26 @@ struct Executor::RankThreads {
   uint64_t generation = 0;
   size_t pending = 0;
   bool stop = false;
-  std::vector<std::exception_ptr> errors;
+  // The first rank's failure: the others' are the group's abort that it caused, caught after it.
+  std::exception_ptr first_error;
   std::vector<std::thread> threads;
+
+  // Rank r's part of a job, on its thread: a failure is kept (if first) and aborts the group, so
+  // no rank waits in a collective for it.
+  void run(Worker& worker, Communicator& comm, size_t r, const std::function<void(size_t)>& fn) {
+    try {
+      // A GPU backend's device is per thread: made current here (its stream is idle between steps,
+      // so the wait is none).
+      worker.backend().synchronize();
+      fn(r);
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard lock(mu);
+        if (!first_error) first_error = std::current_exception();
+      }
+      comm.abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
+    }
+  }
 };
 
 Executor::Executor(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config) {
@@ -45,7 +63,6 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
   model_ = &workers_.front()->model();
   if (tp > 1) {
     threads_ = std::make_unique<RankThreads>();
-    threads_->errors.resize(static_cast<size_t>(tp));
     for (size_t r = 1; r < static_cast<size_t>(tp); ++r)
       threads_->threads.emplace_back([this, r] {
         RankThreads& t = *threads_;
@@ -57,15 +74,7 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
           seen = t.generation;
           const std::function<void(size_t)>& fn = *t.job;
           lock.unlock();
-          try {
-            // A GPU backend's device is per thread: made current here (its stream is idle between
-            // steps, so the wait is none).
-            workers_[r]->backend().synchronize();
-            fn(r);
-          } catch (const std::exception& e) {
-            t.errors[r] = std::current_exception();
-            comms_[r]->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
-          }
+          t.run(*workers_[r], *comms_[r], r, fn);
           lock.lock();
           if (--t.pending == 0) t.done.notify_all();
         }
@@ -90,41 +99,25 @@ void Executor::on_every_rank(const std::function<void(size_t)>& fn) {
     std::lock_guard lock(t.mu);
     t.job = &fn;
     t.pending = t.threads.size();
-    std::fill(t.errors.begin(), t.errors.end(), nullptr);
+    t.first_error = nullptr;
     ++t.generation;
   }
   t.wake.notify_all();
-  try {
-    workers_[0]->backend().synchronize();  // binds rank 0's device to this thread (see the rank threads)
-    fn(0);
-  } catch (const std::exception& e) {
-    t.errors[0] = std::current_exception();
-    comms_[0]->abort(std::string("rank 0 failed: ") + e.what());
-  }
+  t.run(*workers_[0], *comms_[0], 0, fn);
   std::unique_lock lock(t.mu);
   t.done.wait(lock, [&] { return t.pending == 0; });
-  // The first failure, not the others' "the group was aborted" that it caused.
-  for (const std::exception_ptr& e : t.errors)
-    if (e) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const Error& err) {
-        if (std::string(err.what()).find("tensor parallelism: rank") == std::string::npos) throw;
-      }
-    }
-  for (const std::exception_ptr& e : t.errors)
-    if (e) std::rethrow_exception(e);
+  if (t.first_error) std::rethrow_exception(t.first_error);
 }
 
 MemoryPlan Executor::plan_and_allocate(const SchedulerConfig& sc) {
-  std::vector<MemoryPlan> plans(workers_.size());
   // Under tensor parallelism every rank at once: a CUDA graph's capture runs the step eagerly
   // first, and its all-reduces need every rank.
-  if (comms_.empty()) {
-    for (size_t i = 0; i < workers_.size(); ++i) plans[i] = workers_[i]->plan(sc);
-  } else {
-    on_every_rank([&](size_t r) { plans[r] = workers_[r]->plan(sc); });
-  }
+  auto each_worker = [&](const std::function<void(size_t)>& fn) {
+    if (!comms_.empty()) return on_every_rank(fn);
+    for (size_t i = 0; i < workers_.size(); ++i) fn(i);
+  };
+  std::vector<MemoryPlan> plans(workers_.size());
+  each_worker([&](size_t r) { plans[r] = workers_[r]->plan(sc); });
   MemoryPlan plan = plans[0];
   for (const MemoryPlan& p : plans)
     if (p.num_blocks < plan.num_blocks) plan = p;
@@ -144,11 +137,7 @@ MemoryPlan Executor::plan_and_allocate(const SchedulerConfig& sc) {
     LOG_INFO("kv cache on the cpu: reserved, not resident; its pages are committed as blocks are first written, so "
              "resident memory grows with the tokens held (weights in place from the mapped checkpoint)");
   if (workers_.size() > 1 && comms_.empty()) LOG_INFO(std::to_string(workers_.size()) + " workers, each with the whole model");
-  if (comms_.empty()) {
-    for (auto& w : workers_) w->allocate(plan, sc);
-  } else {
-    on_every_rank([&](size_t r) { workers_[r]->allocate(plan, sc); });
-  }
+  each_worker([&](size_t r) { workers_[r]->allocate(plan, sc); });
   return plan;
 }
 

@@ -32,12 +32,12 @@ std::shared_ptr<const LoraWeights> attach_lora(WeightStore& ws, LoraSet& set, co
   const int64_t S = set.num_slots(), P = static_cast<int64_t>(spec.parts.size()), mr = set.max_rank();
   const int64_t R = P * mr, K = col_end - col_begin;
   // Each part's rows [lo, hi) of this rank, as the weight's column shard takes them.
-  std::vector<std::pair<int64_t, int64_t>> rows;
+  std::vector<std::pair<int64_t, int64_t>> part_shard;
   int64_t N = 0;
   for (const LinearPart& p : spec.parts) {
-    rows.push_back(column_shard ? shard_rows(p.num_rows(), rank, "the rows of " + p.weight, p.units)
+    part_shard.push_back(column_shard ? shard_rows(p.num_rows(), rank, "the rows of " + p.weight, p.units)
                                 : std::pair<int64_t, int64_t>{0, p.num_rows()});
-    N += rows.back().second - rows.back().first;
+    N += part_shard.back().second - part_shard.back().first;
   }
   bool any = false;
   for (const LoraAdapter& a : set.adapters())
@@ -67,7 +67,7 @@ std::shared_ptr<const LoraWeights> attach_lora(WeightStore& ws, LoraSet& set, co
         for (int64_t i = 0; i < r; ++i)
           for (int64_t k = 0; k < K; ++k)
             A[static_cast<size_t>((s * R + pi * mr + i) * K + k)] = fa[static_cast<size_t>(i * in + col_begin + k)];
-        const auto [lo, hi] = rows[static_cast<size_t>(pi)];
+        const auto [lo, hi] = part_shard[static_cast<size_t>(pi)];
         for (int64_t j = 0; j < hi - lo; ++j) {
           const int64_t src = p.order.empty() ? p.begin + lo + j : p.order[static_cast<size_t>(lo + j)];
           for (int64_t i = 0; i < r; ++i)
@@ -75,7 +75,7 @@ std::shared_ptr<const LoraWeights> attach_lora(WeightStore& ws, LoraSet& set, co
         }
         set.mark_used(static_cast<int32_t>(s), p.weight);
       }
-      row0 += rows[static_cast<size_t>(pi)].second - rows[static_cast<size_t>(pi)].first;
+      row0 += part_shard[static_cast<size_t>(pi)].second - part_shard[static_cast<size_t>(pi)].first;
     }
   }
   // In the projection's dense dtype, as the weight it adds to.
@@ -107,17 +107,25 @@ const char* weight_format_name(WeightFormat f) {
   return "?";
 }
 
+namespace {
+
+// The input columns [begin, end) of the tensors that this rank's shard of `spec` multiplies: its
+// share of them under a row shard, all of spec's columns otherwise.
+std::pair<int64_t, int64_t> input_columns(const LinearSpec& spec, ShardKind shard, const ShardSpec& rank) {
+  const int64_t begin = spec.col_begin, end = spec.col_end < 0 ? spec.in_features : spec.col_end;
+  if (shard != ShardKind::Row) return {begin, end};
+  const auto [lo, hi] = shard_rows(end - begin, rank, "the input width of " + spec.parts[0].weight);
+  return {begin + lo, begin + hi};
+}
+
+}  // namespace
+
 Linear Linear::load(WeightStore& ws, const LinearSpec& spec, const ShardSpec& rank) {
   Linear l = load_weights(ws, spec, rank);
   if (LoraSet* set = ws.lora()) {
     // Over this rank's input columns (a row shard's: A's columns split as the weight's; B whole,
     // its delta summed with the partial products) and its rows (a column shard's: B's rows split).
-    int64_t col_begin = spec.col_begin, col_end = spec.col_end < 0 ? spec.in_features : spec.col_end;
-    if (l.shard_ == ShardKind::Row) {
-      const auto [lo, hi] = shard_rows(col_end - col_begin, rank, "the input width of " + spec.parts[0].weight);
-      col_end = col_begin + hi;
-      col_begin += lo;
-    }
+    const auto [col_begin, col_end] = input_columns(spec, l.shard_, rank);
     l.lora_ = attach_lora(ws, *set, spec, rank, l.shard_ == ShardKind::Column, col_begin, col_end);
   }
   return l;
@@ -129,14 +137,9 @@ Linear Linear::load_weights(WeightStore& ws, const LinearSpec& spec, const Shard
   l.shard_ = rank.world > 1 ? spec.shard : ShardKind::Replicated;
   l.sum_ = !spec.sum_outside;
   l.rank_ = rank;
-  int64_t col_begin = spec.col_begin, col_end = spec.col_end < 0 ? spec.in_features : spec.col_end;
-  if (l.shard_ == ShardKind::Row) {
-    check(rank.comm != nullptr || spec.sum_outside, "a row-parallel projection over " + std::to_string(rank.world) +
-                                    " ranks needs the group's communicator");
-    const auto [lo, hi] = shard_rows(col_end - col_begin, rank, "the input width of " + spec.parts[0].weight);
-    col_end = col_begin + hi;
-    col_begin += lo;
-  }
+  check(l.shard_ != ShardKind::Row || rank.comm != nullptr || spec.sum_outside,
+        "a row-parallel projection over " + std::to_string(rank.world) + " ranks needs the group's communicator");
+  const auto [col_begin, col_end] = input_columns(spec, l.shard_, rank);
   std::vector<WeightRows> blocks;
   int64_t col = 0;
   for (const LinearPart& p : spec.parts) {

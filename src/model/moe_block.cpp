@@ -80,6 +80,16 @@ bool is_sparse_layer(const ModelConfig& cfg, int64_t layer) {
 
 namespace {
 
+// "<layer>.mlp.experts.<e>." of a checkpoint with a tensor per expert; throws when it has neither
+// layout.
+std::string per_expert_prefix(const WeightStore& ws, const std::string& p, int64_t e) {
+  const std::string pe = p + "experts." + std::to_string(e) + ".";
+  check(ws.has(pe + "gate_proj.weight"),
+        "checkpoint has neither " + p + "experts.gate_up_proj (packed experts) nor " + pe +
+            "gate_proj.weight (one tensor per expert)");
+  return pe;
+}
+
 // Under tensor parallelism: this rank's share of every expert, gathered on the host one expert at a
 // time (either layout) — gate_up [E, 2n, H] (its n gate rows, then its n up rows), down [E, H, n]
 // (its n input columns), n = I / world — as ExpertLinear::load_* lays out the whole.
@@ -103,10 +113,7 @@ void load_expert_shards(WeightStore& ws, const std::string& p, int64_t E, int64_
           ws.host_rows({WeightRows{.name = p + "experts.down_proj", .shape = {E, H, I}, .begin = e, .end = e + 1}});
       for (int64_t h = 0; h < H; ++h) down.insert(down.end(), d.begin() + h * I + lo, d.begin() + h * I + hi);
     } else {
-      const std::string pe = p + "experts." + std::to_string(e) + ".";
-      check(ws.has(pe + "gate_proj.weight"),
-            "checkpoint has neither " + p + "experts.gate_up_proj (packed experts) nor " + pe +
-                "gate_proj.weight (one tensor per expert)");
+      const std::string pe = per_expert_prefix(ws, p, e);
       append(gate_up, ws.host_rows({WeightRows{.name = pe + "gate_proj.weight", .shape = {I, H}, .begin = lo, .end = hi},
                                     WeightRows{.name = pe + "up_proj.weight", .shape = {I, H}, .begin = lo, .end = hi}}));
       append(down, ws.host_rows({WeightRows{.name = pe + "down_proj.weight", .shape = {H, I}}}, lo, hi));
@@ -150,10 +157,7 @@ MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wd
   }
   std::vector<std::vector<LinearPart>> gate_up, down;
   for (int64_t e = 0; e < E; ++e) {
-    const std::string pe = p + "experts." + std::to_string(e) + ".";
-    check(ws.has(pe + "gate_proj.weight"),
-          "checkpoint has neither " + p + "experts.gate_up_proj (packed experts) nor " + pe +
-              "gate_proj.weight (one tensor per expert)");
+    const std::string pe = per_expert_prefix(ws, p, e);
     gate_up.push_back({{.weight = pe + "gate_proj.weight", .rows = I}, {.weight = pe + "up_proj.weight", .rows = I}});
     down.push_back({{.weight = pe + "down_proj.weight", .rows = H}});
   }
