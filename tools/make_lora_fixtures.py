@@ -57,6 +57,7 @@ def build(spec, out_root):
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
     pm.save_pretrained(out_dir, safe_serialization=True)
+    os.remove(os.path.join(out_dir, "README.md"))  # PEFT's empty model card
     vocab = model.config.get_text_config().vocab_size
     cases = fam.greedy_cases(pm, spec["seed"], vocab, PROMPT_LENGTHS)
     with open(os.path.join(out_dir, "reference.json"), "w") as f:

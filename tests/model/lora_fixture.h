@@ -181,6 +181,82 @@ inline int32_t vocab_of(const std::string& fixture) {
   return c.contains("vocab_size") ? c["vocab_size"].get<int32_t>() : c["text_config"]["vocab_size"].get<int32_t>();
 }
 
+// The adapters PEFT made for the family fixtures (tools/make_lora_fixtures.py, run with peft on the GPU
+// machine): tests/fixtures/lora/<name>/ holds adapter_config.json, adapter_model.safetensors as
+// save_pretrained wrote them and reference.json, PeftModel's fp32 greedy tokens and last-prompt logits.
+inline std::string peft_fixture_dir(const std::string& name) {
+  return std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/lora/" + name;
+}
+
+inline std::vector<std::string> peft_fixtures() {
+  std::vector<std::string> names;
+  const std::filesystem::path root = peft_fixture_dir("");
+  if (std::filesystem::is_directory(root))
+    for (const auto& e : std::filesystem::directory_iterator(root))
+      if (std::filesystem::exists(e.path() / "reference.json")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The base fixture with PEFT's adapter, every reference prompt at once (prompts chunked beside
+// decodes): PEFT's greedy tokens, and at the first generated position the whole vocabulary's
+// logprobs equal to the log-softmax of PEFT's last-prompt logits within `tol`.
+inline void expect_matches_peft(const std::string& name, const std::string& device, const std::string& dtype,
+                                double tol) {
+  std::ifstream in(peft_fixture_dir(name) + "/reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const std::string base = ref.at("base").get<std::string>();
+  const int32_t vocab = vocab_of(base);
+  EngineConfig config;
+  config.device = device;
+  config.dtype = dtype;
+  config.max_num_seqs = 8;
+  config.max_num_batched_tokens = 24;
+  config.max_model_len = 256;
+  config.num_gpu_blocks_override = 200;
+  config.lora.enabled = true;
+  config.lora.max_loras = 1;
+  config.lora.max_lora_rank = 16;
+  config.lora.modules.push_back({name, peft_fixture_dir(name), ""});
+  Engine engine(testing::fixture_model_dir(base), config);
+  const auto& cases = ref.at("cases");
+  ASSERT_GE(cases.size(), 3u);
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = static_cast<int32_t>(cases[i].at("generated_ids").size());
+    p.logprobs = vocab;
+    p.lora = 0;
+    index[engine.add_request(cases[i].at("prompt_ids").get<std::vector<int32_t>>(), p)] = i;
+  }
+  std::vector<std::vector<int32_t>> tokens(cases.size());
+  std::vector<std::vector<std::pair<int32_t, float>>> first(cases.size());
+  for (int steps = 0; engine.has_unfinished() && steps < 10000; ++steps)
+    for (const RequestOutput& o : engine.step()) {
+      const size_t i = index.at(o.id);
+      if (tokens[i].empty() && !o.samples.empty()) first[i] = o.samples.front().top_logprobs;
+      tokens[i].insert(tokens[i].end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    }
+  ASSERT_FALSE(engine.has_unfinished());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(name + ", prompt of " + std::to_string(cases[i].at("prompt_ids").size()) + " tokens");
+    EXPECT_EQ(tokens[i], cases[i].at("generated_ids").get<std::vector<int32_t>>());
+    const auto logits = cases[i].at("prompt_last_logits").get<std::vector<double>>();
+    ASSERT_EQ(logits.size(), static_cast<size_t>(vocab));
+    const double top = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (double l : logits) sum += std::exp(l - top);
+    const double lse = top + std::log(sum);
+    ASSERT_EQ(first[i].size(), static_cast<size_t>(vocab)) << "the whole vocabulary's logprobs were asked for";
+    double worst = 0;
+    for (const auto& [token, logprob] : first[i])
+      worst = std::max(worst, std::abs(static_cast<double>(logprob) - (logits.at(static_cast<size_t>(token)) - lse)));
+    EXPECT_LT(worst, tol) << "first-position logprobs differ from PEFT's";
+  }
+}
+
 inline void expect_same(const Out& got, const Out& want, double tol) {
   EXPECT_EQ(got.tokens, want.tokens);
   ASSERT_EQ(got.logprobs.size(), want.logprobs.size());

@@ -51,6 +51,15 @@ TEST_P(CudaLora, AMixOfAdaptersAndTheBaseGivesEachSequenceItsTokensAlone) {
   }
 }
 
+class CudaLoraPeft : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaLoraPeft, GivesPeftsTokensAndLogits) { expect_matches_peft(GetParam(), "cuda", "float32", 1e-3); }
+
+TEST(CudaLoraPeftFixtures, EachFamilyHasPeftsAdapter) { EXPECT_GE(peft_fixtures().size(), 4u); }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaLoraPeft, ::testing::ValuesIn(peft_fixtures()), testing::FixtureParamName());
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaLoraPeft);
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaLora, ::testing::Values("qwen3-tiny-tied", "qwen3_5-tiny-text"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string n = info.param;

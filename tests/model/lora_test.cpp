@@ -71,6 +71,21 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LoraFamilies,
                            return n;
                          });
 
+// PEFT's own adapters on the family fixtures (tools/make_lora_fixtures.py): its greedy tokens and
+// its last-prompt logits (as logprobs over the whole vocabulary).
+TEST(LoraPeftFixtures, EachFamilyHasPeftsAdapter) {
+  const auto names = lora_test::peft_fixtures();
+  EXPECT_GE(names.size(), 4u) << "tests/fixtures/lora: run tools/make_lora_fixtures.py (peft) and commit its output";
+}
+
+class LoraPeft : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoraPeft, GivesPeftsTokensAndLogits) { lora_test::expect_matches_peft(GetParam(), "cpu", "auto", 1e-4); }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LoraPeft, ::testing::ValuesIn(lora_test::peft_fixtures()),
+                         testing::FixtureParamName());
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LoraPeft);
+
 // Four adapters (one rsLoRA, one on the attention alone, ranks 2-8) and the base model in one
 // batch, prompts chunked beside decodes: each sequence gets the tokens it gets alone.
 TEST(LoraBatch, AMixOfAdaptersAndTheBaseGivesEachSequenceItsTokensAlone) {
