@@ -36,6 +36,9 @@ SPECS = [
     dict(name="qwen3_5-tiny-text-lora", base="qwen3_5-tiny-text", r=8, alpha=16, rslora=True, seed=4102),
     dict(name="llama3-tiny-tied-bias-lora", base="llama3-tiny-tied-bias", r=4, alpha=4, rslora=False, seed=4103),
     dict(name="gemma3-tiny-text-lora", base="gemma3-tiny-text", r=2, alpha=8, rslora=False, seed=4104),
+    # A second adapter on the test server's model (tests/server/lora_server_test.cpp serves both).
+    dict(name="qwen3-tiny-tied-lora-attn", base="qwen3-tiny-tied", r=8, alpha=16, rslora=True, seed=4105,
+         targets=["q_proj", "k_proj", "v_proj", "o_proj"]),
 ]
 
 
@@ -47,7 +50,7 @@ def build(spec, out_root):
     model = transformers.AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32,
                                                               attn_implementation="eager")
     present = {n.split(".")[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
-    targets = [t for t in TARGETS if t in present]
+    targets = [t for t in spec.get("targets", TARGETS) if t in present]
     torch.manual_seed(spec["seed"])
     config = peft.LoraConfig(r=spec["r"], lora_alpha=spec["alpha"], use_rslora=spec["rslora"],
                              target_modules=targets, init_lora_weights=False, lora_dropout=0.0, bias="none")

@@ -92,7 +92,8 @@ std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
   X(MoeRoute, moe_route)                        \
   X(MoePermute, moe_permute)                    \
   X(MoeGroupedLinear, moe_grouped_linear)       \
-  X(MoeUnpermute, moe_unpermute)
+  X(MoeUnpermute, moe_unpermute)                \
+  X(LoraExpand, lora_expand)
 
 // The fused entry points, X(Backend method name): not Ops (supports() is asked about the primitives
 // they are made of), but each has op-table cases of its own.
@@ -310,6 +311,15 @@ class Backend {
   // allowed) are optional: empty shared = no shared term; empty shared_gate = a gate of 1.
   virtual void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows,
                              const Tensor& shared, const Tensor& shared_gate, Tensor& out) = 0;
+
+  // ---- LoRA adapters (src/model/lora.h) --------------------------------------------------------
+  // A batched LoRA delta is a `linear` of x by every slot's A stacked ([S·R, K]: the shrink, giving
+  // low [T, S·R]) and this, the expand (Punica's BGMV): for each row t whose slot s = slots[t] is at
+  // least 0, out[t, n] += Σ_r b[s, n, r] · low[t, s·R + r], summed in fp32 onto out's value and
+  // rounded once. low [T, S·R] (activations), b [S, N, R] (weights, contiguous), slots I32 [T]
+  // (negative: a row of the base model, left as it is), out [T, N] (activations; dim 0 may be
+  // strided). A slot ≥ S throws (CPU) or leaves the row alone. Shapes from tensors only (graph-safe).
+  virtual void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) = 0;
 
   // ---- sampling helpers -----------------------------------------------------------------------
   // out[i] = argmax_j logits[i, j]: logits F32 [R, V] (dim 0 may be strided), out I32 [R]; the

@@ -164,6 +164,9 @@ void FallbackBackend::moe_unpermute(const Tensor& y, const Tensor& weights, cons
                                     const Tensor& shared, const Tensor& shared_gate, Tensor& out) {
   on(Op::MoeUnpermute, y.dtype).moe_unpermute(y, weights, slot_rows, shared, shared_gate, out);
 }
+void FallbackBackend::lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) {
+  on(Op::LoraExpand, b.dtype).lora_expand(low, b, slots, out);
+}
 
 // ---- fused paths: whole on the device, or composed ------------------------------------------------
 

@@ -76,6 +76,7 @@ class FallbackBackend final : public Backend {
   void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) override;
   void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                      const Tensor& shared_gate, Tensor& out) override;
+  void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override;
 
   // A fused path runs whole on the device (its own fusion, if any) when the device supports every
   // primitive it is made of; otherwise as the default composition, primitive by primitive.

@@ -484,6 +484,7 @@ std::vector<OpCase> test_cases() {
   add_attention_cases(out);
   add_gdn_cases(out);
   add_moe_cases(out);
+  add_lora_cases(out);
   return out;
 }
 

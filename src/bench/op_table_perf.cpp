@@ -371,6 +371,7 @@ std::vector<OpCase> perf_cases(bool quick) {
   perf_token_mask(out, 1);
   perf_token_mask(out, 64);
   add_moe_perf_cases(out, quick);
+  add_lora_perf_cases(out);
   return out;
 }
 

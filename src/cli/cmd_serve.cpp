@@ -261,7 +261,13 @@ void run_serve(ServeArgs& a) {
     const auto& names = a.server.served_model_names;
     check(std::find(names.begin(), names.end(), m.name) == names.end(),
           "--lora-modules: adapter '" + m.name + "' has the served model's name; give it another");
-    a.server.lora_modules.emplace_back(m.name, m.path);
+  }
+  // vLLM's switch for POST /v1/load_lora_adapter and /v1/unload_lora_adapter.
+  if (const char* v = std::getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING")) {
+    const std::string s = v;
+    engine_config.lora.runtime_updates = s == "1" || s == "true" || s == "True" || s == "TRUE";
+    if (engine_config.lora.runtime_updates && !engine_config.lora.enabled)
+      LOG_WARN("VLLM_ALLOW_RUNTIME_LORA_UPDATING is set without --enable-lora: no adapter can be loaded");
   }
   auto engine = std::make_unique<Engine>(dir, engine_config);
   server::MetricsRegistry registry;
@@ -274,7 +280,7 @@ void run_serve(ServeArgs& a) {
   info.metrics_prefix = a.metrics_prefix;
   info.max_model_len = engine->config().max_model_len;
   info.max_num_seqs = engine->config().max_num_seqs;
-  for (const LoraModule& m : engine->config().lora.modules) info.lora_names.push_back(m.name);
+  info.loras = engine->core().loras();
   info.max_loras = engine->config().lora.max_loras;
   if (engine->config().speculative.enabled())
     info.num_speculative_tokens = engine->config().speculative.num_speculative_tokens;

@@ -43,10 +43,9 @@ void validate_engine_config(const EngineConfig& c) {
   check(l.max_loras >= 1, "--max-loras must be >= 1, got " + std::to_string(l.max_loras));
   check(l.max_lora_rank >= 1 && l.max_lora_rank <= 512,
         "--max-lora-rank must be in [1, 512], got " + std::to_string(l.max_lora_rank));
-  check(static_cast<int64_t>(l.modules.size()) <= l.max_loras,
-        std::to_string(l.modules.size()) + " adapters in --lora-modules but --max-loras " + std::to_string(l.max_loras) +
-            ": every adapter is kept in a device slot (swapping from host memory is not implemented yet); raise "
-            "--max-loras");
+  check(l.max_cpu_loras == 0 || l.max_cpu_loras >= l.max_loras,
+        "--max-cpu-loras " + std::to_string(l.max_cpu_loras) + " is below --max-loras " + std::to_string(l.max_loras) +
+            ": the host keeps at least the adapters on the device");
   for (size_t i = 0; i < l.modules.size(); ++i) {
     check(!l.modules[i].name.empty() && !l.modules[i].path.empty(), "--lora-modules: an entry needs a name and a path");
     for (size_t j = 0; j < i; ++j)

@@ -26,9 +26,12 @@ struct LoraModule {
 struct LoraConfig {
   bool enabled = false;             // --enable-lora
   std::vector<LoraModule> modules;  // --lora-modules
-  int32_t max_loras = 1;            // --max-loras: adapters in device slots (all of them, for now)
+  int32_t max_loras = 1;            // --max-loras: device slots, the most adapters one step serves
   int32_t max_lora_rank = 16;       // --max-lora-rank
-  int32_t max_cpu_loras = 0;        // --max-cpu-loras (0: max_loras)
+  int32_t max_cpu_loras = 0;        // --max-cpu-loras: adapters kept read on the host (0: max_loras)
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING):
+  // every decoder projection then carries adapter slots, whatever --lora-modules target.
+  bool runtime_updates = false;
 };
 
 struct EngineConfig {

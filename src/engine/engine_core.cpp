@@ -31,7 +31,12 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   config_ = resolve_engine_config(flags, model_config_);
   LOG_INFO("engine: " << config_.describe());
   if (model_config_.quantization.method != WeightQuantization::Method::None) LOG_INFO("weights: " << model_config_.quantization.describe());
-  executor_ = std::make_unique<Executor>(model_dir, model_config_, config_);
+  if (config_.lora.enabled) {
+    loras_ = std::make_shared<LoraCatalog>();
+    for (const LoraModule& m : config_.lora.modules) loras_->add(m.name, m.path, m.base_model_name);
+    lora_slots_ = std::make_unique<LoraSlotTable>(config_.lora.max_loras);
+  }
+  executor_ = std::make_unique<Executor>(model_dir, model_config_, config_, loras_);
   const ModelConfig& mc = model_config_;
   SchedulerConfig sc;
   sc.max_num_seqs = config_.max_num_seqs;
@@ -46,6 +51,7 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   sc.prefix_hash_bits = config_.prefix_cache_hash_bits;
   const SpeculativeConfig& spec = config_.speculative;
   sc.num_speculative_tokens = spec.enabled() ? spec.num_speculative_tokens : 0;
+  sc.max_loras = config_.lora.enabled ? config_.lora.max_loras : 0;
   plan_ = executor_->plan_and_allocate(sc);
   sc.num_state_snapshots = static_cast<int32_t>(plan_.num_snapshots);
   sc.num_kv_blocks = static_cast<int32_t>(plan_.num_blocks);
@@ -73,9 +79,13 @@ void EngineCore::check_prompt(const std::vector<int32_t>& prompt) const {
 
 int64_t EngineCore::add_request(std::vector<int32_t> prompt, SamplingParams params) {
   check_prompt(prompt);
-  check(params.lora >= -1 && params.lora < static_cast<int32_t>(config_.lora.modules.size()),
-        "LoRA adapter " + std::to_string(params.lora) + " is not served (" +
-            std::to_string(config_.lora.modules.size()) + " adapters: --lora-modules)");
+  if (params.lora >= 0) {
+    const std::optional<LoraEntry> e = loras_ ? loras_->get(params.lora) : std::nullopt;
+    check(e.has_value() && !e->removed, "LoRA adapter " + std::to_string(params.lora) + " is not served (" +
+                                            (loras_ ? std::to_string(loras_->num_served()) + " adapters"
+                                                    : std::string("no --enable-lora")) + ")");
+  }
+  check(params.lora >= -1, "LoRA adapter " + std::to_string(params.lora) + " is not served");
   const int64_t id = next_id_++;
   Sequence* seq = scheduler_->add(id, std::move(prompt), std::move(params));
   // Its grammar's first mask is made while its prompt prefills (until grammar_after_token is
@@ -347,6 +357,9 @@ EngineCoreOutputs EngineCore::step() {
     scheduler_->fail(id, "request " + std::to_string(id) + " failed: " + why + "; the other requests were not affected");
   try {
     sched = scheduler_->schedule();
+    if (lora_slots_) {  // adapter ids to device slots, and the adapters to write into them first
+      for (const auto& l : lora_slots_->assign(sched.batch.lora_slots)) sched.batch.lora_loads.emplace_back(l.slot, l.adapter);
+    }
     for (const ScheduledSequence& s : sched.scheduled) result.stats.step_scheduled.push_back(s.seq->id());
     run_scheduled(sched, outs);
   } catch (const FatalDeviceError&) {
@@ -402,6 +415,22 @@ EngineCoreOutputs EngineCore::step() {
   return result;
 }
 
+int32_t EngineCore::load_lora_adapter(const std::string& name, const std::string& path) {
+  check(loras_ != nullptr, "LoRA adapters are not served: start the server with --enable-lora");
+  const LoraConfig& l = config_.lora;
+  check(l.runtime_updates, "loading LoRA adapters at run time is off: set VLLM_ALLOW_RUNTIME_LORA_UPDATING=True");
+  const LoraAdapter adapter = pagoda::load_lora_adapter(name, path, l.max_lora_rank);
+  executor_->driver().lora_set()->validate(adapter);
+  return loras_->add(name, path);
+}
+
+bool EngineCore::unload_lora_adapter(const std::string& name) {
+  check(loras_ != nullptr, "LoRA adapters are not served: start the server with --enable-lora");
+  check(config_.lora.runtime_updates,
+        "unloading LoRA adapters at run time is off: set VLLM_ALLOW_RUNTIME_LORA_UPDATING=True");
+  return loras_->remove(name);
+}
+
 EngineStats EngineCore::stats() const {
   EngineStats s;
   refresh_state(s);
@@ -410,7 +439,7 @@ EngineStats EngineCore::stats() const {
 
 void EngineCore::refresh_state(EngineStats& s) const {
   s.num_running = scheduler_->num_running();
-  if (!config_.lora.modules.empty()) {
+  if (loras_) {
     std::set<int32_t> running, waiting;
     for (const Sequence* q : scheduler_->running())
       if (q->params().lora >= 0) running.insert(q->params().lora);

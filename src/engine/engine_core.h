@@ -19,6 +19,8 @@
 #include "engine/engine_config.h"
 #include "engine/executor.h"
 #include "engine/grammar_masks.h"
+#include "engine/lora_catalog.h"
+#include "engine/lora_slots.h"
 #include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -92,6 +94,14 @@ class EngineCore {
   const MemoryPlan& memory_plan() const { return plan_; }
   Backend& backend() { return executor_->driver().backend(); }
   const Executor& executor() const { return *executor_; }
+  // The LoRA adapters served (an engine with --enable-lora), by name and id; null otherwise.
+  const std::shared_ptr<LoraCatalog>& loras() const { return loras_; }
+  // Runtime adapters (the server's /v1/load_lora_adapter, /v1/unload_lora_adapter): reads and checks
+  // `path` against the model (pagoda::Error naming the file and the fix) and serves it as `name`;
+  // returns its id. Safe from any thread (the catalog locks; the checks read what loading left).
+  int32_t load_lora_adapter(const std::string& name, const std::string& path);
+  // No new request may name it (its running ones finish with it); false when none is served so.
+  bool unload_lora_adapter(const std::string& name);
   // For tests and invariant checks; the server reads EngineStats.
   const Scheduler& scheduler() const { return *scheduler_; }
   size_t kv_cache_bytes() const { return executor_->kv_cache_bytes(); }  // the target's KV cache and a draft model's
@@ -161,7 +171,9 @@ class EngineCore {
 
   ResolvedEngineConfig config_;
   ModelConfig model_config_;
+  std::shared_ptr<LoraCatalog> loras_;        // --enable-lora: before executor_, whose workers read it
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<LoraSlotTable> lora_slots_;  // which adapter each device slot holds
   MemoryPlan plan_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Sampler> sampler_;

@@ -42,7 +42,8 @@ struct Executor::RankThreads {
   }
 };
 
-Executor::Executor(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config) {
+Executor::Executor(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config,
+                   std::shared_ptr<const LoraCatalog> loras) {
   const int32_t tp = std::max(1, config.tensor_parallel_size);
   const int32_t n = tp > 1 ? tp : std::max(1, config.replicated_workers);
   check(config.replicated_workers <= 1 || config.device == "cpu",
@@ -58,7 +59,8 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
     ShardSpec shard;
     if (tp > 1) shard = ShardSpec{.rank = i, .world = tp, .comm = comms_[static_cast<size_t>(i)].get()};
     workers_.push_back(
-        std::make_unique<Worker>(model_dir, model_config, each, WorkerSpec{.index = i, .driver = i == 0, .shard = shard}));
+        std::make_unique<Worker>(model_dir, model_config, each,
+                                 WorkerSpec{.index = i, .driver = i == 0, .shard = shard, .loras = loras}));
   }
   model_ = &workers_.front()->model();
   if (tp > 1) {

@@ -28,7 +28,9 @@ namespace pagoda {
 
 class Executor {
  public:
-  Executor(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config);
+  // `loras`: the engine's LoRA adapters (an engine with --enable-lora), which every worker reads.
+  Executor(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config,
+           std::shared_ptr<const LoraCatalog> loras = nullptr);
   ~Executor();
 
   Worker& driver() { return *workers_.front(); }

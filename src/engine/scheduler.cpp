@@ -274,10 +274,23 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
 }
 
 void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budget) {
+  // LoRA: the adapters running, of which there may be at most max_loras (the device slots).
+  std::vector<int32_t> adapters;
+  if (config_.max_loras > 0)
+    for (const Sequence* s : running_)
+      if (s->params().lora >= 0 && std::find(adapters.begin(), adapters.end(), s->params().lora) == adapters.end())
+        adapters.push_back(s->params().lora);
   // FIFO, except that a sequence which can take nothing but its sampling token while its mask is
-  // not ready is passed over (it stays at its place) instead of holding the ones behind it.
+  // not ready, or whose adapter would be one more than the slots, is passed over (it stays at its
+  // place) instead of holding the ones behind it.
   for (size_t i = 0; i < waiting_.size() && budget > 0 && num_running() < config_.max_num_seqs;) {
     Sequence* seq = waiting_[i];
+    const int32_t lora = seq->params().lora;
+    const bool new_adapter = lora >= 0 && std::find(adapters.begin(), adapters.end(), lora) == adapters.end();
+    if (new_adapter && config_.max_loras > 0 && static_cast<int32_t>(adapters.size()) >= config_.max_loras) {
+      ++i;
+      continue;
+    }
     scheduling_ = seq;
     if (blocks_for_tokens(seq->num_tokens(), config_.block_size) > kv_.pool().num_blocks()) {
       seq->finish_detail = "the KV cache (" + std::to_string(kv_.pool().num_blocks()) + " blocks of " +
@@ -306,6 +319,7 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
       if (slot < 0) break;
     }
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (new_adapter) adapters.push_back(lora);
     seq->state_slot = slot;
     seq->status = SequenceStatus::Running;
     running_.push_back(seq);

@@ -57,6 +57,7 @@ struct SchedulerConfig {
   int32_t state_checkpoint_interval = 0;  // tokens between snapshots of long prefills; 0 = only the last block
   int prefix_hash_bits = 64;              // < 64: a test hook that makes hash collisions common
   int32_t num_speculative_tokens = 0;     // most drafts a sequence may bring to a step (0 = none)
+  int32_t max_loras = 0;                  // LoRA: the most distinct adapters running at once (0 = no LoRA)
 };
 
 // One sequence's share of a step.

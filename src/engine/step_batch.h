@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace pagoda {
@@ -19,6 +20,8 @@ struct StepBatch {
   std::vector<int32_t> logits_rows;        // [S'] flat rows that sample (last token of a sequence)
   std::vector<int32_t> hidden_rows;        // [T] or empty: StepMeta::hidden_rows (draft heads)
   std::vector<int32_t> lora_slots;         // [T] LoRA adapter slot of each token, -1 none; empty: none
+  // (slot, adapter id): adapters each worker writes into its slots before the step (lora_slots.h).
+  std::vector<std::pair<int32_t, int32_t>> lora_loads;
   int32_t max_blocks_per_seq = 0;
   int32_t block_size = 0;
 

@@ -42,15 +42,20 @@ Worker::Worker(const std::string& model_dir, const ModelConfig& model_config, co
   const auto start = Clock::now();
   const Checkpoint ckpt = Checkpoint::open_dir(model_dir);
   ShardSpec shard = spec_.shard;
-  if (config_.lora.enabled && !config_.lora.modules.empty()) {
-    std::vector<LoraAdapter> adapters;
-    for (const LoraModule& m : config_.lora.modules)
-      adapters.push_back(load_lora_adapter(m.name, m.path, config_.lora.max_lora_rank));
-    lora_ = std::make_unique<LoraSet>(*backend_, std::move(adapters), config_.lora.max_lora_rank);
+  std::vector<LoraAdapter> startup;  // --lora-modules: read and checked before anything loads
+  if (config_.lora.enabled) {
+    const LoraConfig& l = config_.lora;
+    check_invariant(spec_.loras != nullptr, "Worker: a LoRA engine's worker needs the adapter catalog");
+    lora_ = std::make_unique<LoraSet>(*backend_, l.max_loras, l.max_lora_rank,
+                                      l.max_cpu_loras > 0 ? l.max_cpu_loras : l.max_loras, l.runtime_updates);
+    for (const LoraEntry& e : spec_.loras->served()) {
+      startup.push_back(load_lora_adapter(e.name, e.path, l.max_lora_rank));
+      lora_->expect(e.id, startup.back());
+    }
     shard.lora = lora_.get();
   }
   model_ = load_model(model_config, ckpt, *backend_, shard);
-  if (lora_) lora_->check_all_used();
+  for (const LoraAdapter& a : startup) lora_->validate(a);
   const SpeculativeConfig& spec_cfg = config_.speculative;
   if (spec_.driver && spec_cfg.enabled() && spec_cfg.method == SpeculativeMethod::Mtp)
     draft_ = std::make_unique<DraftModelProposer>(model_->load_mtp_head(ckpt), *model_, *backend_);
@@ -168,6 +173,11 @@ void Worker::before_forward(const SchedulerOutput& sched) {
 
 const StepLogits& Worker::execute(const StepBatch& batch, std::span<const uint8_t> host_rows,
                                   std::span<const uint8_t> hidden_rows, const RowMaskSource& masks) {
+  for (const auto& [slot, id] : batch.lora_loads) {
+    const std::optional<LoraEntry> e = spec_.loras ? spec_.loras->get(id) : std::nullopt;
+    check_invariant(lora_ && e.has_value(), "Worker: LoRA adapter " + std::to_string(id) + " is not in the catalog");
+    lora_->load(slot, id, e->name, e->path);
+  }
   return runner_->execute_greedy(batch, *kv_, state_.get(), host_rows, hidden_rows, masks);
 }
 

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "engine/engine_config.h"
+#include "engine/lora_catalog.h"
 #include "engine/model_runner.h"
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
@@ -34,6 +35,7 @@ struct WorkerSpec {
   int32_t index = 0;    // in the executor; the device ordinal on a GPU
   bool driver = true;   // holds the draft proposer (speculative decoding runs its drafts once)
   ShardSpec shard;      // its tensor-parallel place; {0, 1}: the whole model
+  std::shared_ptr<const LoraCatalog> loras;  // the engine's adapters, by id (LoRA engines)
 };
 
 class Worker {
@@ -66,6 +68,8 @@ class Worker {
   void restore_pre_step_state(int32_t slot);
   // The draft model / MTP head proposing drafts (driver worker only; null otherwise).
   Proposer* draft_proposer();
+  // The adapter slots of a LoRA engine (null otherwise).
+  const LoraSet* lora_set() const { return lora_.get(); }
 
   size_t kv_cache_bytes() const;  // the target's KV cache and a draft model's
   size_t state_bytes() const { return state_ ? state_->bytes() : 0; }

@@ -24,73 +24,39 @@ WeightRows part_rows(const LinearPart& p, int64_t in, int64_t lo, int64_t hi) {
 }
 
 
-// The adapters of `set` that target the parts of `spec` (columns [col_begin, col_end) of its input),
-// as one projection's slot pools; null when no adapter targets any part.
+// The adapter slots of a projection whose parts `set` wants (columns [col_begin, col_end) of its
+// input, its rows as a column shard takes them), zero until the engine loads adapters into them;
+// null when the set wants none of its parts.
 std::shared_ptr<const LoraWeights> attach_lora(WeightStore& ws, LoraSet& set, const LinearSpec& spec,
                                                const ShardSpec& rank, bool column_shard, int64_t col_begin,
                                                int64_t col_end) {
-  const int64_t S = set.num_slots(), P = static_cast<int64_t>(spec.parts.size()), mr = set.max_rank();
-  const int64_t R = P * mr, K = col_end - col_begin;
-  // Each part's rows [lo, hi) of this rank, as the weight's column shard takes them.
-  std::vector<std::pair<int64_t, int64_t>> part_shard;
+  bool any = false;
+  for (const LinearPart& p : spec.parts) any = any || set.wants(p.weight);
+  if (!any) return nullptr;
+  const int64_t S = set.num_slots(), R = static_cast<int64_t>(spec.parts.size()) * set.max_rank(), K = col_end - col_begin;
+  LoraTarget t;
+  t.in_features = spec.in_features;
+  t.col_begin = col_begin;
+  t.col_end = col_end;
+  t.dtype = spec.dtype;
   int64_t N = 0;
   for (const LinearPart& p : spec.parts) {
-    part_shard.push_back(column_shard ? shard_rows(p.num_rows(), rank, "the rows of " + p.weight, p.units)
-                                : std::pair<int64_t, int64_t>{0, p.num_rows()});
-    N += part_shard.back().second - part_shard.back().first;
+    const auto [lo, hi] = column_shard ? shard_rows(p.num_rows(), rank, "the rows of " + p.weight, p.units)
+                                       : std::pair<int64_t, int64_t>{0, p.num_rows()};
+    t.parts.push_back({p.weight, p.rows, p.begin, p.order, lo, hi});
+    N += hi - lo;
   }
-  bool any = false;
-  for (const LoraAdapter& a : set.adapters())
-    for (const LinearPart& p : spec.parts) any = any || a.modules.count(p.weight) > 0;
-  if (!any) return nullptr;
-  std::vector<float> A(static_cast<size_t>(S * R * K), 0.0f), B(static_cast<size_t>(S * N * R), 0.0f);
-  for (int64_t s = 0; s < S; ++s) {
-    const LoraAdapter& ad = set.adapters()[static_cast<size_t>(s)];
-    int64_t row0 = 0;
-    for (int64_t pi = 0; pi < P; ++pi) {
-      const LinearPart& p = spec.parts[static_cast<size_t>(pi)];
-      const auto it = ad.modules.find(p.weight);
-      if (it != ad.modules.end()) {
-        const TensorView& ta = *it->second.a;
-        const TensorView& tb = *it->second.b;
-        const std::string where = "LoRA adapter '" + ad.name + "' (" + ad.dir + "): '" + p.weight + "'";
-        check(ta.shape[1] == spec.in_features, where + " lora_A has " + std::to_string(ta.shape[1]) +
-                                                   " input columns; the base projection has " +
-                                                   std::to_string(spec.in_features) + ": an adapter of another model");
-        check(tb.shape[0] == p.rows, where + " lora_B has " + std::to_string(tb.shape[0]) + " output rows; the base "
-                                             "projection has " + std::to_string(p.rows) +
-                                             ": an adapter of another model");
-        const int64_t r = ad.rank, in = ta.shape[1];
-        std::vector<float> fa(static_cast<size_t>(r * in)), fb(static_cast<size_t>(tb.shape[0] * r));
-        convert_float_elements(ta.data, ta.dtype, fa.data(), DType::F32, fa.size());
-        convert_float_elements(tb.data, tb.dtype, fb.data(), DType::F32, fb.size());
-        for (int64_t i = 0; i < r; ++i)
-          for (int64_t k = 0; k < K; ++k)
-            A[static_cast<size_t>((s * R + pi * mr + i) * K + k)] = fa[static_cast<size_t>(i * in + col_begin + k)];
-        const auto [lo, hi] = part_shard[static_cast<size_t>(pi)];
-        for (int64_t j = 0; j < hi - lo; ++j) {
-          const int64_t src = p.order.empty() ? p.begin + lo + j : p.order[static_cast<size_t>(lo + j)];
-          for (int64_t i = 0; i < r; ++i)
-            B[static_cast<size_t>((s * N + row0 + j) * R + pi * mr + i)] = fb[static_cast<size_t>(src * r + i)] * ad.scaling;
-        }
-        set.mark_used(static_cast<int32_t>(s), p.weight);
-      }
-      row0 += part_shard[static_cast<size_t>(pi)].second - part_shard[static_cast<size_t>(pi)].first;
-    }
-  }
-  // In the projection's dense dtype, as the weight it adds to.
-  const DType dt = spec.dtype;
-  auto upload = [&](const std::vector<float>& host, int64_t rows, int64_t cols) {
-    std::vector<uint8_t> bytes(host.size() * dtype_size(dt));
-    convert_float_elements(host.data(), DType::F32, bytes.data(), dt, host.size());
-    return ws.upload(bytes.data(), dt, rows, cols);
+  auto zeros = [&](int64_t rows, int64_t cols) {
+    const std::vector<uint8_t> bytes(static_cast<size_t>(rows * cols) * dtype_size(spec.dtype), 0);
+    return ws.upload(bytes.data(), spec.dtype, rows, cols);
   };
   auto w = std::make_shared<LoraWeights>();
   w->set = &set;
   w->rank_columns = R;
-  w->a = upload(A, S * R, K).reshape({S, R, K});
-  w->b = upload(B, S * N, R).reshape({S, N, R});
-  set.attached(K, N, R);
+  w->a = zeros(S * R, K).reshape({S, R, K});
+  w->b = zeros(S * N, R).reshape({S, N, R});
+  t.weights = w;
+  set.attach(std::move(t));
   return w;
 }
 }  // namespace
@@ -283,8 +249,7 @@ void Linear::forward_silu_mul(Backend& be, const Tensor& gate_up, Tensor& act, T
 
 void Linear::add_ops(DType activation, std::vector<OpUse>& ops) const {
   if (lora_)
-    ops.insert(ops.end(), {{Op::MoePermute, activation}, {Op::MoeGroupedLinear, lora_->a.dtype},
-                           {Op::MoeUnpermute, activation}, {Op::Add, activation}});
+    ops.insert(ops.end(), {{Op::Linear, lora_->a.dtype}, {Op::LoraExpand, lora_->b.dtype}});
   for (const Linear& s : segments_) s.add_ops(activation, ops);
   if (!segments_.empty()) {
     if (!biases_.empty()) ops.push_back({Op::AddBias, activation});

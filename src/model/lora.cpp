@@ -108,52 +108,115 @@ LoraAdapter load_lora_adapter(const std::string& name, const std::string& dir, i
   return a;
 }
 
-LoraSet::LoraSet(Backend& backend, std::vector<LoraAdapter> adapters, int64_t max_rank)
-    : be_(backend), adapters_(std::move(adapters)), max_rank_(max_rank) {
-  for (size_t i = 0; i < adapters_.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      check(adapters_[i].name != adapters_[j].name, "two LoRA adapters are named '" + adapters_[i].name + "'");
+LoraSet::LoraSet(Backend& backend, int32_t slots, int64_t max_rank, int32_t host_adapters, bool all_projections)
+    : be_(backend),
+      slots_count_(slots),
+      max_rank_(max_rank),
+      host_adapters_(std::max(host_adapters, 1)),
+      all_projections_(all_projections) {}
+
+void LoraSet::expect(int32_t id, LoraAdapter adapter) {
+  for (const auto& [module, m] : adapter.modules) wanted_.insert(module);
+  kept_.emplace_back(id, std::move(adapter));
+  while (static_cast<int32_t>(kept_.size()) > host_adapters_) kept_.pop_front();
 }
 
-int32_t LoraSet::slot_of(const std::string& name) const {
-  for (size_t i = 0; i < adapters_.size(); ++i)
-    if (adapters_[i].name == name) return static_cast<int32_t>(i);
-  return -1;
+bool LoraSet::wants(const std::string& weight) const { return all_projections_ || wanted_.count(weight) > 0; }
+
+void LoraSet::attach(LoraTarget target) {
+  max_low_ = std::max(max_low_, target.weights->rank_columns);
+  targets_.push_back(std::move(target));
 }
 
-void LoraSet::attached(int64_t in, int64_t out, int64_t rank_columns) {
-  max_in_ = std::max(max_in_, in);
-  max_out_ = std::max(max_out_, out);
-  max_low_ = std::max(max_low_, rank_columns);
+void LoraSet::validate(const LoraAdapter& a) const {
+  for (const auto& [module, m] : a.modules) {
+    const LoraTarget::Part* part = nullptr;
+    const LoraTarget* target = nullptr;
+    for (const LoraTarget& t : targets_)
+      for (const LoraTarget::Part& p : t.parts)
+        if (p.weight == module) {
+          part = &p;
+          target = &t;
+        }
+    check(part != nullptr, "LoRA adapter '" + a.name + "' (" + a.dir + ") adapts '" + module +
+                               "', which this model has no projection for (or keeps unadapted: embeddings, lm_head, "
+                               "experts, routers): train it on this base model's projections");
+    const std::string where = "LoRA adapter '" + a.name + "' (" + a.dir + "): '" + module + "'";
+    check(m.a->shape[1] == target->in_features, where + " lora_A has " + std::to_string(m.a->shape[1]) +
+                                                    " input columns; the base projection has " +
+                                                    std::to_string(target->in_features) +
+                                                    ": an adapter of another model");
+    check(m.b->shape[0] == part->rows, where + " lora_B has " + std::to_string(m.b->shape[0]) +
+                                           " output rows; the base projection has " + std::to_string(part->rows) +
+                                           ": an adapter of another model");
+  }
 }
 
-void LoraSet::check_all_used() const {
-  for (size_t s = 0; s < adapters_.size(); ++s)
-    for (const auto& [module, mod] : adapters_[s].modules)
-      check(used_.count({static_cast<int32_t>(s), module}) > 0,
-            "LoRA adapter '" + adapters_[s].name + "' (" + adapters_[s].dir + ") adapts '" + module +
-                "', which this model has no projection for (or keeps unadapted: embeddings, lm_head, experts, "
-                "routers): train it on this base model's projections");
+const LoraAdapter& LoraSet::adapter(int32_t id, const std::string& name, const std::string& dir) {
+  for (auto it = kept_.begin(); it != kept_.end(); ++it)
+    if (it->first == id) {
+      kept_.splice(kept_.begin(), kept_, it);
+      return kept_.front().second;
+    }
+  kept_.emplace_front(id, load_lora_adapter(name, dir, max_rank_));
+  while (static_cast<int32_t>(kept_.size()) > host_adapters_) kept_.pop_back();
+  validate(kept_.front().second);  // the directory may have changed since it was first checked
+  return kept_.front().second;
+}
+
+void LoraSet::load(int32_t slot, int32_t id, const std::string& name, const std::string& dir) {
+  check_invariant(slot >= 0 && slot < slots_count_, "LoraSet::load: slot " + std::to_string(slot) + " out of range");
+  const LoraAdapter& a = adapter(id, name, dir);
+  for (const LoraTarget& t : targets_) write(t, slot, a);
+}
+
+// A fused projection (q | k | v) takes each part's A in its own rows (max_rank of them a part) and
+// its B block-diagonally, zero where the adapter leaves a part alone; the scaling goes into B.
+void LoraSet::write(const LoraTarget& t, int32_t slot, const LoraAdapter& ad) {
+  const LoraWeights& w = *t.weights;
+  const int64_t R = w.rank_columns, K = t.col_end - t.col_begin, N = w.b.shape[1], mr = max_rank_;
+  std::vector<float> A(static_cast<size_t>(R * K), 0.0f), B(static_cast<size_t>(N * R), 0.0f);
+  int64_t row0 = 0;
+  for (size_t pi = 0; pi < t.parts.size(); ++pi) {
+    const LoraTarget::Part& p = t.parts[pi];
+    const auto it = ad.modules.find(p.weight);
+    if (it != ad.modules.end()) {
+      const TensorView& ta = *it->second.a;
+      const TensorView& tb = *it->second.b;
+      const int64_t r = ad.rank, in = ta.shape[1], base = static_cast<int64_t>(pi) * mr;
+      std::vector<float> fa(static_cast<size_t>(r * in)), fb(static_cast<size_t>(tb.shape[0] * r));
+      convert_float_elements(ta.data, ta.dtype, fa.data(), DType::F32, fa.size());
+      convert_float_elements(tb.data, tb.dtype, fb.data(), DType::F32, fb.size());
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t k = 0; k < K; ++k)
+          A[static_cast<size_t>((base + i) * K + k)] = fa[static_cast<size_t>(i * in + t.col_begin + k)];
+      for (int64_t j = 0; j < p.hi - p.lo; ++j) {
+        const int64_t src = p.order.empty() ? p.begin + p.lo + j : p.order[static_cast<size_t>(p.lo + j)];
+        for (int64_t i = 0; i < r; ++i)
+          B[static_cast<size_t>((row0 + j) * R + base + i)] = fb[static_cast<size_t>(src * r + i)] * ad.scaling;
+      }
+    }
+    row0 += p.hi - p.lo;
+  }
+  const size_t es = dtype_size(t.dtype);
+  auto put = [&](const std::vector<float>& host, const Tensor& dst) {
+    std::vector<uint8_t> bytes(host.size() * es);
+    convert_float_elements(host.data(), DType::F32, bytes.data(), t.dtype, host.size());
+    be_.copy_to_device(static_cast<char*>(dst.data) + static_cast<size_t>(slot) * bytes.size(), bytes.data(),
+                       bytes.size());
+  };
+  put(A, w.a);
+  put(B, w.b);
 }
 
 void LoraSet::reserve(int32_t max_tokens) {
   max_tokens_ = max_tokens;
   const auto t = static_cast<size_t>(std::max(max_tokens, 1));
-  const DType act = be_.activation_dtype();
   slots_ = be_.alloc(t * 4);
-  weights_ = be_.alloc(t * 4);
-  offsets_ = be_.alloc(static_cast<size_t>(num_slots() + 1) * 4);
-  sorted_ = be_.alloc(t * 4);
-  slot_rows_ = be_.alloc(t * 4);
-  const size_t es = dtype_size(act);
-  x_sorted_ = be_.alloc(t * static_cast<size_t>(std::max<int64_t>(max_in_, 1)) * es);
-  low_ = be_.alloc(t * static_cast<size_t>(std::max<int64_t>(max_low_, 1)) * es);
-  y_ = be_.alloc(t * static_cast<size_t>(std::max<int64_t>(max_out_, 1)) * es);
-  delta_ = be_.alloc(t * static_cast<size_t>(std::max<int64_t>(max_out_, 1)) * es);
-  host_slots_.assign(t, 0);
-  host_weights_.assign(t, 0.0f);
-  be_.copy_to_device(slots_.data(), host_slots_.data(), t * 4);
-  be_.copy_to_device(weights_.data(), host_weights_.data(), t * 4);
+  low_ = be_.alloc(t * static_cast<size_t>(num_slots() * std::max<int64_t>(max_low_, 1)) *
+                   dtype_size(be_.activation_dtype()));
+  const std::vector<int32_t> base(t, -1);
+  be_.copy_to_device(slots_.data(), base.data(), t * 4);
 }
 
 void LoraSet::set_step(std::span<const int32_t> token_slots) {
@@ -161,46 +224,31 @@ void LoraSet::set_step(std::span<const int32_t> token_slots) {
   check_invariant(t <= max_tokens_, "LoraSet::set_step: a step of " + std::to_string(t) + " tokens, reserved for " +
                                         std::to_string(max_tokens_));
   tokens_ = t;
-  for (int32_t i = 0; i < t; ++i) {
-    const int32_t s = token_slots[static_cast<size_t>(i)];
+  for (const int32_t s : token_slots)
     check_invariant(s >= -1 && s < num_slots(), "LoraSet::set_step: slot " + std::to_string(s) + " out of range");
-    host_slots_[static_cast<size_t>(i)] = std::max(s, 0);
-    host_weights_[static_cast<size_t>(i)] = s >= 0 ? 1.0f : 0.0f;
-  }
-  if (t == 0) return;
-  be_.copy_to_device(slots_.data(), host_slots_.data(), static_cast<size_t>(t) * 4);
-  be_.copy_to_device(weights_.data(), host_weights_.data(), static_cast<size_t>(t) * 4);
+  if (t > 0) be_.copy_to_device(slots_.data(), token_slots.data(), static_cast<size_t>(t) * 4);
 }
 
-LoraSet::Step LoraSet::step(int64_t in, int64_t rank_columns, int64_t out) const {
+LoraSet::Step LoraSet::step(int64_t rank_columns) const {
   const Device dev = be_.device();
-  const DType act = be_.activation_dtype();
   const int64_t t = tokens_;
   Step s;
-  s.slots = Tensor(slots_.data(), DType::I32, dev, {t, 1});
-  s.weights = Tensor(weights_.data(), DType::F32, dev, {t, 1});
-  s.offsets = Tensor(offsets_.data(), DType::I32, dev, {num_slots() + 1});
-  s.sorted = Tensor(sorted_.data(), DType::I32, dev, {t});
-  s.slot_rows = Tensor(slot_rows_.data(), DType::I32, dev, {t});
-  s.x_sorted = Tensor(x_sorted_.data(), act, dev, {t, in});
-  s.low = Tensor(low_.data(), act, dev, {t, rank_columns});
-  s.y = Tensor(y_.data(), act, dev, {t, out});
-  s.delta = Tensor(delta_.data(), act, dev, {t, out});
+  s.slots = Tensor(slots_.data(), DType::I32, dev, {t});
+  s.low = Tensor(low_.data(), be_.activation_dtype(), dev, {t, num_slots() * rank_columns});
   return s;
 }
 
 void LoraWeights::apply(Backend& be, const Tensor& x, Tensor& out) const {
   const int64_t t = x.shape[0];
   if (t == 0) return;
-  LoraSet::Step s = set->step(x.shape[1], rank_columns, out.shape[1]);
+  LoraSet::Step s = set->step(rank_columns);
   check_invariant(s.slots.shape[0] == t, "LoRA: the step's adapter slots were set for " +
                                              std::to_string(s.slots.shape[0]) + " tokens, the projection got " +
                                              std::to_string(t));
-  be.moe_permute(x, s.slots, s.offsets, s.sorted, s.slot_rows, s.x_sorted);
-  be.moe_grouped_linear(s.x_sorted, a, s.offsets, s.low);
-  be.moe_grouped_linear(s.low, b, s.offsets, s.y);
-  be.moe_unpermute(s.y, s.weights, s.slot_rows, Tensor(), Tensor(), s.delta);
-  be.add(out, s.delta, out);
+  // The shrink for every slot at once: S·R columns of one GEMM cost far less than sorting the rows by
+  // adapter would (and read each A once); the expand picks each row's own slot.
+  be.linear(x, a.reshape({a.shape[0] * a.shape[1], a.shape[2]}), s.low);
+  be.lora_expand(s.low, b, s.slots, out);
 }
 
 }  // namespace pagoda

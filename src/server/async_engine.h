@@ -110,6 +110,15 @@ class AsyncEngine {
     return engine_->config().enable_prefix_caching && engine_->model_config().num_layers_of(LayerKind::LinearAttention) > 0;
   }
 
+  // The LoRA adapters served (null without --enable-lora), and runtime loading (EngineCore's:
+  // thread-safe).
+  std::shared_ptr<const LoraCatalog> loras() const { return engine_->core().loras(); }
+  int32_t load_lora_adapter(const std::string& name, const std::string& path) {
+    return engine_->core().load_lora_adapter(name, path);
+  }
+  bool unload_lora_adapter(const std::string& name) { return engine_->core().unload_lora_adapter(name); }
+  bool runtime_lora_updates() const { return engine_->config().lora.runtime_updates; }
+
   // Queues a generation. Returns null when overloaded or shutting down (`why` says which).
   // `client` groups requests for fairness (server/fair_queue.h); "" = the anonymous client.
   std::shared_ptr<GenerationChannel> submit(std::vector<ChoiceSpec> choices, std::string& why,

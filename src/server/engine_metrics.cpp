@@ -67,7 +67,7 @@ EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
     : prefix_(checked_prefix(info.metrics_prefix)),
       labels_{{"model_name", info.model_name}, {"engine", "0"}},
       registry_(r),
-      lora_names_(info.lora_names),
+      loras_(info.loras),
       max_loras_(info.max_loras),
       num_requests_running(r.gauge(prefix_ + "num_requests_running",
                                    "Number of requests in model execution batches.", labels_)),
@@ -157,13 +157,14 @@ EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
 }
 
 void EngineMetrics::publish_lora(const EngineStats& s) {
-  if (lora_names_.empty()) return;
-  auto names = [&](const std::vector<int32_t>& slots) {
+  if (!loras_) return;
+  auto names = [&](const std::vector<int32_t>& ids) {
     std::string out;
-    for (int32_t slot : slots) {
-      if (slot < 0 || slot >= static_cast<int32_t>(lora_names_.size())) continue;
+    for (int32_t id : ids) {
+      const std::optional<LoraEntry> e = loras_->get(id);
+      if (!e) continue;
       if (!out.empty()) out += ',';
-      out += lora_names_[static_cast<size_t>(slot)];
+      out += e->name;
     }
     return out;
   };

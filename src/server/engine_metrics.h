@@ -30,8 +30,8 @@ struct EngineMetricsInfo {
   std::string kv_cache_dtype;
   int32_t max_num_seqs = 0;  // not exported: vLLM's cache_config_info has no such label
   int32_t num_speculative_tokens = 0;  // > 0: the spec_decode counters exist (as vLLM's)
-  // LoRA (--lora-modules names in slot order, --max-loras): vllm:lora_requests_info exists.
-  std::vector<std::string> lora_names;
+  // LoRA (the engine's adapters, named by id; --max-loras): vllm:lora_requests_info exists.
+  std::shared_ptr<const LoraCatalog> loras;
   int32_t max_loras = 0;
 };
 
@@ -50,7 +50,7 @@ class EngineMetrics {
   std::string prefix_;
   Labels labels_;  // model_name, engine
   MetricsRegistry& registry_;
-  std::vector<std::string> lora_names_;
+  std::shared_ptr<const LoraCatalog> loras_;
   int32_t max_loras_ = 0;
 
  public:

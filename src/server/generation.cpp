@@ -17,9 +17,8 @@ int32_t check_model_name(const ServerContext& ctx, const std::string& requested)
   if (requested.empty()) return -1;
   const auto& names = ctx.options.served_model_names;
   if (std::find(names.begin(), names.end(), requested) != names.end()) return -1;
-  const auto& adapters = ctx.options.lora_modules;
-  for (size_t i = 0; i < adapters.size(); ++i)
-    if (adapters[i].first == requested) return static_cast<int32_t>(i);
+  if (const auto loras = ctx.engine.loras())
+    if (const std::optional<LoraEntry> e = loras->find(requested)) return e->id;
   throw not_found("The model `" + requested + "` does not exist.", "model_not_found");
 }
 

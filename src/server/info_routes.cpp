@@ -24,12 +24,12 @@ HttpReply handle_models(ServerContext& ctx, const HttpRequest&) {
                     {"vocab_size", ctx.engine.model_config().vocab_size}});
   }
   // LoRA adapters as vLLM lists them: root their directory, parent the base model.
-  for (const auto& [name, dir] : ctx.options.lora_modules)
-    data.push_back({{"id", name},
+  for (const LoraEntry& e : ctx.engine.loras() ? ctx.engine.loras()->served() : std::vector<LoraEntry>{})
+    data.push_back({{"id", e.name},
                     {"object", "model"},
                     {"created", unix_now()},
                     {"owned_by", "pagoda"},
-                    {"root", dir},
+                    {"root", e.path},
                     {"parent", ctx.options.served_model_names.front()},
                     {"max_model_len", ctx.engine.max_model_len()},
                     {"vocab_size", ctx.engine.model_config().vocab_size}});

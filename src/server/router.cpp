@@ -40,6 +40,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/embeddings", handle_embeddings, false, true},
     {"POST", "/tokenize", handle_tokenize, false, true},
     {"POST", "/detokenize", handle_detokenize, false, true},
+    {"POST", "/v1/load_lora_adapter", handle_load_lora_adapter, false, true},
+    {"POST", "/v1/unload_lora_adapter", handle_unload_lora_adapter, false, true},
 };
 
 // Equal length and bytes, in time that depends only on the length of `given`.

@@ -17,5 +17,7 @@ HttpReply handle_models(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_tokenize(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_detokenize(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_metrics(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_load_lora_adapter(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_unload_lora_adapter(ServerContext& ctx, const HttpRequest& req);
 
 }  // namespace pagoda::server

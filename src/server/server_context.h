@@ -47,9 +47,6 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 8000;
   std::vector<std::string> served_model_names;  // the first is the one /v1/models lists
-  // The LoRA adapters (--lora-modules, in order: name i is engine slot i) a request's "model" may
-  // name instead, with their directories (for /v1/models' root).
-  std::vector<std::pair<std::string, std::string>> lora_modules;
   // Any of them opens the /v1 routes (vLLM's --api-key takes several); none = no authentication.
   std::vector<std::string> api_keys;
   std::string model_dir;

@@ -87,4 +87,21 @@ inline Outputs moe_unpermute(const OpData& in) {
   return {{"out", out}};
 }
 
+// out[t, n] += Σ_r b[s, n, r] · low[t, s·R + r] for s = slots[t] ≥ 0; other rows keep their values.
+inline Outputs lora_expand(const OpData& in) {
+  const HostTensor &low = in.at("low"), &b = in.at("b"), &slots = in.at("slots"), &o = in.at("out");
+  const int64_t s_count = b.shape[0], n = b.shape[1], r = b.shape[2], t = o.shape[0];
+  std::vector<double> out = values(o);
+  for (int64_t row = 0; row < t; ++row) {
+    const int64_t s = slots.i[static_cast<size_t>(row)];
+    if (s < 0) continue;
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = o.at(row * n + j);
+      for (int64_t i = 0; i < r; ++i) acc += double(b.at((s * n + j) * r + i)) * low.at(row * s_count * r + s * r + i);
+      out[static_cast<size_t>(row * n + j)] = rnd(acc, o.dtype);
+    }
+  }
+  return {{"out", out}};
+}
+
 }  // namespace pagoda::naive

@@ -284,6 +284,7 @@ inline const std::map<std::string, std::function<Outputs(const OpData&)>>& formu
       {"moe_permute", moe_permute},
       {"moe_grouped_linear", moe_grouped_linear},
       {"moe_unpermute", moe_unpermute},
+      {"lora_expand", lora_expand},
   };
   return f;
 }

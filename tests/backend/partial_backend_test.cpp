@@ -114,6 +114,9 @@ class PartialBackend final : public Backend {
                      Tensor& out) override {
     run(Op::MoeUnpermute).moe_unpermute(y, w, rows, sh, g, out);
   }
+  void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override {
+    run(Op::LoraExpand).lora_expand(low, b, slots, out);
+  }
 
  private:
   Backend& run(Op op) {

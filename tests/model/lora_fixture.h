@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <regex>
@@ -127,7 +128,8 @@ struct Out {
 // at once (else one after another).
 inline std::vector<Out> run(const std::string& dir, const std::vector<std::string>& adapters,
                             const std::vector<Req>& reqs, bool together, bool caching = true, int32_t max_tokens = 10,
-                            const std::string& device = "cpu", const std::string& dtype = "auto", int32_t tp = 1) {
+                            const std::string& device = "cpu", const std::string& dtype = "auto", int32_t tp = 1,
+                            const std::function<void(EngineConfig&)>& tweak = {}) {
   EngineConfig config;
   config.device = device;
   config.tensor_parallel_size = tp;
@@ -141,6 +143,7 @@ inline std::vector<Out> run(const std::string& dir, const std::vector<std::strin
   config.lora.max_loras = std::max<int32_t>(1, static_cast<int32_t>(adapters.size()));
   config.lora.max_lora_rank = 8;
   for (size_t i = 0; i < adapters.size(); ++i) config.lora.modules.push_back({"a" + std::to_string(i), adapters[i], ""});
+  if (tweak) tweak(config);
   Engine engine(dir, config);
   std::vector<Out> out(reqs.size());
   std::map<int64_t, size_t> index;

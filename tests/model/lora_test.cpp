@@ -232,13 +232,15 @@ TEST(LoraAdapterFiles, BadAdaptersAreRefusedNamingTheFile) {
     std::filesystem::copy_file(good + "/adapter_model.safetensors", dir + "/adapter_model.safetensors");
     EXPECT_TRUE(io_test::contains(engine_error(dir), "DoRA"));
   }
-  // More adapters than device slots; a request for an adapter that is not served.
+  // Fewer adapters kept on the host than on the device; two of one name; a request for an adapter
+  // that is not served.
   EngineConfig c;
   c.lora.enabled = true;
   c.lora.modules = {{"x", good, ""}, {"y", good, ""}};
-  c.lora.max_loras = 1;
-  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { validate_engine_config(c); }), "--max-loras"));
   c.lora.max_loras = 2;
+  c.lora.max_cpu_loras = 1;
+  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { validate_engine_config(c); }), "--max-cpu-loras"));
+  c.lora.max_cpu_loras = 0;
   c.lora.modules[1].name = "x";
   EXPECT_TRUE(io_test::contains(io_test::error_of([&] { validate_engine_config(c); }), "twice"));
   EngineConfig one;
@@ -249,6 +251,133 @@ TEST(LoraAdapterFiles, BadAdaptersAreRefusedNamingTheFile) {
   SamplingParams p;
   p.lora = 1;
   EXPECT_TRUE(io_test::contains(io_test::error_of([&] { e.add_request({5, 6, 7}, p); }), "not served"));
+}
+
+// More adapters than device slots (--max-loras 2 for 4 adapters, and 2 kept on the host, so that
+// adapters are read again from their directories): requests of every adapter and the base model
+// queued at once are served two adapters at a time, each with the tokens it gets when every adapter
+// has a slot of its own.
+TEST(LoraSwap, MoreAdaptersThanSlotsAreSwappedInAndGiveTheSameTokens) {
+  const std::string fixture = "qwen3_5-tiny-text";
+  io_test::TempDir tmp;
+  std::vector<std::string> dirs;
+  for (uint32_t i = 0; i < 4; ++i) {
+    dirs.push_back(tmp.file("a" + std::to_string(i)));
+    write_adapter(fixture, {.rank = 2 + 2 * static_cast<int64_t>(i), .alpha = 8, .seed = 60 + i}, dirs.back());
+  }
+  const int32_t vocab = vocab_of(fixture);
+  std::vector<Req> reqs;
+  for (int32_t i = 0; i < 12; ++i)
+    reqs.push_back({prompt_of(300 + static_cast<uint32_t>(i), 4 + 5 * static_cast<size_t>(i), vocab), i % 5 - 1});
+  const std::vector<Out> roomy = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false);
+  const std::vector<Out> tight = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false, 10, "cpu", "auto", 1,
+                                     [](EngineConfig& c) {
+                                       c.lora.max_loras = 2;
+                                       c.lora.max_cpu_loras = 2;
+                                     });
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i) + ", adapter " + std::to_string(reqs[i].lora));
+    expect_same(tight[i], roomy[i], 1e-4);
+  }
+}
+
+// Two slots, four adapters: the scheduler never runs requests of a third adapter beside two others.
+TEST(LoraSwap, NoStepRunsMoreAdaptersThanSlots) {
+  const std::string fixture = "qwen3-tiny-tied";
+  io_test::TempDir tmp;
+  EngineConfig c;
+  c.max_num_seqs = 8;
+  c.lora.enabled = true;
+  c.lora.max_loras = 2;
+  c.lora.max_lora_rank = 8;
+  for (uint32_t i = 0; i < 4; ++i) {
+    c.lora.modules.push_back({"a" + std::to_string(i), tmp.file("a" + std::to_string(i)), ""});
+    write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 70 + i}, c.lora.modules.back().path);
+  }
+  Engine engine(testing::fixture_model_dir(fixture), c);
+  for (int32_t i = 0; i < 8; ++i) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = 6;
+    p.lora = i % 4;
+    engine.add_request(prompt_of(400 + static_cast<uint32_t>(i), 9, vocab_of(fixture)), p);
+  }
+  size_t most = 0, finished = 0;
+  std::set<int32_t> seen;
+  for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps) {
+    for (const RequestOutput& o : engine.step()) finished += o.finished ? 1 : 0;
+    const EngineStats s = engine.core().stats();
+    most = std::max(most, s.running_loras.size());
+    seen.insert(s.running_loras.begin(), s.running_loras.end());
+  }
+  EXPECT_EQ(finished, 8u);
+  EXPECT_EQ(most, 2u) << "two slots: at most (and here exactly) two adapters run at once";
+  EXPECT_EQ(seen.size(), 4u);
+}
+
+// Adapters loaded and unloaded while the engine runs (the server's /v1/load_lora_adapter): a
+// loaded adapter gives its merged weights' tokens; an unloaded one is no longer served, and its name
+// loaded again is a new adapter; a bad one is refused naming the file, the engine serving on; with
+// runtime updates off, loading is refused naming the switch.
+TEST(LoraRuntime, AdaptersLoadAndUnloadWhileTheEngineRuns) {
+  const std::string fixture = "qwen3_5-tiny-text";
+  io_test::TempDir tmp;
+  const AdapterSpec spec{.rank = 4, .alpha = 8, .seed = 81};
+  write_merged(fixture, write_adapter(fixture, spec, tmp.file("a")), spec, tmp.file("merged"));
+  const int32_t vocab = vocab_of(fixture);
+  const std::vector<int32_t> prompt = prompt_of(82, 23, vocab);
+  const Out want = run(tmp.file("merged"), {}, {{prompt}}, false)[0];
+  const Out base = run(testing::fixture_model_dir(fixture), {}, {{prompt}}, false)[0];
+  ASSERT_NE(want.tokens, base.tokens);
+
+  EngineConfig c;
+  c.lora.enabled = true;
+  c.lora.max_lora_rank = 8;
+  c.lora.runtime_updates = true;
+  Engine engine(testing::fixture_model_dir(fixture), c);
+  auto generate = [&](int32_t lora) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = 10;
+    p.logprobs = 0;
+    p.lora = lora;
+    const int64_t id = engine.add_request(prompt, p);
+    Out out;
+    for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps)
+      for (const RequestOutput& o : engine.step())
+        if (o.id == id) {
+          out.tokens.insert(out.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+          for (const SampleResult& s : o.samples) out.logprobs.push_back(s.logprob);
+        }
+    return out;
+  };
+  expect_same(generate(-1), base, 1e-4);
+  const int32_t first = engine.core().load_lora_adapter("sql", tmp.file("a"));
+  expect_same(generate(first), want, 1e-4);
+  expect_same(generate(-1), base, 1e-4);
+  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { engine.core().load_lora_adapter("sql", tmp.file("a")); }),
+                                "already loaded"));
+  EXPECT_TRUE(engine.core().unload_lora_adapter("sql"));
+  EXPECT_FALSE(engine.core().unload_lora_adapter("sql"));
+  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { generate(first); }), "not served"));
+  const int32_t again = engine.core().load_lora_adapter("sql", tmp.file("a"));
+  EXPECT_NE(again, first) << "an adapter loaded again is another adapter (its cache blocks are its own)";
+  expect_same(generate(again), want, 1e-4);
+  // Another model's adapter: refused naming its file; the engine serves on.
+  const std::string other = tmp.file("other");
+  write_adapter("qwen3-tiny-tied", {.rank = 4, .alpha = 8, .seed = 83}, other);
+  const std::string e = io_test::error_of([&] { engine.core().load_lora_adapter("other", other); });
+  EXPECT_TRUE(io_test::contains(e, other)) << e;
+  EXPECT_FALSE(engine.core().loras()->find("other").has_value());
+  expect_same(generate(again), want, 1e-4);
+
+  EngineConfig off = c;
+  off.lora.runtime_updates = false;
+  Engine fixed(testing::fixture_model_dir(fixture), off);
+  EXPECT_TRUE(io_test::contains(io_test::error_of([&] { fixed.core().load_lora_adapter("sql", tmp.file("a")); }),
+                                "VLLM_ALLOW_RUNTIME_LORA_UPDATING"));
 }
 
 }  // namespace

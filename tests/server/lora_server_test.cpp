@@ -83,5 +83,89 @@ TEST(ServerLora, TwoAdaptersAndTheBaseAnswerAsTheirWeightsThroughTheOpenAiClient
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
+// PEFT's own adapters (tests/fixtures/lora, made by tools/make_lora_fixtures.py with peft) on the
+// test server's model: one from --lora-modules, one loaded at run time through vLLM's
+// POST /v1/load_lora_adapter (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True). Through the openai client each
+// answers PEFT's greedy tokens for its reference prompts, and the base model the base's; then the
+// runtime one is unloaded: /v1/models drops it and a request naming it gets a 404.
+TEST(ServerLora, PeftAdaptersAtStartAndLoadedAtRunTimeAnswerAsPeftAndUnload) {
+  const TestModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  const std::string a = lora_test::peft_fixture_dir("qwen3-tiny-tied-lora");
+  const std::string b = lora_test::peft_fixture_dir("qwen3-tiny-tied-lora-attn");
+  ASSERT_TRUE(std::filesystem::exists(b + "/reference.json")) << "run tools/make_lora_fixtures.py";
+  ::setenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True", 1);
+  ServerProcess s;
+  const bool started = s.start(model_dir.path, {"--api-key", "k", "--served-model-name", "tiny", "--max-model-len",
+                                                "256", "--lora-modules", "peft_a=" + a, "--max-loras", "2",
+                                                "--max-lora-rank", "8"});
+  ::unsetenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING");
+  ASSERT_TRUE(started) << s.log();
+  const std::vector<std::string> auth = {"Authorization: Bearer k"};
+  HttpResult r = s.request("POST", "/v1/load_lora_adapter",
+                           nlohmann::json{{"lora_name", "peft_b"}, {"lora_path", b}}.dump(), auth);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("Success"), std::string::npos) << r.body;
+  r = s.request("POST", "/v1/load_lora_adapter", nlohmann::json{{"lora_name", "peft_b"}, {"lora_path", b}}.dump(), auth);
+  EXPECT_EQ(r.status, 400) << r.body;  // already loaded
+  r = s.request("POST", "/v1/load_lora_adapter",
+                nlohmann::json{{"lora_name", "wrong"}, {"lora_path", lora_test::peft_fixture_dir("gemma3-tiny-text-lora")}}
+                    .dump(),
+                auth);
+  EXPECT_EQ(r.status, 400) << r.body;  // another model's adapter, named by its directory
+  EXPECT_NE(r.body.find("gemma3-tiny-text-lora"), std::string::npos) << r.body;
+
+  std::map<std::string, nlohmann::json> refs;
+  for (const auto& [name, dir] : {std::pair{"peft_a", a}, std::pair{"peft_b", b}}) {
+    std::ifstream in(dir + "/reference.json");
+    refs[name] = nlohmann::json::parse(in);
+  }
+  for (const char* name : {"peft_a", "peft_b"})
+    for (const nlohmann::json& c : refs[name]["cases"]) {
+      const nlohmann::json& prompt = c["prompt_ids"];
+      SCOPED_TRACE(std::string(name) + ", prompt of " + std::to_string(prompt.size()) + " tokens");
+      const CommandResult n = run_command("PAGODA_PROMPT='" + prompt.dump() + "' PAGODA_MAX_TOKENS=" +
+                                          std::to_string(c["generated_ids"].size()) + " node " +
+                                          source_path("tests/server/lora_test.mjs") + " " + std::to_string(s.port()) +
+                                          " k tiny peft_a peft_b 2>&1");
+      ASSERT_EQ(n.code, 0) << n.out << "\n--- server log ---\n" << s.log();
+      const size_t at = n.out.find("TOKENS ");
+      ASSERT_NE(at, std::string::npos) << n.out;
+      const nlohmann::json got = nlohmann::json::parse(n.out.substr(at + 7, n.out.find('\n', at) - at - 7));
+      EXPECT_EQ(got[name], c["generated_ids"]);
+      EXPECT_NE(got[name], got["tiny"]);
+    }
+  const std::string metrics = s.get("/metrics", {"Authorization: Bearer k"}).body;
+  EXPECT_NE(metrics.find("running_lora_adapters=\"peft_b\""), std::string::npos) << metrics;
+
+  r = s.request("POST", "/v1/unload_lora_adapter", nlohmann::json{{"lora_name", "peft_b"}}.dump(), auth);
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = s.request("POST", "/v1/unload_lora_adapter", nlohmann::json{{"lora_name", "peft_b"}}.dump(), auth);
+  EXPECT_EQ(r.status, 404) << r.body;
+  const nlohmann::json models = nlohmann::json::parse(s.get("/v1/models", {"Authorization: Bearer k"}).body);
+  std::vector<std::string> ids;
+  for (const auto& m : models["data"]) ids.push_back(m["id"]);
+  EXPECT_EQ(ids, (std::vector<std::string>{"tiny", "peft_a"}));
+  r = s.request("POST", "/v1/completions", nlohmann::json{{"model", "peft_b"}, {"prompt", "hi"}, {"max_tokens", 1}}.dump(),
+                auth);
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+// Without VLLM_ALLOW_RUNTIME_LORA_UPDATING the routes answer 404 saying how to turn them on.
+TEST(ServerLora, RuntimeLoadingIsOffUnlessAllowed) {
+  const TestModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {"--enable-lora", "--max-lora-rank", "8"})) << s.log();
+  const HttpResult r =
+      s.request("POST", "/v1/load_lora_adapter",
+                nlohmann::json{{"lora_name", "x"}, {"lora_path", lora_test::peft_fixture_dir("qwen3-tiny-tied-lora")}}.dump(),
+                {});
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(r.body.find("VLLM_ALLOW_RUNTIME_LORA_UPDATING"), std::string::npos) << r.body;
+  EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
 }  // namespace
 }  // namespace pagoda::server::test

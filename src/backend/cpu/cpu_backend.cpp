@@ -44,7 +44,7 @@ std::string CpuBackend::name() const {
 }
 
 bool CpuBackend::supports(Op op, DType dtype) const {
-  if (op == Op::Embedding || op == Op::Linear || op == Op::MoeGroupedLinear) return cpu::is_float_dtype(dtype);
+  if (op == Op::Embedding || op == Op::Linear || op == Op::MoeGroupedLinear || op == Op::LoraExpand) return cpu::is_float_dtype(dtype);
   if (op == Op::LinearFp8) return dtype == DType::F8_E4M3;
   if (op == Op::LinearInt4) return dtype == DType::I32;
   return dtype == DType::F32;
@@ -200,6 +200,10 @@ void CpuBackend::moe_grouped_linear(const Tensor& x, const Tensor& w, const Tens
 void CpuBackend::moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                                const Tensor& shared_gate, Tensor& out) {
   cpu::moe_unpermute(pool_, y, weights, slot_rows, shared, shared_gate, out);
+}
+
+void CpuBackend::lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) {
+  cpu::lora_expand(pool_, low, b, slots, out);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads) {

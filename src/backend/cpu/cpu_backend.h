@@ -82,6 +82,7 @@ class CpuBackend final : public Backend {
   void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) override;
   void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                      const Tensor& shared_gate, Tensor& out) override;
+  void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override;
 
   // Fused paths: one pass over the data instead of two (add_rms_norm) or three
   // (qk_norm_rope_and_cache, NeoX style; interleaved RoPE takes the composed default).

@@ -86,4 +86,7 @@ void moe_grouped_linear(ThreadPool& pool, const Tensor& x, const Tensor& w, cons
 void moe_unpermute(ThreadPool& pool, const Tensor& y, const Tensor& weights, const Tensor& slot_rows,
                    const Tensor& shared, const Tensor& shared_gate, Tensor& out);
 
+// lora.cpp
+void lora_expand(ThreadPool& pool, const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out);
+
 }  // namespace pagoda::cpu

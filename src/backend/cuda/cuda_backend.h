@@ -91,6 +91,7 @@ class CudaBackend final : public Backend {
   void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) override;
   void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                      const Tensor& shared_gate, Tensor& out) override;
+  void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override;
 
   // Fused paths (our own kernels).
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,

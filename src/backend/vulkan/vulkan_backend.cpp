@@ -78,6 +78,7 @@ bool VulkanBackend::supports(Op op, DType dtype) const {
       return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
     case Op::LinearFp8:
     case Op::LinearInt4:
+    case Op::LoraExpand:
       return false;
     default:
       return dtype == DType::F32;
@@ -287,6 +288,10 @@ void VulkanBackend::linear_fp8(const Tensor&, const Tensor&, const Tensor&, int6
 void VulkanBackend::linear_int4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&) {
   throw Error("vulkan: 4-bit weights are not implemented on this backend (supports() says so); serve the checkpoint "
               "with --device cuda or --device cpu");
+}
+
+void VulkanBackend::lora_expand(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  throw Error("vulkan: lora_expand has no shader (supports() says so); the host runs it for this backend");
 }
 
 void VulkanBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {

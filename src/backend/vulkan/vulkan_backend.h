@@ -78,6 +78,7 @@ class VulkanBackend final : public Backend {
   void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets, Tensor& out) override;
   void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                      const Tensor& shared_gate, Tensor& out) override;
+  void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& out) override;
   void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) override;
 

@@ -1,0 +1,93 @@
+// The LoRA expand kernel (lora_kernels.h). The shrink is a plain `linear` by every slot's A stacked,
+// so this is the only LoRA-specific kernel.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/lora_kernels.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kExpandThreads = 128;
+
+// R values of a B row and of low, in fp32: 8 at a time through 16-byte loads when both are bf16 and
+// R is a multiple of 8 (the row starts are then 16-byte aligned), else one at a time.
+template <typename TA, typename TW, bool kVec>
+__device__ __forceinline__ float dot_row(const TW* brow, const TA* l, int R) {
+  float acc = 0.0f;
+  if constexpr (kVec) {
+    for (int r = 0; r < R; r += 8) {
+      const uint4 bw = *reinterpret_cast<const uint4*>(brow + r);
+      const uint4 lw = *reinterpret_cast<const uint4*>(l + r);
+      const bf16* bb = reinterpret_cast<const bf16*>(&bw);
+      const bf16* ll = reinterpret_cast<const bf16*>(&lw);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc += __bfloat162float(bb[i]) * __bfloat162float(ll[i]);
+    }
+  } else {
+    for (int r = 0; r < R; ++r) acc += to_f32(brow[r]) * to_f32(l[r]);
+  }
+  return acc;
+}
+
+template <typename TA, typename TW, bool kVec>
+__global__ void lora_expand_kernel(const TA* low, int64_t ld_low, const TW* b, const int32_t* slots, int S, int N,
+                                   int R, int64_t T, int rows_per_block, TA* out, int64_t ld_out) {
+  const int n = static_cast<int>(blockIdx.x) * kExpandThreads + static_cast<int>(threadIdx.x);
+  if (n >= N) return;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const int64_t t1 = t0 + rows_per_block < T ? t0 + rows_per_block : T;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int s = slots[t];
+    if (s < 0 || s >= S) continue;  // the base model's rows (and, unchecked here, a slot past S)
+    const float acc = dot_row<TA, TW, kVec>(b + (static_cast<int64_t>(s) * N + n) * R,
+                                            low + t * ld_low + static_cast<int64_t>(s) * R, R);
+    TA* o = out + t * ld_out + n;
+    *o = from_f32<TA>(to_f32(*o) + acc);
+  }
+}
+
+}  // namespace
+
+void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out, cudaStream_t stream) {
+  const char* op = "lora_expand";
+  for (const Tensor* t : {&low, &b, &slots, static_cast<const Tensor*>(&out)})
+    require(t->device == Device::CUDA, op, "every tensor must be on cuda, got " + shape_str(*t));
+  require(b.ndim == 3 && b.is_contiguous(), op, "b must be a contiguous [S, N, R] tensor, got " + shape_str(b));
+  const int64_t S = b.size(0), N = b.size(1), R = b.size(2), T = num_rows(out);
+  require(slots.dtype == DType::I32 && slots.is_contiguous() && slots.numel() == T, op,
+          "slots must be contiguous I32 [T]");
+  require(num_rows(low) == T && low.row_numel() == S * R && out.row_numel() == N && low.dtype == out.dtype, op,
+          "low must be [T, S·R] and out [T, N] of one activation dtype for b [S, N, R]");
+  require(low.dtype == DType::F32 || low.dtype == DType::BF16, op, "activations must be F32 or BF16");
+  require(b.dtype == DType::F32 || b.dtype == DType::BF16, op, "b must be F32 or BF16");
+  require(N < (int64_t{1} << 31) && R < (int64_t{1} << 31) && S < (int64_t{1} << 31), op, "dimensions past 2^31");
+  if (T == 0 || N == 0) return;
+  // More rows a block where there are many: a tile's rows of one slot share the B rows it reads.
+  const int rows_per_block = T <= 16 ? 1 : T <= 256 ? 8 : 32;
+  const int64_t tiles = (T + rows_per_block - 1) / rows_per_block;
+  require(tiles <= 65535, op, "too many rows for one launch: " + std::to_string(T));
+  const dim3 grid(static_cast<unsigned>((N + kExpandThreads - 1) / kExpandThreads), static_cast<unsigned>(tiles));
+  const bool vec = low.dtype == DType::BF16 && b.dtype == DType::BF16 && R % 8 == 0 && low.stride0() % 8 == 0 &&
+                   reinterpret_cast<uintptr_t>(low.data) % 16 == 0 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
+  const auto run = [&](auto a_tag, auto w_tag, auto vec_tag) {
+    using TA = decltype(a_tag);
+    using TW = decltype(w_tag);
+    lora_expand_kernel<TA, TW, decltype(vec_tag)::value><<<grid, kExpandThreads, 0, stream>>>(
+        low.ptr<const TA>(), low.stride0(), b.ptr<const TW>(), slots.ptr<const int32_t>(), static_cast<int>(S),
+        static_cast<int>(N), static_cast<int>(R), T, rows_per_block, out.ptr<TA>(), out.stride0());
+  };
+  using Vec = std::true_type;
+  using Scalar = std::false_type;
+  const bool a32 = low.dtype == DType::F32, w32 = b.dtype == DType::F32;
+  if (vec) run(bf16{}, bf16{}, Vec{});
+  else if (a32 && w32) run(float{}, float{}, Scalar{});
+  else if (a32) run(float{}, bf16{}, Scalar{});
+  else if (w32) run(bf16{}, float{}, Scalar{});
+  else run(bf16{}, bf16{}, Scalar{});
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::cuda
