@@ -1,7 +1,7 @@
 // Op table cases of lora_expand: rows of several slots and of the base model (-1) in one step, a
 // slot holding every row, N not a multiple of the CUDA kernel's 128-column blocks, each of its
 // row tiles (1, 8 and 32 rows a block), R a multiple of 8 (the 16-byte loads) and not, a wide R, a
-// strided out; the base model's rows must keep what they held. A perf case at a Qwen3-8B shape.
+// strided out, prefill-sized runs of one slot (its tensor-core tiles); the base model's rows must keep what they held. A perf case at a Qwen3-8B shape.
 #include <cmath>
 #include <random>
 #include <string>
@@ -13,6 +13,13 @@
 
 namespace pagoda::optable {
 namespace {
+
+// A prefill's slots: runs of `run` rows (a sequence's chunk), slot by slot, the base model's (-1) too.
+std::vector<int32_t> slot_runs(int64_t t, int64_t s, int64_t run) {
+  std::vector<int32_t> v(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) v[static_cast<size_t>(i)] = static_cast<int32_t>((i / run) % (s + 1)) - 1;
+  return v;
+}
 
 std::vector<int32_t> random_slots(uint32_t seed, int64_t t, int64_t s, bool with_base) {
   std::mt19937 rng(seed);
@@ -60,6 +67,10 @@ void add_lora_cases(std::vector<OpCase>& out) {
     out.push_back(expand_case("base rows only", 5, 2, 16, 8, wdt, std::vector<int32_t>(5, -1), 0, seed + 50));
     out.push_back(expand_case("one row", 1, 8, 256, 32, wdt, {7}, 0, seed + 60));
     out.push_back(expand_case("wide", 9, 2, 70, 136, wdt, random_slots(seed + 3, 9, 2, true), 0, seed + 70));
+    // Prefill-sized, runs of one slot (the CUDA tensor-core kernel's tiles of 16 rows, most of one
+    // slot, some mixed at the runs' ends), N past its 256-column blocks.
+    out.push_back(expand_case("runs of 40", 300, 3, 300, 32, wdt, slot_runs(300, 3, 40), 0, seed + 90));
+    out.push_back(expand_case("runs of 64", 520, 2, 136, 48, wdt, slot_runs(520, 2, 64), 4, seed + 95));
     out.push_back(expand_case("wide", 40, 3, 33, 130, wdt, random_slots(seed + 4, 40, 3, true), 2, seed + 80));
     seed += 100;
   }

@@ -11,6 +11,8 @@ namespace pagoda::cuda {
 namespace {
 
 constexpr int kExpandThreads = 128;
+// Steps of more rows than this (prefills) take the tensor-core kernel where it applies.
+constexpr int64_t kRowKernelMaxRows = 256;
 
 // R values of a B row and of low, in fp32: 8 at a time through 16-byte loads when both are bf16 and
 // R is a multiple of 8 (the row starts are then 16-byte aligned), else one at a time.
@@ -49,6 +51,80 @@ __global__ void lora_expand_kernel(const TA* low, int64_t ld_low, const TW* b, c
   }
 }
 
+// Prefill-sized steps (bf16, R a multiple of 16): tensor cores. A block takes 16 rows × 256 columns
+// (4 warps × 8 tiles of 8 columns). A sequence's rows are contiguous and of one slot, so nearly every
+// 16-row tile is of one slot: then low's R values of that slot are the A operand (row-major, 16 × 16
+// a step) and B's rows the B operand as they lie ([n][r]: PTX's "col" layout), fp32 accumulation,
+// added onto out. A tile mixing slots (or the base model's rows) falls back to the row kernel's dot
+// products.
+constexpr int kMmaRows = 16, kMmaWarps = 4, kMmaTilesPerWarp = 8;
+constexpr int kMmaCols = kMmaWarps * kMmaTilesPerWarp * 8;  // 256
+
+__global__ void lora_expand_mma_kernel(const bf16* low, int64_t ld_low, const bf16* b, const int32_t* slots, int S,
+                                       int N, int R, int64_t T, bf16* out, int64_t ld_out) {
+  __shared__ int slot_sh[kMmaRows];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kMmaRows;
+  const int n_block = static_cast<int>(blockIdx.x) * kMmaCols;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  if (tid < kMmaRows) {
+    const int64_t t = t0 + tid;
+    const int sl = t < T ? slots[t] : -1;
+    slot_sh[tid] = sl >= 0 && sl < S ? sl : -1;
+  }
+  __syncthreads();
+  const int s = slot_sh[0];
+  bool uniform = true;
+  for (int i = 1; i < kMmaRows; ++i) uniform = uniform && slot_sh[i] == s;
+  if (uniform && s < 0) return;  // the base model's rows only
+  if (!uniform) {  // as the row kernel: a thread per column, its rows one after another
+    for (int n = n_block + tid; n < n_block + kMmaCols && n < N; n += kMmaWarps * 32)
+      for (int row = 0; row < kMmaRows; ++row) {
+        const int sl = slot_sh[row];
+        if (sl < 0) continue;
+        const float acc = dot_row<bf16, bf16, true>(b + (static_cast<int64_t>(sl) * N + n) * R,
+                                                    low + (t0 + row) * ld_low + static_cast<int64_t>(sl) * R, R);
+        bf16* o = out + (t0 + row) * ld_out + n;
+        *o = __float2bfloat16(__bfloat162float(*o) + acc);
+      }
+    return;
+  }
+  const int g = lane >> 2, i = lane & 3;
+  float c[kMmaTilesPerWarp][4] = {};
+  const bf16* l0 = low + (t0 + g) * ld_low + static_cast<int64_t>(s) * R;
+  const bf16* l8 = l0 + 8 * ld_low;
+  const bf16* bs = b + static_cast<int64_t>(s) * N * R;
+  for (int k0 = 0; k0 < R; k0 += 16) {
+    uint32_t a[4];
+    a[0] = *reinterpret_cast<const uint32_t*>(l0 + k0 + 2 * i);
+    a[1] = *reinterpret_cast<const uint32_t*>(l8 + k0 + 2 * i);
+    a[2] = *reinterpret_cast<const uint32_t*>(l0 + k0 + 2 * i + 8);
+    a[3] = *reinterpret_cast<const uint32_t*>(l8 + k0 + 2 * i + 8);
+#pragma unroll
+    for (int j = 0; j < kMmaTilesPerWarp; ++j) {
+      const int n = n_block + (warp * kMmaTilesPerWarp + j) * 8 + g;
+      uint32_t b0 = 0, b1 = 0;
+      if (n < N) {
+        const bf16* brow = bs + static_cast<int64_t>(n) * R + k0 + 2 * i;
+        b0 = *reinterpret_cast<const uint32_t*>(brow);
+        b1 = *reinterpret_cast<const uint32_t*>(brow + 8);
+      }
+      mma_bf16(c[j], a, b0, b1);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kMmaTilesPerWarp; ++j) {
+    const int n = n_block + (warp * kMmaTilesPerWarp + j) * 8 + 2 * i;
+    for (int h = 0; h < 2; ++h) {  // rows g and g + 8
+      const int64_t t = t0 + g + 8 * h;
+      for (int e = 0; e < 2; ++e)
+        if (n + e < N) {
+          bf16* o = out + t * ld_out + n + e;
+          *o = __float2bfloat16(__bfloat162float(*o) + c[j][2 * h + e]);
+        }
+    }
+  }
+}
+
 }  // namespace
 
 void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out, cudaStream_t stream) {
@@ -65,6 +141,20 @@ void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots,
   require(b.dtype == DType::F32 || b.dtype == DType::BF16, op, "b must be F32 or BF16");
   require(N < (int64_t{1} << 31) && R < (int64_t{1} << 31) && S < (int64_t{1} << 31), op, "dimensions past 2^31");
   if (T == 0 || N == 0) return;
+  // (16-byte aligned rows: the mixed tiles' fallback reads 8 values at a time.)
+  const bool mma = T > kRowKernelMaxRows && low.dtype == DType::BF16 && b.dtype == DType::BF16 && R % 16 == 0 &&
+                   low.stride0() % 8 == 0 && reinterpret_cast<uintptr_t>(low.data) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
+  if (mma) {
+    const int64_t tiles = (T + kMmaRows - 1) / kMmaRows;
+    require(tiles <= 65535, op, "too many rows for one launch: " + std::to_string(T));
+    const dim3 grid(static_cast<unsigned>((N + kMmaCols - 1) / kMmaCols), static_cast<unsigned>(tiles));
+    lora_expand_mma_kernel<<<grid, kMmaWarps * 32, 0, stream>>>(
+        low.ptr<const bf16>(), low.stride0(), b.ptr<const bf16>(), slots.ptr<const int32_t>(), static_cast<int>(S),
+        static_cast<int>(N), static_cast<int>(R), T, out.ptr<bf16>(), out.stride0());
+    PAGODA_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // More rows a block where there are many: a tile's rows of one slot share the B rows it reads.
   const int rows_per_block = T <= 16 ? 1 : T <= 256 ? 8 : 32;
   const int64_t tiles = (T + rows_per_block - 1) / rows_per_block;
