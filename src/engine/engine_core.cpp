@@ -376,6 +376,9 @@ EngineCoreOutputs EngineCore::step() {
     // schedule() left `sched` empty: the scheduler has failed that step's requests already.)
     outs.clear();
     ++step_failures_;
+    // A worker may have stopped half-way through writing a slot: every adapter is written again
+    // when a step next needs it.
+    if (lora_slots_) lora_slots_ = std::make_unique<LoraSlotTable>(config_.lora.max_loras);
     result.stats.step_failed = true;
     result.stats.step_error = failure;
     scheduler_->fail_step(sched, "the engine step that ran this request failed (" + failure +

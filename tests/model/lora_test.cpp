@@ -316,6 +316,57 @@ TEST(LoraSwap, NoStepRunsMoreAdaptersThanSlots) {
   EXPECT_EQ(seen.size(), 4u);
 }
 
+// An adapter that can no longer be read when a step needs it (its directory gone; one adapter kept on
+// the host, so it must be read again): its request fails, naming the directory, and the next steps
+// serve the other adapter and the base model with their own tokens; the directory back, the adapter
+// is read anew (the slot its failed step had chosen is not taken to hold it).
+TEST(LoraSwap, AnAdapterThatCannotBeReadFailsItsRequestAndTheOthersGoOn) {
+  const std::string fixture = "qwen3-tiny-tied";
+  io_test::TempDir tmp;
+  const std::vector<std::string> dirs = {tmp.file("a0"), tmp.file("a1")};
+  write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 91}, dirs[0]);
+  write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 92}, dirs[1]);
+  const std::vector<int32_t> prompt = prompt_of(93, 12, vocab_of(fixture));
+  const std::vector<Out> want =
+      run(testing::fixture_model_dir(fixture), dirs, {{prompt, 0}, {prompt, -1}, {prompt, 1}}, false);
+  EngineConfig c;
+  c.lora.enabled = true;
+  c.lora.max_lora_rank = 8;
+  c.lora.max_loras = 1;
+  c.lora.max_cpu_loras = 1;
+  c.lora.modules = {{"a0", dirs[0], ""}, {"a1", dirs[1], ""}};
+  Engine engine(testing::fixture_model_dir(fixture), c);
+  auto generate = [&](int32_t lora) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = 10;
+    p.logprobs = 0;
+    p.lora = lora;
+    const int64_t id = engine.add_request(prompt, p);
+    Out out;
+    std::string detail;
+    for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps)
+      for (const RequestOutput& o : engine.step())
+        if (o.id == id) {
+          out.tokens.insert(out.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+          for (const SampleResult& s : o.samples) out.logprobs.push_back(s.logprob);
+          if (o.finished) detail = o.finish_detail;
+        }
+    return std::pair{out, detail};
+  };
+  expect_same(generate(0).first, want[0], 1e-4);
+  std::filesystem::remove_all(dirs[1]);  // a1 was read at start, then dropped for a0 (one kept)
+  const auto [failed, why] = generate(1);
+  EXPECT_TRUE(failed.tokens.empty());
+  EXPECT_TRUE(io_test::contains(why, dirs[1])) << why;
+  // Back again: a1 is read anew (the slot its failed step had chosen still holds a0's weights).
+  write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 92}, dirs[1]);
+  expect_same(generate(1).first, want[2], 1e-4);
+  expect_same(generate(0).first, want[0], 1e-4);
+  expect_same(generate(-1).first, want[1], 1e-4);
+}
+
 // Adapters loaded and unloaded while the engine runs (the server's /v1/load_lora_adapter): a
 // loaded adapter gives its merged weights' tokens; an unloaded one is no longer served, and its name
 // loaded again is a new adapter; a bad one is refused naming the file, the engine serving on; with
