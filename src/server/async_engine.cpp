@@ -557,7 +557,7 @@ void AsyncEngine::loop() {
     // The state after the step and the aborts it caused (stop strings), not the step's own view.
     const EngineStats now = engine_->core().stats();
     publish_gauges(now);
-    stats_.tick(now, Clock::now());
+    stats_.tick(now, Clock::now(), engine_->core().loras().get());
     pause_after_failures();
     if (stopping && !engine_->has_unfinished()) {
       if (!live_.empty()) fail_all("the server is shutting down");

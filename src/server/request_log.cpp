@@ -147,6 +147,7 @@ bool StatsLogger::tick(Clock::time_point now, const SchedulerSnapshot& s) {
     last_prefix_queries_ = s.prefix_cache_queries;
     last_prefix_hits_ = s.prefix_cache_hits;
   }
+  if (s.lora) line += ", Running LoRA adapters: [" + s.lora_running + "], Waiting LoRA adapters: [" + s.lora_waiting + "]";
   emit(idle ? LogLevel::Debug : LogLevel::Info, line);
   if (s.spec_num_drafts > last_spec_.spec_num_drafts) emit(LogLevel::Info, format_spec_decode_line(last_spec_, s, dt));
   last_spec_ = s;

@@ -57,6 +57,9 @@ struct SchedulerSnapshot {
   // Speculative decoding totals since start (EngineStats' spec_*); per_pos empty when off.
   int64_t spec_num_drafts = 0, spec_num_draft_tokens = 0, spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
+  // LoRA (--enable-lora): the adapters with requests running and waiting, comma-separated names.
+  bool lora = false;
+  std::string lora_running, lora_waiting;
 };
 
 // vLLM's speculative-decoding line over an interval of `dt` seconds, from the totals at its start

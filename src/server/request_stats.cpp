@@ -147,7 +147,7 @@ void RequestStats::finish(int64_t id, const char* reason, Counter& success, Cloc
   live_.erase(id);
 }
 
-void RequestStats::tick(const EngineStats& engine, Clock::time_point now) {
+void RequestStats::tick(const EngineStats& engine, Clock::time_point now, const LoraCatalog* loras) {
   SchedulerSnapshot s;
   s.num_running = engine.num_running;
   s.num_waiting = engine.num_waiting;
@@ -160,6 +160,17 @@ void RequestStats::tick(const EngineStats& engine, Clock::time_point now) {
   s.spec_num_draft_tokens = engine.spec_num_draft_tokens;
   s.spec_num_accepted_tokens = engine.spec_num_accepted_tokens;
   s.spec_accepted_per_pos = engine.spec_accepted_per_pos;
+  if (loras) {
+    s.lora = true;
+    const auto names = [&](const std::vector<int32_t>& ids) {
+      std::string out;
+      for (const int32_t id : ids)
+        if (const std::optional<LoraEntry> e = loras->get(id)) out += (out.empty() ? "" : ",") + e->name;
+      return out;
+    };
+    s.lora_running = names(engine.running_loras);
+    s.lora_waiting = names(engine.waiting_loras);
+  }
   stats_log_.tick(now, s);
 }
 

@@ -49,7 +49,8 @@ class RequestStats {
   void failed(int64_t id, Clock::time_point now);
 
   // The stats line, when due.
-  void tick(const EngineStats& engine, Clock::time_point now);
+  // `loras`: the engine's adapters (null without --enable-lora), to name those the line lists.
+  void tick(const EngineStats& engine, Clock::time_point now, const LoraCatalog* loras = nullptr);
   std::optional<Clock::time_point> next_tick() const { return stats_log_.next_tick(); }
 
  private:

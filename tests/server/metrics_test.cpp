@@ -384,6 +384,25 @@ TEST(StatsLog, LineEveryIntervalWhileBusyThenOneIdleLine) {
   EXPECT_EQ(cap.lines.size(), 4u);
 }
 
+// LoRA (the "the stats line shows them"): the adapters running and waiting, by name.
+TEST(StatsLog, LoraAdaptersRunningAndWaitingAreNamed) {
+  using namespace std::chrono_literals;
+  Captured cap;
+  StatsLogger log(cap.options());
+  const auto t0 = StatsLogger::Clock::time_point{} + 1000s;
+  SchedulerSnapshot s{2, 1, 0.25, 0};
+  s.lora = true;
+  s.lora_running = "sql,chat";
+  s.lora_waiting = "";
+  log.record(t0, 10, 10);
+  ASSERT_TRUE(log.tick(t0 + 10s, s));
+  ASSERT_EQ(cap.lines.size(), 1u);
+  EXPECT_EQ(cap.lines[0].second,
+            "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 1.0 tokens/s, "
+            "Running: 2 reqs, Waiting: 1 reqs, GPU KV cache usage: 25.0%, Running LoRA adapters: [sql,chat], "
+            "Waiting LoRA adapters: []");
+}
+
 TEST(StatsLog, PrefixCacheHitRateOverTheInterval) {
   using namespace std::chrono_literals;
   Captured cap;
@@ -622,6 +641,44 @@ TEST(StatsLog, EngineThreadWritesTheLineWhileBusyAndOnceAfter) {
   int info_lines = 0;
   for (const auto& [level, line] : lines) info_lines += level == LogLevel::Info;
   EXPECT_LE(info_lines, 8) << "an idle engine stops logging";
+}
+
+// The engine thread names the LoRA adapters running in its line (through the engine's catalog).
+TEST(StatsLog, EngineThreadNamesTheRunningLoraAdapter) {
+  EngineConfig config;
+  config.max_num_seqs = 4;
+  config.max_model_len = 512;
+  config.kv_cache_memory_bytes = 4 << 20;
+  config.lora.enabled = true;
+  config.lora.max_lora_rank = 8;
+  config.lora.modules = {{"sql", std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/lora/qwen3-tiny-tied-lora", ""}};
+  auto engine = std::make_unique<Engine>(testing::fixture_model_dir("qwen3-tiny-tied"), config);
+  MetricsRegistry registry;
+  EngineMetricsInfo info;
+  info.model_name = "tiny";
+  info.max_model_len = 512;
+  EngineMetrics metrics(registry, info);
+  std::mutex mu;
+  std::vector<std::string> lines;
+  AsyncEngineOptions options;
+  options.logging.stats_interval_s = 0.02;
+  options.logging.sink = [&](LogLevel, const std::string& line) {
+    std::lock_guard lock(mu);
+    lines.push_back(line);
+  };
+  AsyncEngine async(std::move(engine), metrics, options);
+  SamplingParams p = testing::greedy(400);
+  p.lora = 0;  // the first adapter's id
+  std::string why;
+  auto channel = async.submit({{{5, 6, 7}, p}}, why);
+  ASSERT_TRUE(channel) << why;
+  std::vector<ChoiceOutput> outs;
+  while (channel->next(outs, std::chrono::milliseconds(1000))) outs.clear();
+  async.stop();
+  std::lock_guard lock(mu);
+  bool named = false;
+  for (const std::string& line : lines) named = named || line.find("Running LoRA adapters: [sql]") != std::string::npos;
+  EXPECT_TRUE(named) << (lines.empty() ? std::string("no line") : lines.front());
 }
 
 }  // namespace
