@@ -110,12 +110,14 @@ void add_lora_flags(CLI::App* cmd, EngineFlags& f) {
                   "LoRA adapters (PEFT directories) a request names by its \"model\": name=path, or JSON "
                   "'{\"name\": ..., \"path\": ..., \"base_model_name\": ...}'; implies --enable-lora")
       ->expected(1, -1);
-  cmd->add_option("--max-loras", l.max_loras, "Adapters kept on the device; at least the number of --lora-modules")
+  cmd->add_option("--max-loras", l.max_loras,
+                  "Device slots for adapters: the most one step serves; others are swapped in, least recently used out")
       ->capture_default_str();
   cmd->add_option("--max-lora-rank", l.max_lora_rank, "Highest adapter rank served (slots are this wide)")
       ->capture_default_str();
-  cmd->add_option("--max-cpu-loras", l.max_cpu_loras, "Adapters kept in host memory (accepted; every adapter is "
-                                                      "on the device for now)");
+  cmd->add_option("--max-cpu-loras", l.max_cpu_loras,
+                  "Adapters kept read in host memory (default and minimum --max-loras); others are read again from "
+                  "their directory when needed");
 }
 
 namespace {
