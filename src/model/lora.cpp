@@ -158,9 +158,10 @@ const LoraAdapter& LoraSet::adapter(int32_t id, const std::string& name, const s
       kept_.splice(kept_.begin(), kept_, it);
       return kept_.front().second;
     }
-  kept_.emplace_front(id, load_lora_adapter(name, dir, max_rank_));
+  LoraAdapter a = load_lora_adapter(name, dir, max_rank_);
+  validate(a);  // the directory may have changed since it was first checked
+  kept_.emplace_front(id, std::move(a));
   while (static_cast<int32_t>(kept_.size()) > host_adapters_) kept_.pop_back();
-  validate(kept_.front().second);  // the directory may have changed since it was first checked
   return kept_.front().second;
 }
 
