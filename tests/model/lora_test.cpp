@@ -360,6 +360,15 @@ TEST(LoraSwap, AnAdapterThatCannotBeReadFailsItsRequestAndTheOthersGoOn) {
   const auto [failed, why] = generate(1);
   EXPECT_TRUE(failed.tokens.empty());
   EXPECT_TRUE(io_test::contains(why, dirs[1])) << why;
+  // Replaced by another model's adapter: refused each time it is needed (never kept once refused).
+  std::filesystem::remove_all(dirs[1]);
+  write_adapter("llama3-tiny-tied-bias", {.rank = 4, .alpha = 8, .seed = 94}, dirs[1]);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const auto [other, other_why] = generate(1);
+    EXPECT_TRUE(other.tokens.empty()) << "attempt " << attempt;
+    EXPECT_TRUE(io_test::contains(other_why, dirs[1])) << other_why;
+  }
+  std::filesystem::remove_all(dirs[1]);
   // Back again: a1 is read anew (the slot its failed step had chosen still holds a0's weights).
   write_adapter(fixture, {.rank = 4, .alpha = 8, .seed = 92}, dirs[1]);
   expect_same(generate(1).first, want[2], 1e-4);
