@@ -253,6 +253,30 @@ TEST(LoraAdapterFiles, BadAdaptersAreRefusedNamingTheFile) {
   EXPECT_TRUE(io_test::contains(io_test::error_of([&] { e.add_request({5, 6, 7}, p); }), "not served"));
 }
 
+// Adapters on mixture-of-experts experts are not served yet: refused before anything runs, naming
+// the file and the module (PEFT's per-expert names, as it saves them for Qwen3-MoE).
+TEST(LoraAdapterFiles, AnAdapterOnExpertsIsRefusedNamingTheModule) {
+  io_test::TempDir tmp;
+  const std::string dir = tmp.file("experts");
+  std::filesystem::create_directories(dir);
+  io_test::write_file(dir + "/adapter_config.json",
+                      nlohmann::json{{"peft_type", "LORA"}, {"r", 4}, {"lora_alpha", 8}, {"bias", "none"}}.dump());
+  const std::vector<float> a(4 * 48, 0.1f), b(24 * 4, 0.1f);
+  const std::string stem = "base_model.model.model.layers.1.mlp.experts.0.gate_proj";
+  io_test::write_file(dir + "/adapter_model.safetensors",
+                      io_test::build({{stem + ".lora_A.weight", "F32", {4, 48}, io_test::bytes_of(a)},
+                                      {stem + ".lora_B.weight", "F32", {24, 4}, io_test::bytes_of(b)}}));
+  const std::string e = io_test::error_of([&] {
+    EngineConfig c;
+    c.lora.enabled = true;
+    c.lora.max_lora_rank = 8;
+    c.lora.modules = {{"x", dir, ""}};
+    Engine engine(testing::fixture_model_dir("qwen3_moe-tiny-raw-topk"), c);
+  });
+  EXPECT_TRUE(io_test::contains(e, dir)) << e;
+  EXPECT_TRUE(io_test::contains(e, "experts")) << e;
+}
+
 // More adapters than device slots (--max-loras 2 for 4 adapters, and 2 kept on the host, so that
 // adapters are read again from their directories): requests of every adapter and the base model
 // queued at once are served two adapters at a time, each with the tokens it gets when every adapter
