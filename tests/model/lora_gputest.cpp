@@ -1,7 +1,8 @@
 // LoRA adapters on CUDA (fp32, decode steps under CUDA graphs): the CPU test's cases (lora_test.cpp)
 // — an adapter gives the greedy tokens and logprobs of its merged weights W + s·B·A, on a dense and
 // a hybrid fixture, and a batch mixing four adapters and the base model gives each sequence what it
-// gets alone — run on the device, where the delta goes through the MoE kernels and graph replays.
+// gets alone — run on the device, through the shrink (linear) and lora_expand kernels and graph
+// replays; more adapters than slots swap between replays; PEFT's own references (CudaLoraPeft).
 #include <gtest/gtest.h>
 
 #include "lora_fixture.h"
@@ -48,6 +49,32 @@ TEST_P(CudaLora, AMixOfAdaptersAndTheBaseGivesEachSequenceItsTokensAlone) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
     expect_same(together[i], alone[i], 1e-3);
+  }
+}
+
+// Four adapters through two device slots (and two kept on the host): adapters are written into slots
+// between graph replays; each sequence gets the tokens it gets when every adapter has a slot.
+TEST_P(CudaLora, MoreAdaptersThanSlotsAreSwappedBetweenGraphReplays) {
+  const std::string fixture = GetParam();
+  io_test::TempDir tmp;
+  std::vector<std::string> dirs;
+  for (uint32_t i = 0; i < 4; ++i) {
+    dirs.push_back(tmp.file("a" + std::to_string(i)));
+    write_adapter(fixture, {.rank = 2 + 2 * static_cast<int64_t>(i), .alpha = 8, .seed = 60 + i}, dirs.back());
+  }
+  const int32_t vocab = vocab_of(fixture);
+  std::vector<Req> reqs;
+  for (int32_t i = 0; i < 12; ++i)
+    reqs.push_back({prompt_of(300 + static_cast<uint32_t>(i), 4 + 5 * static_cast<size_t>(i), vocab), i % 5 - 1});
+  const auto roomy = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false, 10, "cuda", "float32");
+  const auto tight = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false, 10, "cuda", "float32", 1,
+                         [](EngineConfig& c) {
+                           c.lora.max_loras = 2;
+                           c.lora.max_cpu_loras = 2;
+                         });
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    expect_same(tight[i], roomy[i], 1e-3);
   }
 }
 
