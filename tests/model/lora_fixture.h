@@ -17,6 +17,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -171,6 +172,29 @@ inline std::vector<Out> run(const std::string& dir, const std::vector<std::strin
   return out;
 }
 
+// One greedy request (logprobs too) of `prompt` under adapter id `lora` on a running engine, stepped
+// until idle: its output and the finish detail (why it failed, when it did).
+inline std::pair<Out, std::string> generate_one(Engine& engine, const std::vector<int32_t>& prompt, int32_t lora,
+                                                int32_t max_tokens = 10) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  p.max_tokens = max_tokens;
+  p.logprobs = 0;
+  p.lora = lora;
+  const int64_t id = engine.add_request(prompt, p);
+  Out out;
+  std::string detail;
+  for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps)
+    for (const RequestOutput& o : engine.step())
+      if (o.id == id) {
+        out.tokens.insert(out.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+        for (const SampleResult& s : o.samples) out.logprobs.push_back(s.logprob);
+        if (o.finished) detail = o.finish_detail;
+      }
+  return {out, detail};
+}
+
 inline std::vector<int32_t> prompt_of(uint32_t seed, size_t len, int32_t vocab) {
   std::mt19937 rng(seed);
   std::vector<int32_t> p(len);
@@ -264,6 +288,33 @@ inline void expect_same(const Out& got, const Out& want, double tol) {
   EXPECT_EQ(got.tokens, want.tokens);
   ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
   for (size_t t = 0; t < got.logprobs.size(); ++t) EXPECT_NEAR(got.logprobs[t], want.logprobs[t], tol) << "token " << t;
+}
+
+// Four adapters through two device slots (and two kept on the host, so that adapters are read again
+// from their directories), every adapter's requests and the base model's queued at once: each
+// sequence gets the tokens it gets when every adapter has a slot of its own.
+inline void expect_swapping_changes_nothing(const std::string& fixture, const std::string& device,
+                                            const std::string& dtype, double tol) {
+  io_test::TempDir tmp;
+  std::vector<std::string> dirs;
+  for (uint32_t i = 0; i < 4; ++i) {
+    dirs.push_back(tmp.file("a" + std::to_string(i)));
+    write_adapter(fixture, {.rank = 2 + 2 * static_cast<int64_t>(i), .alpha = 8, .seed = 60 + i}, dirs.back());
+  }
+  const int32_t vocab = vocab_of(fixture);
+  std::vector<Req> reqs;
+  for (int32_t i = 0; i < 12; ++i)
+    reqs.push_back({prompt_of(300 + static_cast<uint32_t>(i), 4 + 5 * static_cast<size_t>(i), vocab), i % 5 - 1});
+  const std::string dir = testing::fixture_model_dir(fixture);
+  const std::vector<Out> roomy = run(dir, dirs, reqs, true, false, 10, device, dtype);
+  const std::vector<Out> tight = run(dir, dirs, reqs, true, false, 10, device, dtype, 1, [](EngineConfig& c) {
+    c.lora.max_loras = 2;
+    c.lora.max_cpu_loras = 2;
+  });
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i) + ", adapter " + std::to_string(reqs[i].lora));
+    expect_same(tight[i], roomy[i], tol);
+  }
 }
 
 }  // namespace pagoda::lora_test

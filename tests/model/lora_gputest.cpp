@@ -52,30 +52,10 @@ TEST_P(CudaLora, AMixOfAdaptersAndTheBaseGivesEachSequenceItsTokensAlone) {
   }
 }
 
-// Four adapters through two device slots (and two kept on the host): adapters are written into slots
-// between graph replays; each sequence gets the tokens it gets when every adapter has a slot.
+// Four adapters through two device slots (lora_fixture.h): adapters are written into slots between
+// graph replays.
 TEST_P(CudaLora, MoreAdaptersThanSlotsAreSwappedBetweenGraphReplays) {
-  const std::string fixture = GetParam();
-  io_test::TempDir tmp;
-  std::vector<std::string> dirs;
-  for (uint32_t i = 0; i < 4; ++i) {
-    dirs.push_back(tmp.file("a" + std::to_string(i)));
-    write_adapter(fixture, {.rank = 2 + 2 * static_cast<int64_t>(i), .alpha = 8, .seed = 60 + i}, dirs.back());
-  }
-  const int32_t vocab = vocab_of(fixture);
-  std::vector<Req> reqs;
-  for (int32_t i = 0; i < 12; ++i)
-    reqs.push_back({prompt_of(300 + static_cast<uint32_t>(i), 4 + 5 * static_cast<size_t>(i), vocab), i % 5 - 1});
-  const auto roomy = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false, 10, "cuda", "float32");
-  const auto tight = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false, 10, "cuda", "float32", 1,
-                         [](EngineConfig& c) {
-                           c.lora.max_loras = 2;
-                           c.lora.max_cpu_loras = 2;
-                         });
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    SCOPED_TRACE("request " + std::to_string(i));
-    expect_same(tight[i], roomy[i], 1e-3);
-  }
+  expect_swapping_changes_nothing(GetParam(), "cuda", "float32", 1e-3);
 }
 
 class CudaLoraPeft : public ::testing::TestWithParam<std::string> {};

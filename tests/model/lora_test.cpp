@@ -277,32 +277,9 @@ TEST(LoraAdapterFiles, AnAdapterOnExpertsIsRefusedNamingTheModule) {
   EXPECT_TRUE(io_test::contains(e, "experts")) << e;
 }
 
-// More adapters than device slots (--max-loras 2 for 4 adapters, and 2 kept on the host, so that
-// adapters are read again from their directories): requests of every adapter and the base model
-// queued at once are served two adapters at a time, each with the tokens it gets when every adapter
-// has a slot of its own.
+// More adapters than device slots (lora_fixture.h: 4 adapters through 2 slots and 2 host copies).
 TEST(LoraSwap, MoreAdaptersThanSlotsAreSwappedInAndGiveTheSameTokens) {
-  const std::string fixture = "qwen3_5-tiny-text";
-  io_test::TempDir tmp;
-  std::vector<std::string> dirs;
-  for (uint32_t i = 0; i < 4; ++i) {
-    dirs.push_back(tmp.file("a" + std::to_string(i)));
-    write_adapter(fixture, {.rank = 2 + 2 * static_cast<int64_t>(i), .alpha = 8, .seed = 60 + i}, dirs.back());
-  }
-  const int32_t vocab = vocab_of(fixture);
-  std::vector<Req> reqs;
-  for (int32_t i = 0; i < 12; ++i)
-    reqs.push_back({prompt_of(300 + static_cast<uint32_t>(i), 4 + 5 * static_cast<size_t>(i), vocab), i % 5 - 1});
-  const std::vector<Out> roomy = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false);
-  const std::vector<Out> tight = run(testing::fixture_model_dir(fixture), dirs, reqs, true, false, 10, "cpu", "auto", 1,
-                                     [](EngineConfig& c) {
-                                       c.lora.max_loras = 2;
-                                       c.lora.max_cpu_loras = 2;
-                                     });
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    SCOPED_TRACE("request " + std::to_string(i) + ", adapter " + std::to_string(reqs[i].lora));
-    expect_same(tight[i], roomy[i], 1e-4);
-  }
+  lora_test::expect_swapping_changes_nothing("qwen3_5-tiny-text", "cpu", "auto", 1e-4);
 }
 
 // Two slots, four adapters: the scheduler never runs requests of a third adapter beside two others.
@@ -360,25 +337,7 @@ TEST(LoraSwap, AnAdapterThatCannotBeReadFailsItsRequestAndTheOthersGoOn) {
   c.lora.max_cpu_loras = 1;
   c.lora.modules = {{"a0", dirs[0], ""}, {"a1", dirs[1], ""}};
   Engine engine(testing::fixture_model_dir(fixture), c);
-  auto generate = [&](int32_t lora) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.ignore_eos = true;
-    p.max_tokens = 10;
-    p.logprobs = 0;
-    p.lora = lora;
-    const int64_t id = engine.add_request(prompt, p);
-    Out out;
-    std::string detail;
-    for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps)
-      for (const RequestOutput& o : engine.step())
-        if (o.id == id) {
-          out.tokens.insert(out.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-          for (const SampleResult& s : o.samples) out.logprobs.push_back(s.logprob);
-          if (o.finished) detail = o.finish_detail;
-        }
-    return std::pair{out, detail};
-  };
+  auto generate = [&](int32_t lora) { return lora_test::generate_one(engine, prompt, lora); };
   expect_same(generate(0).first, want[0], 1e-4);
   std::filesystem::remove_all(dirs[1]);  // a1 was read at start, then dropped for a0 (one kept)
   const auto [failed, why] = generate(1);
@@ -420,23 +379,7 @@ TEST(LoraRuntime, AdaptersLoadAndUnloadWhileTheEngineRuns) {
   c.lora.max_lora_rank = 8;
   c.lora.runtime_updates = true;
   Engine engine(testing::fixture_model_dir(fixture), c);
-  auto generate = [&](int32_t lora) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.ignore_eos = true;
-    p.max_tokens = 10;
-    p.logprobs = 0;
-    p.lora = lora;
-    const int64_t id = engine.add_request(prompt, p);
-    Out out;
-    for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps)
-      for (const RequestOutput& o : engine.step())
-        if (o.id == id) {
-          out.tokens.insert(out.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-          for (const SampleResult& s : o.samples) out.logprobs.push_back(s.logprob);
-        }
-    return out;
-  };
+  auto generate = [&](int32_t lora) { return lora_test::generate_one(engine, prompt, lora).first; };
   expect_same(generate(-1), base, 1e-4);
   const int32_t first = engine.core().load_lora_adapter("sql", tmp.file("a"));
   expect_same(generate(first), want, 1e-4);
