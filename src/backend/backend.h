@@ -93,7 +93,11 @@ std::vector<float> rope_inv_freq(const RopeParams& rope, int64_t head_dim);
   X(MoePermute, moe_permute)                    \
   X(MoeGroupedLinear, moe_grouped_linear)       \
   X(MoeUnpermute, moe_unpermute)                \
-  X(LoraExpand, lora_expand)
+  X(LoraExpand, lora_expand)                    \
+  X(LayerNorm, layer_norm)                      \
+  X(Gelu, gelu)                                 \
+  X(RopeAxes, rope_axes)                        \
+  X(SegmentAttention, segment_attention)
 
 // The fused entry points, X(Backend method name): not Ops (supports() is asked about the primitives
 // they are made of), but each has op-table cases of its own.
@@ -320,6 +324,27 @@ class Backend {
   // (negative: a row of the base model, left as it is), out [T, N] (activations; dim 0 may be
   // strided). A slot ≥ S throws (CPU) or leaves the row alone. Shapes from tensors only (graph-safe).
   virtual void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) = 0;
+
+  // ---- vision encoders (src/model/qwen3_5_vision.cpp; docs/vision.md) ------------------------
+  // LayerNorm over the last dim D of x [T, D]: out = (x - mean) * rsqrt(var + eps) * w + b, the
+  // biased variance, statistics in fp32. w, b [D] any float dtype (b EMPTY: no bias); out may alias x.
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps) = 0;
+  // out = gelu(x) elementwise, x and out [T, N] (out may alias x), in fp32: tanh_approx false is the
+  // exact 0.5·x·(1 + erf(x/√2)) (torch's nn.GELU()), true transformers' gelu_pytorch_tanh.
+  virtual void gelu(const Tensor& x, Tensor& out, bool tanh_approx) = 0;
+  // RoPE in place on x [T, H, D] (dim 0 may be strided) where each rotary pair reads its own row of
+  // positions: with n = axes.size(0) pairs (2n <= D), pair j is (x[j], x[j + n]) rotated by the angle
+  // positions[axes[j], t] · inv_freq[j] (fp32 product, fp32 cos / sin, NeoX's rotate-half); dims
+  // past 2n pass through. positions I32 [P, T] contiguous, axes I32 [n] in [0, P), inv_freq F32 [n].
+  // Qwen3.5's multimodal RoPE (temporal / height / width rows, interleaved sections) and the vision
+  // tower's 2-D RoPE (height for the first half of the pairs, width for the second) are this op.
+  virtual void rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, const Tensor& inv_freq) = 0;
+  // Bidirectional attention within segments (a vision tower's images): rows cu_seqlens[s] ..
+  // cu_seqlens[s+1] attend to every row of their own segment and no other. q, k, v [T, H, D] (dim 0
+  // may be strided: views of one fused qkv output), cu_seqlens I32 [S + 1] from 0 to T, out [T, H, D]
+  // (must not alias q, k, v); softmax(q·kᵀ·scale) in fp32.
+  virtual void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                                 float scale, Tensor& out) = 0;
 
   // ---- sampling helpers -----------------------------------------------------------------------
   // out[i] = argmax_j logits[i, j]: logits F32 [R, V] (dim 0 may be strided), out I32 [R]; the

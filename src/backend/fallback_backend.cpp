@@ -168,6 +168,23 @@ void FallbackBackend::lora_expand(const Tensor& low, const Tensor& b, const Tens
   on(Op::LoraExpand, b.dtype).lora_expand(low, b, slots, out);
 }
 
+void FallbackBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps) {
+  on(Op::LayerNorm, x.dtype).layer_norm(x, w, b, out, eps);
+}
+
+void FallbackBackend::gelu(const Tensor& x, Tensor& out, bool tanh_approx) {
+  on(Op::Gelu, x.dtype).gelu(x, out, tanh_approx);
+}
+
+void FallbackBackend::rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, const Tensor& inv_freq) {
+  on(Op::RopeAxes, x.dtype).rope_axes(x, positions, axes, inv_freq);
+}
+
+void FallbackBackend::segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                                        float scale, Tensor& out) {
+  on(Op::SegmentAttention, q.dtype).segment_attention(q, k, v, cu_seqlens, scale, out);
+}
+
 // ---- fused paths: whole on the device, or composed ------------------------------------------------
 
 void FallbackBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, Tensor& out, float eps,

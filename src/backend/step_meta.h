@@ -4,12 +4,20 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
 namespace pagoda {
 
 struct AttentionPlan;
+
+// Rows of a step whose input embedding is not the token's but an encoder's output (an image's
+// merged vision tokens): rows [row, row + source.size(0)) of the embedding take source's rows.
+struct EmbeddingOverride {
+  int32_t row = 0;
+  Tensor source;  // [n, hidden] activations, on the device
+};
 
 struct StepMeta {
   // Device tensors, all int32.
@@ -25,6 +33,12 @@ struct StepMeta {
   // [T] or empty: for draft heads that read another pass's hidden states (Qwen3.5's MTP head), the
   // row of that pass's hidden states each new token takes.
   Tensor hidden_rows;
+  // [3, T] or empty: multimodal RoPE positions (temporal, height, width) of every new token, given
+  // when the step holds image tokens (Qwen3.5: docs/vision.md); text tokens have three equal rows
+  // equal to `positions`. Empty: every token rotates at `positions`.
+  Tensor mrope_positions;
+  // Encoder outputs that replace the embeddings of some rows (image placeholders); null: none.
+  const std::vector<EmbeddingOverride>* embedding_overrides = nullptr;
 
   // Host scalars.
   int32_t num_tokens = 0;          // T

@@ -114,6 +114,12 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.prefix_cache_hash_bits = c.prefix_cache_hash_bits;
   r.speculative = c.speculative;
   r.lora = c.lora;
+  r.multimodal = c.multimodal;
+  check(c.multimodal.max_images_per_prompt >= 0 && c.multimodal.encoder_cache_tokens >= 0,
+        "--limit-mm-per-prompt: the image count must be 0 or more");
+  r.images = model.vision.present() && c.multimodal.max_images_per_prompt > 0;
+  if (r.multimodal.encoder_cache_tokens == 0)
+    r.multimodal.encoder_cache_tokens = std::max<int64_t>(16384, r.max_num_batched_tokens);
   r.tensor_parallel_size = c.tensor_parallel_size;
   r.replicated_workers = c.replicated_workers;
   return r;

@@ -34,6 +34,12 @@ struct LoraConfig {
   bool runtime_updates = false;
 };
 
+// Images in (vLLM's --limit-mm-per-prompt and encoder cache; docs/vision.md).
+struct MultimodalConfig {
+  int32_t max_images_per_prompt = 8;   // --limit-mm-per-prompt '{"image": N}'; 0: text only, no vision tower
+  int64_t encoder_cache_tokens = 0;    // merged image tokens kept encoded; 0: max(16384, max_num_batched_tokens)
+};
+
 struct EngineConfig {
   std::string device = "cpu";          // cpu | cuda
   int32_t num_threads = 0;             // cpu threads; 0 = all cores
@@ -58,6 +64,7 @@ struct EngineConfig {
   int prefix_cache_hash_bits = 64;              // test hook: < 64 truncates the block hashes
   SpeculativeConfig speculative;                // --speculative-config (parsed)
   LoraConfig lora;                              // --enable-lora, --lora-modules, --max-loras, --max-lora-rank
+  MultimodalConfig multimodal;                  // --limit-mm-per-prompt
   int32_t tensor_parallel_size = 1;             // --tensor-parallel-size / -tp: ranks that split every layer
   // Test double of the executor seam (engine/executor.h): N cpu workers, each with the whole model.
   int32_t replicated_workers = 1;
@@ -91,6 +98,9 @@ struct ResolvedEngineConfig {
   int prefix_cache_hash_bits = 64;
   SpeculativeConfig speculative;
   LoraConfig lora;
+  // Images: the model has a vision tower and they are not turned off (max_images_per_prompt > 0).
+  bool images = false;
+  MultimodalConfig multimodal;
   int32_t tensor_parallel_size = 1;
   int32_t replicated_workers = 1;
 

@@ -86,8 +86,21 @@ int64_t EngineCore::add_request(std::vector<int32_t> prompt, SamplingParams para
                                                     : std::string("no --enable-lora")) + ")");
   }
   check(params.lora >= -1, "LoRA adapter " + std::to_string(params.lora) + " is not served");
+  std::shared_ptr<const MultimodalPrompt> mm;
+  if (!params.images.empty()) {
+    check(config_.images, "this model takes no images (" +
+                              std::string(model_config_.vision.present() ? "--limit-mm-per-prompt is 0"
+                                                                         : "its checkpoint has no vision tower") +
+                              ")");
+    check(static_cast<int32_t>(params.images.size()) <= config_.multimodal.max_images_per_prompt,
+          std::to_string(params.images.size()) + " images in one prompt; --limit-mm-per-prompt allows " +
+              std::to_string(config_.multimodal.max_images_per_prompt));
+    mm = make_multimodal_prompt(prompt, params.images, static_cast<int32_t>(model_config_.vision.image_token_id),
+                                static_cast<int32_t>(model_config_.vision.spatial_merge_size));
+  }
   const int64_t id = next_id_++;
   Sequence* seq = scheduler_->add(id, std::move(prompt), std::move(params));
+  if (mm) seq->set_mm(std::move(mm));
   // Its grammar's first mask is made while its prompt prefills (until grammar_after_token is
   // sampled, it has none: unconstrained).
   if (seq->params().grammar && seq->params().grammar_after_token < 0) start_grammar(*seq);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "model/vision_encoder.h"
 
 namespace pagoda {
 namespace {
@@ -24,7 +25,8 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, int32_t max_tokens, int
       max_blocks_per_seq_(max_blocks_per_seq), max_rows_(std::max(max_logits_rows, max_seqs)) {
   const int64_t vocab = model.config().vocab_size;
   const size_t bt = static_cast<size_t>(max_seqs) * static_cast<size_t>(max_blocks_per_seq);
-  const size_t eager_ints = static_cast<size_t>(5 * max_tokens + 4 * max_seqs + max_rows_ + 1) + bt;
+  // 5 per token, 3 more for a step with images' rotary rows.
+  const size_t eager_ints = static_cast<size_t>(8 * max_tokens + 4 * max_seqs + max_rows_ + 1) + bt;
   const size_t graph_ints = DecodeLayout(static_cast<size_t>(max_seqs)).bt + bt;
   meta_buf_ = be_.alloc(std::max(eager_ints, graph_ints) * sizeof(int32_t));
   logits_buf_ = be_.alloc(static_cast<size_t>(max_rows_) * vocab * sizeof(float));
@@ -59,7 +61,8 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   const size_t o_ids = append(b.token_ids), o_pos = append(b.positions),
                o_cu = append(b.cu_seqlens_q), o_lens = append(b.seq_lens),
                o_bt = append(b.block_tables), o_slot = append(b.slot_mapping),
-               o_rows = append(b.logits_rows), o_slots = append(b.state_slots), o_hid = append(b.hidden_rows);
+               o_rows = append(b.logits_rows), o_slots = append(b.state_slots), o_hid = append(b.hidden_rows),
+               o_mrope = append(b.mrope_positions);
   const size_t o_init = staging_.size();
   for (uint8_t f : b.has_initial_state) staging_.push_back(f);
   be_.copy_to_device(meta_buf_.data(), staging_.data(), staging_.size() * sizeof(int32_t));
@@ -77,6 +80,10 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
   m.state_slots = Tensor(base + o_slots, DType::I32, dev, {S});
   m.has_initial_state = Tensor(base + o_init, DType::I32, dev, {S});
   if (!b.hidden_rows.empty()) m.hidden_rows = Tensor(base + o_hid, DType::I32, dev, {T});
+  check_invariant(b.mrope_positions.empty() || b.mrope_positions.size() == 3 * static_cast<size_t>(T),
+                  "a step's multimodal positions must be [3, T]");
+  if (!b.mrope_positions.empty()) m.mrope_positions = Tensor(base + o_mrope, DType::I32, dev, {3, T});
+  if (!b.image_rows.empty()) prepare_images(b, m);
   m.num_tokens = T;
   m.num_seqs = S;
   m.num_logits_rows = R;
@@ -92,6 +99,47 @@ StepMeta ModelRunner::upload(const StepBatch& b) {
     lora_->set_step(lora_slots_);
   }
   return m;
+}
+
+void ModelRunner::set_vision(VisionEncoder* vision, int64_t cache_tokens) {
+  vision_ = vision;
+  encoder_cache_tokens_ = cache_tokens;
+}
+
+void ModelRunner::prepare_images(const StepBatch& b, StepMeta& m) {
+  check(vision_ != nullptr, "a step holds image tokens but this model's vision tower is not loaded");
+  ++step_counter_;
+  const int64_t hidden = vision_->out_hidden();
+  const DType act = be_.activation_dtype();
+  for (const StepBatch::ImageRows& r : b.image_rows) {  // mark the step's images as in use
+    if (auto it = encoded_.find(r.image->hash); it != encoded_.end()) it->second.last_step = step_counter_;
+  }
+  for (const StepBatch::ImageRows& r : b.image_rows) {
+    const ImageInput& img = *r.image;
+    if (encoded_.count(img.hash) > 0) continue;
+    // Room first: the least recently used images of earlier steps go.
+    while (encoded_tokens_ + img.num_tokens > encoder_cache_tokens_) {
+      auto victim = encoded_.end();
+      for (auto it = encoded_.begin(); it != encoded_.end(); ++it)
+        if (it->second.last_step < step_counter_ && (victim == encoded_.end() || it->second.last_step < victim->second.last_step))
+          victim = it;
+      if (victim == encoded_.end()) break;  // everything cached is this step's: go over the budget for now
+      encoded_tokens_ -= victim->second.rows.size(0);
+      encoded_.erase(victim);
+    }
+    EncodedImage e;
+    e.buffer = be_.alloc(static_cast<size_t>(img.num_tokens * hidden) * dtype_size(act));
+    e.rows = e.buffer.tensor(act, {img.num_tokens, hidden});
+    vision_->encode(img.grid_t, img.grid_h, img.grid_w, img.pixel_values, e.rows);
+    e.last_step = step_counter_;
+    encoded_tokens_ += img.num_tokens;
+    ++images_encoded_;
+    encoded_.emplace(img.hash, std::move(e));
+  }
+  overrides_.clear();
+  for (const StepBatch::ImageRows& r : b.image_rows)
+    overrides_.push_back({r.row, encoded_.at(r.image->hash).rows.rows(r.first, r.first + r.count)});
+  m.embedding_overrides = &overrides_;
 }
 
 void ModelRunner::set_lora(LoraSet* lora) {
@@ -199,8 +247,9 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
   check_invariant(hidden_rows.empty() || hidden_rows.size() == static_cast<size_t>(R),
                   "hidden_rows must have one flag per logits row");
   // A decode step: one new token per sequence, every sequence samples, rows in order.
+  // (A one-token chunk of image placeholders is not: its embedding comes from the encoder.)
   bool decode = !graphs_.empty() && batch.num_tokens() == S && R == S && S > 0 &&
-                batch.max_blocks_per_seq <= max_blocks_per_seq_;
+                batch.max_blocks_per_seq <= max_blocks_per_seq_ && batch.image_rows.empty();
   for (int32_t i = 0; decode && i < R; ++i) decode = batch.logits_rows[static_cast<size_t>(i)] == i;
   auto bucket = decode ? graphs_.lower_bound(S) : graphs_.end();
   using clock = std::chrono::steady_clock;

@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -26,6 +28,8 @@
 #include "model/model.h"
 
 namespace pagoda {
+
+class VisionEncoder;
 
 // What execute_greedy returns: the device argmax of every logits row, the full fp32 logits of
 // the rows that asked for them (host_rows[i] != 0), and the fp32 final-norm hidden state of the
@@ -93,6 +97,12 @@ class ModelRunner {
   // (StepBatch::lora_slots; padded decode rows and graph capture: the base model). Reserves their
   // workspace for this runner's largest step.
   void set_lora(LoraSet* lora);
+  // The vision tower that encodes a step's images (StepBatch::image_rows) before the decoder reads
+  // them; their outputs stay in an encoder cache of up to `cache_tokens` merged tokens, by image
+  // hash, least recently used out (never an image of the step being run), so an image is encoded once
+  // however many chunks or requests read it.
+  void set_vision(VisionEncoder* vision, int64_t cache_tokens);
+  int64_t images_encoded() const { return images_encoded_; }
   // prepare_s and gpu_wait_s of every execute_greedy so far (steps and total_s are the Engine's).
   const StepTimes& times() const { return times_; }
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
@@ -110,6 +120,9 @@ class ModelRunner {
   void forward_and_argmax(const StepMeta& meta, PagedKvCache& kv, RecurrentState* recurrent);
   // Uploads the masks, applies them to the first R logits rows and takes those rows' argmax again.
   void apply_masks(const RowMasks& masks, int32_t R);
+  // Encodes the step's images not in the encoder cache and points the step's embedding overrides
+  // at their rows.
+  void prepare_images(const StepBatch& batch, StepMeta& meta);
   // Brings the flagged rows of the model's last hidden rows to the host as fp32.
   void copy_hidden_rows(std::span<const uint8_t> hidden_rows);
 
@@ -130,6 +143,16 @@ class ModelRunner {
   std::map<int32_t, int64_t> graphs_;  // bucket → graph handle
   LoraSet* lora_ = nullptr;
   std::vector<int32_t> lora_slots_;  // a padded decode step's
+  VisionEncoder* vision_ = nullptr;
+  struct EncodedImage {
+    Buffer buffer;
+    Tensor rows;  // [num_tokens, hidden]
+    uint64_t last_step = 0;
+  };
+  std::unordered_map<uint64_t, EncodedImage> encoded_;
+  int64_t encoded_tokens_ = 0, encoder_cache_tokens_ = 0, images_encoded_ = 0;
+  uint64_t step_counter_ = 0;
+  std::vector<EmbeddingOverride> overrides_;
   size_t workspace_bytes_ = 0;
 };
 

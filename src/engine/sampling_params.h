@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/multimodal.h"
+
 namespace pagoda {
 
 namespace structured {
@@ -126,6 +128,9 @@ struct SamplingParams {
   // and the previous turn (the chat route finds them). A hybrid model leaves a state snapshot at
   // the last full block before each, so the next request that shares that part resumes there.
   std::vector<int32_t> prefix_boundaries;
+  // Not sampling: the prompt's images, in the order of their placeholder runs (multimodal.h;
+  // docs/vision.md). Empty for a text prompt.
+  std::vector<std::shared_ptr<ImageInput>> images;
   // Structured output: the compiled grammar (JSON schema, regex, choice, GBNF) bound to the
   // vocabulary; every sampled token is one it allows, EOS only where it accepts. Shared by the
   // choices of a request and by requests with the same constraint (the server's cache).

@@ -59,12 +59,12 @@ std::vector<int32_t> Scheduler::find_prefix(Sequence* seq, int32_t* snapshot) {
   PrefixCache* cache = kv_.prefix_cache();
   if (cache == nullptr) return {};
   const std::string salt = prefix_salt(seq->params());
-  cache->extend_hashes(seq->tokens(), salt, seq->block_hashes);
+  cache->extend_hashes(seq->cache_tokens(), salt, seq->block_hashes);
   // The last token is always computed: its logits are the point of the step.
   const int32_t max_blocks = (seq->num_tokens() - 1) / config_.block_size;
   int32_t kv_blocks = 0;
   std::vector<int32_t> run =
-      cache->match(seq->tokens(), seq->block_hashes, salt, max_blocks, config_.use_state_slots, snapshot, &kv_blocks);
+      cache->match(seq->cache_tokens(), seq->block_hashes, salt, max_blocks, config_.use_state_slots, snapshot, &kv_blocks);
   if (kv_blocks > static_cast<int32_t>(run.size())) seq->branch_snapshot_at = kv_blocks * config_.block_size;
   return run;
 }
@@ -101,8 +101,8 @@ void Scheduler::cache_computed_blocks(const ScheduledSequence& s) {
   if (cache == nullptr) return;
   Sequence* seq = s.seq;
   const std::string salt = prefix_salt(seq->params());
-  cache->extend_hashes(seq->tokens(), salt, seq->block_hashes);
-  kv_.cache_full_blocks(seq->id(), seq->tokens(), seq->block_hashes, salt, seq->num_computed_tokens);
+  cache->extend_hashes(seq->cache_tokens(), salt, seq->block_hashes);
+  kv_.cache_full_blocks(seq->id(), seq->cache_tokens(), seq->block_hashes, salt, seq->num_computed_tokens);
   if (s.take_snapshot < 0) return;
   const int32_t block = kv_.cached_block(seq->id(), seq->num_computed_tokens / config_.block_size - 1);
   if (block >= 0) cache->bind_snapshot(s.take_snapshot, block);
@@ -396,10 +396,16 @@ void Scheduler::build_batch(SchedulerOutput& out) const {
     for (int32_t p = s.start; p < s.start + s.num_new_tokens; ++p) {
       b.token_ids.push_back(p < real_end ? tokens[static_cast<size_t>(p)]
                                          : s.seq->draft_tokens[static_cast<size_t>(p - real_end)]);
-      b.positions.push_back(p);
+      b.positions.push_back(s.seq->rope_position(p));
       b.slot_mapping.push_back(table[static_cast<size_t>(p / bs)] * bs + p % bs);
       if (has_lora) b.lora_slots.push_back(s.seq->params().lora);
     }
+    if (const auto& mm = s.seq->mm())
+      for (const auto& img : mm->images) {  // the image tokens this chunk feeds take the encoder's rows
+        const int32_t from = std::max(s.start, img->offset), to = std::min(real_end, img->offset + img->num_tokens);
+        if (from < to)
+          b.image_rows.push_back({b.cu_seqlens_q.back() + (from - s.start), from - img->offset, to - from, img});
+      }
     b.cu_seqlens_q.push_back(b.num_tokens());
     b.seq_lens.push_back(s.start + s.num_new_tokens);
     std::copy(table.begin(), table.end(),
@@ -408,6 +414,23 @@ void Scheduler::build_batch(SchedulerOutput& out) const {
     b.has_initial_state.push_back(s.start > 0 ? 1 : 0);
     if (s.samples)
       for (int32_t j = s.num_drafts; j >= 0; --j) b.logits_rows.push_back(b.num_tokens() - 1 - j);
+  }
+  if (b.image_rows.empty()) return;
+  // Image tokens in the step: every row's (temporal, height, width) rotary positions; text rows
+  // carry their one position three times.
+  const auto T = static_cast<size_t>(b.num_tokens());
+  b.mrope_positions.resize(3 * T);
+  for (size_t t = 0; t < T; ++t)
+    for (size_t a = 0; a < 3; ++a) b.mrope_positions[a * T + t] = b.positions[t];
+  for (size_t i = 0; i < num_seqs; ++i) {
+    const ScheduledSequence& s = out.scheduled[i];
+    const auto& mm = s.seq->mm();
+    if (!mm) continue;
+    const auto row0 = static_cast<size_t>(b.cu_seqlens_q[i]);
+    for (int32_t p = s.start; p < std::min(s.start + s.num_new_tokens, mm->num_prompt); ++p)
+      for (size_t a = 0; a < 3; ++a)
+        b.mrope_positions[a * T + row0 + static_cast<size_t>(p - s.start)] =
+            mm->positions[a * static_cast<size_t>(mm->num_prompt) + static_cast<size_t>(p)];
   }
 }
 

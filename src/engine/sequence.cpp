@@ -39,6 +39,20 @@ Sequence::Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams param
       params_(std::move(params)),
       rng_(params_.seed ? *params_.seed : mix_seed(mix_seed(engine_seed) ^ static_cast<uint64_t>(id))) {}
 
+void Sequence::set_mm(std::shared_ptr<const MultimodalPrompt> mm) {
+  mm_ = std::move(mm);
+  cache_tokens_.clear();
+  if (!mm_) return;
+  cache_tokens_ = mm_->cache_tokens;
+  for (int32_t t : output()) cache_tokens_.push_back(t);
+}
+
+int32_t Sequence::rope_position(int32_t index) const {
+  if (!mm_) return index;
+  if (index < mm_->num_prompt) return mm_->positions[static_cast<size_t>(index)];
+  return index + mm_->rope_delta;
+}
+
 int32_t draft_budget(const Sequence& seq, int32_t k, int32_t max_model_len) {
   if (seq.embed || seq.num_output_tokens() == 0 || seq.params().grammar) return 0;
   int64_t d = k;

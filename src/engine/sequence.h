@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
+#include "engine/multimodal.h"
 #include "engine/sampling_params.h"
 #include "structured/matcher.h"
 
@@ -40,7 +43,18 @@ class Sequence {
   int32_t num_prompt_tokens() const { return static_cast<int32_t>(num_prompt_); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens(); }
   int32_t last_token() const { return tokens_.back(); }
-  void append_token(int32_t token) { tokens_.push_back(token); }
+  void append_token(int32_t token) {
+    tokens_.push_back(token);
+    if (!cache_tokens_.empty()) cache_tokens_.push_back(token);
+  }
+  // The images of a multimodal prompt and their rotary positions; null for a text prompt.
+  const std::shared_ptr<const MultimodalPrompt>& mm() const { return mm_; }
+  void set_mm(std::shared_ptr<const MultimodalPrompt> mm);
+  // What the prefix cache names this sequence's blocks by: tokens(), with each image placeholder
+  // replaced by a key of its image and index (multimodal.h), so blocks of different images differ.
+  std::span<const int32_t> cache_tokens() const { return cache_tokens_.empty() ? tokens() : cache_tokens_; }
+  // The rotary position of token `index` (text: the index, shifted after images; multimodal.h).
+  int32_t rope_position(int32_t index) const;
 
   // Tokens whose K/V are in the cache. Tokens [num_computed_tokens, num_tokens) are fed next.
   int32_t num_computed_tokens = 0;
@@ -88,6 +102,8 @@ class Sequence {
   int64_t id_;
   size_t num_prompt_;
   std::vector<int32_t> tokens_;
+  std::shared_ptr<const MultimodalPrompt> mm_;
+  std::vector<int32_t> cache_tokens_;  // empty: tokens_
   SamplingParams params_;
   std::mt19937_64 rng_;
 };

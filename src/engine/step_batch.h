@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
+
+#include "engine/multimodal.h"
 
 namespace pagoda {
 
@@ -22,6 +25,16 @@ struct StepBatch {
   std::vector<int32_t> lora_slots;         // [T] LoRA adapter slot of each token, -1 none; empty: none
   // (slot, adapter id): adapters each worker writes into its slots before the step (lora_slots.h).
   std::vector<std::pair<int32_t, int32_t>> lora_loads;
+  // Images: [3, T] multimodal rotary positions (temporal, height, width rows) when some token of
+  // the step is an image's, else empty; and the rows whose embeddings are images' encoder outputs.
+  std::vector<int32_t> mrope_positions;
+  struct ImageRows {
+    int32_t row = 0;    // first row of the step
+    int32_t first = 0;  // first of the image's merged tokens those rows take
+    int32_t count = 0;
+    std::shared_ptr<const ImageInput> image;
+  };
+  std::vector<ImageRows> image_rows;
   int32_t max_blocks_per_seq = 0;
   int32_t block_size = 0;
 

@@ -1,5 +1,7 @@
 #include "engine/worker.h"
 
+#include "model/vision_encoder.h"
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -56,6 +58,11 @@ Worker::Worker(const std::string& model_dir, const ModelConfig& model_config, co
   }
   model_ = load_model(model_config, ckpt, *backend_, shard);
   for (const LoraAdapter& a : startup) lora_->validate(a);
+  if (config_.images) {
+    vision_ = load_vision_encoder(ckpt, *backend_);
+    check(vision_ != nullptr && vision_->out_hidden() == model_config.hidden_size,
+          "the checkpoint's vision_config does not fit its decoder (out_hidden_size != hidden_size)");
+  }
   const SpeculativeConfig& spec_cfg = config_.speculative;
   if (spec_.driver && spec_cfg.enabled() && spec_cfg.method == SpeculativeMethod::Mtp)
     draft_ = std::make_unique<DraftModelProposer>(model_->load_mtp_head(ckpt), *model_, *backend_);
@@ -82,9 +89,11 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
   runner_ = std::make_unique<ModelRunner>(*backend_, *model_, sc.max_num_batched_tokens, sc.max_num_seqs,
                                           max_blocks_per_seq, max_rows);
   runner_->set_lora(lora_.get());
+  runner_->set_vision(vision_.get(), config_.multimodal.encoder_cache_tokens);
 
   MemoryPlanInputs in;
-  in.weight_bytes = static_cast<int64_t>(model_->weight_bytes());
+  in.weight_bytes = static_cast<int64_t>(model_->weight_bytes()) +
+                    (vision_ ? static_cast<int64_t>(vision_->weight_bytes()) : 0);
   in.activation_bytes = static_cast<int64_t>(runner_->workspace_bytes());
   if (draft_) {
     // Its own runner and KV pools (as many blocks as the target's: they share the block tables,

@@ -29,6 +29,8 @@
 
 namespace pagoda {
 
+class VisionEncoder;
+
 class DraftModelProposer;
 
 struct WorkerSpec {
@@ -82,6 +84,7 @@ class Worker {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LoraSet> lora_;  // the adapters the model's projections carry (before model_: they point here)
   std::unique_ptr<Model> model_;
+  std::unique_ptr<VisionEncoder> vision_;  // images (ResolvedEngineConfig::images), else null
   std::unique_ptr<DraftModelProposer> draft_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<PagedKvCache> kv_;

@@ -71,6 +71,17 @@ struct ModelConfig {
     std::optional<int64_t> top_k;
   } generation_defaults;
   int64_t bos_token_id = -1;
+  // Images in (a checkpoint with a vision tower: Qwen3.5's vision_config; docs/vision.md). Absent
+  // (no images served) when image_token_id < 0.
+  struct Vision {
+    int64_t image_token_id = -1, vision_start_token_id = -1, vision_end_token_id = -1;
+    int64_t spatial_merge_size = 0;  // merged tokens are spatial_merge_size² patches
+    // Multimodal RoPE of the decoder: how many rotary pairs read the temporal, height and width
+    // positions (rope_parameters.mrope_section), interleaved (t h w t h w ...) or in three runs.
+    std::vector<int64_t> mrope_section;
+    bool mrope_interleaved = false;
+    bool present() const { return image_token_id >= 0; }
+  } vision;
   std::shared_ptr<const FamilyFields> family_fields;  // null when the family has none
 
   // The family's own fields as `T`; null when absent or of another type.

@@ -59,6 +59,13 @@ DecoderBase::Stream DecoderBase::begin_forward(const StepMeta& meta) {
   Stream s{residual_.rows(0, T), normed_.rows(0, T), mixer_out_.rows(0, T)};
   be_.embedding(embed_, meta.token_ids, s.h);
   if (embedding_scale_ != 1.0f) be_.scale(s.h, embedding_scale_);
+  if (meta.embedding_overrides != nullptr)  // image placeholders take their encoder's rows
+    for (const EmbeddingOverride& o : *meta.embedding_overrides) {
+      check_invariant(o.row >= 0 && o.row + o.source.size(0) <= T && o.source.row_numel() == s.h.row_numel() &&
+                          o.source.dtype == s.h.dtype && o.source.is_contiguous(),
+                      "an embedding override outside the step or of another shape");
+      be_.copy_on_device(s.h.row(o.row), o.source.data, o.source.nbytes());
+    }
   return s;
 }
 

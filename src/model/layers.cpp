@@ -106,9 +106,19 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
 
   RopeParams rope = opt.rope ? *opt.rope : config_rope(cfg);
   rope.rotary_dim = static_cast<int32_t>(cfg.rotary_dim);
-  // Without q/k norm the weights are empty tensors: the backend ropes and caches only.
-  be.qk_norm_rope_and_cache(qv, k, v, w.q_norm, w.k_norm, static_cast<float>(cfg.rms_norm_eps),
-                            opt.zero_centered_qk_norm, rope, meta, k_cache, v_cache);
+  if (opt.mrope != nullptr && !meta.mrope_positions.empty()) {
+    // A step with image tokens: every row turns by its own (temporal, height, width) positions.
+    const auto eps = static_cast<float>(cfg.rms_norm_eps);
+    if (!w.q_norm.empty()) be.rms_norm(qv, w.q_norm, qv, eps, opt.zero_centered_qk_norm);
+    if (!w.k_norm.empty()) be.rms_norm(k, w.k_norm, k, eps, opt.zero_centered_qk_norm);
+    be.rope_axes(qv, meta.mrope_positions, opt.mrope->axes, opt.mrope->inv_freq);
+    be.rope_axes(k, meta.mrope_positions, opt.mrope->axes, opt.mrope->inv_freq);
+    be.reshape_and_cache(k, v, meta.slot_mapping, k_cache, v_cache);
+  } else {
+    // Without q/k norm the weights are empty tensors: the backend ropes and caches only.
+    be.qk_norm_rope_and_cache(qv, k, v, w.q_norm, w.k_norm, static_cast<float>(cfg.rms_norm_eps),
+                              opt.zero_centered_qk_norm, rope, meta, k_cache, v_cache);
+  }
   Tensor attn = s.attn.rows(0, T).reshape({T, Hq, D});
   AttentionParams ap;
   ap.scale = opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
@@ -120,9 +130,37 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
   w.o.forward(be, attn2d, out);
 }
 
+MropeTables make_mrope_tables(Backend& be, const ModelConfig& cfg) {
+  RopeParams rope = config_rope(cfg);
+  rope.rotary_dim = static_cast<int32_t>(cfg.rotary_dim);
+  const std::vector<float> inv = rope_inv_freq(rope, cfg.head_dim);
+  const auto n = static_cast<int64_t>(inv.size());
+  const std::vector<int64_t>& sec = cfg.vision.mrope_section;
+  check(sec.size() == 3 && sec[0] + sec[1] + sec[2] == n,
+        "config.json: rope_parameters.mrope_section must be three counts adding up to the rotary pairs (" +
+            std::to_string(n) + ")");
+  std::vector<int32_t> axes(static_cast<size_t>(n), 0);
+  for (int64_t j = 0; j < n; ++j) {
+    if (cfg.vision.mrope_interleaved) {  // t h w t h w ...: transformers' recomposition
+      if (j % 3 == 1 && j < 3 * sec[1]) axes[static_cast<size_t>(j)] = 1;
+      else if (j % 3 == 2 && j < 3 * sec[2]) axes[static_cast<size_t>(j)] = 2;
+    } else {
+      axes[static_cast<size_t>(j)] = j < sec[0] ? 0 : j < sec[0] + sec[1] ? 1 : 2;
+    }
+  }
+  MropeTables t;
+  t.buffer = be.alloc(static_cast<size_t>(n) * (sizeof(int32_t) + sizeof(float)));
+  t.axes = Tensor(t.buffer.data(), DType::I32, be.device(), {n});
+  t.inv_freq = Tensor(static_cast<char*>(t.buffer.data()) + n * sizeof(int32_t), DType::F32, be.device(), {n});
+  be.copy_to_device(t.axes.data, axes.data(), axes.size() * sizeof(int32_t));
+  be.copy_to_device(t.inv_freq.data, inv.data(), inv.size() * sizeof(float));
+  return t;
+}
+
 void add_attention_ops(const AttentionOptions& opt, DType act, DType wdtype, std::vector<OpUse>& ops) {
   ops.insert(ops.end(), {{Op::Linear, wdtype}, {Op::Rope, act}, {Op::ReshapeAndCache, act},
                          {Op::PagedAttention, act}});
+  if (opt.mrope != nullptr) ops.push_back({Op::RopeAxes, act});
   if (opt.qk_norm) ops.push_back({Op::RmsNorm, act});
   if (opt.qkv_bias || opt.o_bias) ops.push_back({Op::AddBias, act});
   if (opt.gated) ops.push_back({Op::SigmoidGate, act});

@@ -13,6 +13,15 @@
 
 namespace pagoda {
 
+// rope_axes' pair table for multimodal positions (Qwen3.5 with images; docs/vision.md): which of the
+// temporal / height / width rows each rotary pair turns by, and its inv_freq.
+struct MropeTables {
+  Buffer buffer;
+  Tensor axes, inv_freq;
+};
+// The table of cfg.vision.mrope_section (interleaved or in runs) over cfg's rotary pairs.
+MropeTables make_mrope_tables(Backend& be, const ModelConfig& cfg);
+
 struct AttentionOptions {
   bool gated = false;              // q_proj holds an output gate per head (sigmoid(gate) * attn)
   bool qk_norm = true;             // per-head RMSNorm of q and k (self_attn.q_norm / k_norm)
@@ -24,6 +33,8 @@ struct AttentionOptions {
   // This layer's RoPE theta and scaling when they are not the config's (rope_theta, rope_scaling);
   // rotary_dim is always the config's.
   std::optional<RopeParams> rope;
+  // Multimodal RoPE: when set and a step carries meta.mrope_positions, q and k turn by those rows.
+  const MropeTables* mrope = nullptr;
 };
 
 // The RoPE of the config's full-attention layers: rotary_dim, rope_theta and rope_scaling.

@@ -37,6 +37,12 @@ class Qwen3_5Model final : public DecoderBase {
     const int64_t H = cfg.hidden_size;
     const DType wdt = weight_dtype();
     load_embedding_and_head();
+    // Images: the multimodal RoPE's table, where the backend has rope_axes (without it the engine
+    // loads no vision tower, so no step carries image positions).
+    if (cfg.vision.present() && be_.supports(Op::RopeAxes, be_.activation_dtype())) {
+      mrope_ = make_mrope_tables(be_, local_);
+      attention_opt_.mrope = &mrope_;
+    }
     int num_attention = 0;
     for (int i = 0; i < cfg.num_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -45,7 +51,7 @@ class Qwen3_5Model final : public DecoderBase {
       l.input_norm = ws_.load(p + "input_layernorm.weight", DType::F32, {H});
       l.post_norm = ws_.load(p + "post_attention_layernorm.weight", DType::F32, {H});
       if (l.kind == LayerKind::FullAttention) {
-        l.attn = load_attention(ws_, cfg, i, wdt, kAttention, shard_);
+        l.attn = load_attention(ws_, cfg, i, wdt, attention_opt_, shard_);
         attention_index_.push_back(num_attention++);
         gdn_index_.push_back(-1);
       } else {
@@ -67,7 +73,7 @@ class Qwen3_5Model final : public DecoderBase {
   std::vector<OpUse> required_ops() const override {
     std::vector<OpUse> ops = DecoderBase::required_ops();
     const DType act = be_.activation_dtype(), wdt = weight_dtype();
-    if (num_gdn_ < cfg_.num_layers) add_attention_ops(kAttention, act, wdt, ops);
+    if (num_gdn_ < cfg_.num_layers) add_attention_ops(attention_opt_, act, wdt, ops);
     if (num_gdn_ > 0) add_gated_delta_net_ops(act, wdt, ops);
     if (num_sparse_ < cfg_.num_layers) add_mlp_ops(GluActivation::Silu, act, wdt, ops);
     if (num_sparse_ > 0) add_moe_ops(cfg_, act, wdt, ops);
@@ -116,7 +122,7 @@ class Qwen3_5Model final : public DecoderBase {
       else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
       if (l.kind == LayerKind::FullAttention) {
         const int a = attention_index_[i];
-        attention_forward(be_, local_, l.attn, kAttention, meta, state.kv.k(a), state.kv.v(a),
+        attention_forward(be_, local_, l.attn, attention_opt_, meta, state.kv.k(a), state.kv.v(a),
                           s.x, s_, s.y);
       } else {
         const int g = gdn_index_[i];
@@ -131,6 +137,8 @@ class Qwen3_5Model final : public DecoderBase {
 
  private:
   std::vector<Qwen3_5Layer> layers_;
+  AttentionOptions attention_opt_ = kAttention;  // with the multimodal RoPE's table when images are served
+  MropeTables mrope_;
   std::vector<int> gdn_index_;  // index among the GDN layers of each layer (-1 for attention)
   int num_gdn_ = 0;
   int num_sparse_ = 0;  // layers with experts
@@ -153,6 +161,37 @@ void read_linear_attention(const ConfigReader& r, ModelConfig* c) {
             "linear_num_key_heads (" + std::to_string(c->linear_num_key_heads) + ")");
 }
 
+// The multimodal RoPE sections (text_config.rope_parameters) and, for a checkpoint with a vision
+// tower, its token ids and merge size (docs/vision.md).
+void read_vision_fields(const ConfigReader& r, ModelConfig* c) {
+  auto& v = c->vision;
+  if (const nlohmann::json* rp = r.find("rope_parameters").value; rp != nullptr && rp->is_object()) {
+    if (const nlohmann::json* sec = ConfigReader::get(*rp, "mrope_section")) {
+      check(sec->is_array() && sec->size() == 3, "config.json: rope_parameters.mrope_section must be 3 integers");
+      for (const auto& x : *sec)
+        v.mrope_section.push_back(ConfigReader::to_int(x, "config.json: rope_parameters.mrope_section", 0, 4096));
+    }
+    if (const nlohmann::json* il = ConfigReader::get(*rp, "mrope_interleaved"))
+      v.mrope_interleaved = il->is_boolean() && il->get<bool>();
+  }
+  const nlohmann::json* vc = r.nested() ? ConfigReader::get(r.top(), "vision_config") : nullptr;
+  if (vc == nullptr || !vc->is_object()) return;
+  // Ids outside the vocabulary (a text-only test checkpoint keeping the released ids): no images.
+  auto id = [&](const char* key) -> int64_t {
+    const nlohmann::json* x = ConfigReader::get(r.top(), key);
+    if (x == nullptr || !x->is_number_integer()) return -1;
+    const auto value = x->get<int64_t>();
+    return value >= 0 && value < c->vocab_size ? value : -1;
+  };
+  const int64_t image = id("image_token_id"), start = id("vision_start_token_id"), end = id("vision_end_token_id");
+  if (image < 0 || start < 0 || end < 0) return;
+  v.image_token_id = image;
+  v.vision_start_token_id = start;
+  v.vision_end_token_id = end;
+  const nlohmann::json* m = ConfigReader::get(*vc, "spatial_merge_size");
+  v.spatial_merge_size = m ? ConfigReader::to_int(*m, "config.json: vision_config.spatial_merge_size", 1, 16) : 2;
+}
+
 }  // namespace
 
 // Qwen3_5TextConfig: a quarter of the head rotates by default; without layer_types every
@@ -166,6 +205,7 @@ void read_qwen3_5_config(const ConfigReader& r, ModelConfig* c) {
   read_layer_types(r, /*allow_linear=*/true, interval, c);
   read_linear_attention(r, c);
   refuse_unimplemented_features(r);
+  read_vision_fields(r, c);
 }
 
 std::unique_ptr<Model> make_qwen3_5(const ModelConfig& config, const Checkpoint& ckpt,

@@ -117,6 +117,17 @@ class PartialBackend final : public Backend {
   void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override {
     run(Op::LoraExpand).lora_expand(low, b, slots, out);
   }
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps) override {
+    run(Op::LayerNorm).layer_norm(x, w, b, out, eps);
+  }
+  void gelu(const Tensor& x, Tensor& out, bool tanh_approx) override { run(Op::Gelu).gelu(x, out, tanh_approx); }
+  void rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, const Tensor& inv_freq) override {
+    run(Op::RopeAxes).rope_axes(x, positions, axes, inv_freq);
+  }
+  void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+                         Tensor& out) override {
+    run(Op::SegmentAttention).segment_attention(q, k, v, cu_seqlens, scale, out);
+  }
 
  private:
   Backend& run(Op op) {

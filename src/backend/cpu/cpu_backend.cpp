@@ -45,6 +45,7 @@ std::string CpuBackend::name() const {
 
 bool CpuBackend::supports(Op op, DType dtype) const {
   if (op == Op::Embedding || op == Op::Linear || op == Op::MoeGroupedLinear || op == Op::LoraExpand) return cpu::is_float_dtype(dtype);
+  // LayerNorm's weights may be any float dtype; its activations are F32 like every other op's.
   if (op == Op::LinearFp8) return dtype == DType::F8_E4M3;
   if (op == Op::LinearInt4) return dtype == DType::I32;
   return dtype == DType::F32;
@@ -204,6 +205,21 @@ void CpuBackend::moe_unpermute(const Tensor& y, const Tensor& weights, const Ten
 
 void CpuBackend::lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) {
   cpu::lora_expand(pool_, low, b, slots, out);
+}
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps) {
+  cpu::layer_norm(pool_, x, w, b, out, eps);
+}
+
+void CpuBackend::gelu(const Tensor& x, Tensor& out, bool tanh_approx) { cpu::gelu(pool_, x, out, tanh_approx); }
+
+void CpuBackend::rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, const Tensor& inv_freq) {
+  cpu::rope_axes(pool_, x, positions, axes, inv_freq);
+}
+
+void CpuBackend::segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                                   float scale, Tensor& out) {
+  cpu::segment_attention(pool_, q, k, v, cu_seqlens, scale, out);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads) {

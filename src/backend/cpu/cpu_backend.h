@@ -83,6 +83,11 @@ class CpuBackend final : public Backend {
   void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                      const Tensor& shared_gate, Tensor& out) override;
   void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps) override;
+  void gelu(const Tensor& x, Tensor& out, bool tanh_approx) override;
+  void rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, const Tensor& inv_freq) override;
+  void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+                         Tensor& out) override;
 
   // Fused paths: one pass over the data instead of two (add_rms_norm) or three
   // (qk_norm_rope_and_cache, NeoX style; interleaved RoPE takes the composed default).

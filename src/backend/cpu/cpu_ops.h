@@ -89,4 +89,11 @@ void moe_unpermute(ThreadPool& pool, const Tensor& y, const Tensor& weights, con
 // lora.cpp
 void lora_expand(ThreadPool& pool, const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out);
 
+// vision_ops.cpp: the vision encoder's primitives (backend.h).
+void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps);
+void gelu(ThreadPool& pool, const Tensor& x, Tensor& out, bool tanh_approx);
+void rope_axes(ThreadPool& pool, Tensor& x, const Tensor& positions, const Tensor& axes, const Tensor& inv_freq);
+void segment_attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& cu_seqlens, float scale, Tensor& out);
+
 }  // namespace pagoda::cpu

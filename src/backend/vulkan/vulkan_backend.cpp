@@ -79,6 +79,10 @@ bool VulkanBackend::supports(Op op, DType dtype) const {
     case Op::LinearFp8:
     case Op::LinearInt4:
     case Op::LoraExpand:
+    case Op::LayerNorm:
+    case Op::Gelu:
+    case Op::RopeAxes:
+    case Op::SegmentAttention:
       return false;
     default:
       return dtype == DType::F32;
@@ -292,6 +296,23 @@ void VulkanBackend::linear_int4(const Tensor&, const Tensor&, const Tensor&, con
 
 void VulkanBackend::lora_expand(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   throw Error("vulkan: lora_expand has no shader (supports() says so); the host runs it for this backend");
+}
+
+// The vision encoder's ops have no shaders yet: supports() says so and the host runs them.
+void VulkanBackend::layer_norm(const Tensor&, const Tensor&, const Tensor&, Tensor&, float) {
+  throw Error("vulkan: layer_norm has no shader (supports() says so); the host runs it for this backend");
+}
+
+void VulkanBackend::gelu(const Tensor&, Tensor&, bool) {
+  throw Error("vulkan: gelu has no shader (supports() says so); the host runs it for this backend");
+}
+
+void VulkanBackend::rope_axes(Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  throw Error("vulkan: rope_axes has no shader (supports() says so); the host runs it for this backend");
+}
+
+void VulkanBackend::segment_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {
+  throw Error("vulkan: segment_attention has no shader (supports() says so); the host runs it for this backend");
 }
 
 void VulkanBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {

@@ -79,6 +79,11 @@ class VulkanBackend final : public Backend {
   void moe_unpermute(const Tensor& y, const Tensor& weights, const Tensor& slot_rows, const Tensor& shared,
                      const Tensor& shared_gate, Tensor& out) override;
   void lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps) override;
+  void gelu(const Tensor& x, Tensor& out, bool tanh_approx) override;
+  void rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, const Tensor& inv_freq) override;
+  void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+                         Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& out) override;
   void apply_token_mask(Tensor& logits, const Tensor& mask, const Tensor& rows) override;
 
