@@ -433,6 +433,11 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", args->seed, "Seed for requests that bring none (same as --engine-seed)");
   cmd->add_option("--root-path", args->server.root_path,
                   "Path prefix a proxy serves pagoda under; removed before routing");
+  cmd->add_option("--allowed-local-media-path", args->server.allowed_local_media_path,
+                  "Images: file:// URLs are read only under this directory (default: none are)");
+  cmd->add_option("--allowed-media-domains", args->server.allowed_media_domains,
+                  "Images: http(s) URLs are fetched only from these hosts (default: none are; send data: URIs)")
+      ->expected(1, -1);
   cmd->add_flag("--return-tokens-as-token-ids", args->server.return_tokens_as_token_ids,
                 "Logprobs name tokens as 'token_id:N' instead of their text");
   cmd->add_option_function<std::string>(
@@ -500,6 +505,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "Comma-separated paths left out of the access log, e.g. /health,/metrics,/ping");
   add_engine_flags(cmd, args->engine);
   add_lora_flags(cmd, args->engine);
+  add_multimodal_flags(cmd, args->engine);
   add_vllm_compat_flags(cmd, args->vllm_warnings);  // last: it skips every flag implemented above
   cmd->footer("vllm serve's other flags are accepted with a warning or refused with the reason: "
               "docs/coming-from-vllm.md lists them.");

@@ -120,7 +120,52 @@ void add_lora_flags(CLI::App* cmd, EngineFlags& f) {
                   "their directory when needed");
 }
 
+void add_multimodal_flags(CLI::App* cmd, EngineFlags& f) {
+  cmd->add_option("--limit-mm-per-prompt", f.limit_mm_per_prompt,
+                  "Images one prompt may carry, as vLLM takes it: '{\"image\": N}' or image=N (default " +
+                      std::to_string(MultimodalConfig{}.max_images_per_prompt) +
+                      "); 0 serves a multimodal checkpoint as text only, without loading its vision tower");
+}
+
 namespace {
+
+// --limit-mm-per-prompt: {"image": N, "video": 0} or image=N,video=0. Videos are not served.
+int32_t parse_image_limit(const std::string& text) {
+  std::vector<std::pair<std::string, int64_t>> items;
+  if (!text.empty() && text.front() == '{') {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    check(j.is_object(), "--limit-mm-per-prompt: '" + text + "' is not a JSON object such as '{\"image\": 4}'");
+    for (const auto& [k, v] : j.items()) {
+      // vLLM also takes {"image": {"count": N, ...}}.
+      const auto& n = v.is_object() && v.contains("count") ? v["count"] : v;
+      check(n.is_number_integer() && n.get<int64_t>() >= 0 && n.get<int64_t>() <= 1024,
+            "--limit-mm-per-prompt: " + k + " must be a count from 0 to 1024");
+      items.emplace_back(k, n.get<int64_t>());
+    }
+  } else {
+    size_t at = 0;
+    while (at < text.size()) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      const std::string item = text.substr(at, comma - at);
+      const size_t eq = item.find('=');
+      check(eq != std::string::npos, "--limit-mm-per-prompt: '" + text + "' is neither JSON nor image=N");
+      int64_t n = -1;
+      try {
+        n = std::stoll(item.substr(eq + 1));
+      } catch (const std::exception&) {
+      }
+      check(n >= 0 && n <= 1024, "--limit-mm-per-prompt: " + item.substr(0, eq) + " must be a count from 0 to 1024");
+      items.emplace_back(item.substr(0, eq), n);
+      at = comma + 1;
+    }
+  }
+  int32_t images = MultimodalConfig{}.max_images_per_prompt;
+  for (const auto& [k, n] : items) {
+    if (k == "image") images = static_cast<int32_t>(n);
+    else check(n == 0, "--limit-mm-per-prompt: pagoda serves images only; '" + k + "' must be 0 or left out");
+  }
+  return images;
+}
 
 // "name=path" or {"name": ..., "path": ..., "base_model_name": ...}.
 LoraModule parse_lora_module(const std::string& text) {
@@ -148,6 +193,7 @@ LoraModule parse_lora_module(const std::string& text) {
 EngineConfig engine_config_from(const EngineFlags& f) {
   EngineConfig c = f.config;
   for (const std::string& m : f.lora_modules) c.lora.modules.push_back(parse_lora_module(m));
+  if (!f.limit_mm_per_prompt.empty()) c.multimodal.max_images_per_prompt = parse_image_limit(f.limit_mm_per_prompt);
   if (!c.lora.modules.empty()) c.lora.enabled = true;
   if (c.device == "auto") {
     const int gpus = cuda_device_count();

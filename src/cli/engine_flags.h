@@ -17,12 +17,15 @@ struct EngineFlags {
   std::string kv_cache_memory;  // "4GiB", "512MiB", bytes
   std::string speculative_config;  // JSON, as vLLM's --speculative-config
   std::vector<std::string> lora_modules;  // --lora-modules entries: name=path, or vLLM's JSON form
+  std::string limit_mm_per_prompt;        // --limit-mm-per-prompt: '{"image": N}' (vLLM's JSON) or image=N
 };
 
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags);
 // --enable-lora, --lora-modules, --max-loras, --max-lora-rank, --max-cpu-loras (serve: a request
 // picks an adapter by its "model").
 void add_lora_flags(CLI::App* cmd, EngineFlags& flags);
+// --limit-mm-per-prompt (images per prompt; 0 serves a multimodal checkpoint as text only).
+void add_multimodal_flags(CLI::App* cmd, EngineFlags& flags);
 // Resolves parsed flags into the engine config (sizes with units); throws pagoda::Error.
 EngineConfig engine_config_from(const EngineFlags& flags);
 

@@ -105,6 +105,9 @@ class AsyncEngine {
   const Tokenizer* tokenizer() const { return engine_->tokenizer(); }
   const ModelConfig& model_config() const { return engine_->model_config(); }
   int32_t max_model_len() const { return engine_->config().max_model_len; }
+  // Images in: the model has a vision tower and --limit-mm-per-prompt does not turn it off.
+  bool takes_images() const { return engine_->config().images; }
+  int32_t max_images_per_prompt() const { return engine_->config().multimodal.max_images_per_prompt; }
   // Prefix caching on a model with Gated DeltaNet layers (state snapshots need boundaries).
   bool hybrid_prefix_caching() const {
     return engine_->config().enable_prefix_caching && engine_->model_config().num_layers_of(LayerKind::LinearAttention) > 0;

@@ -1,5 +1,6 @@
 // POST /v1/chat/completions: messages through the model's chat template; the output split into
 // reasoning (also as reasoning_content), content and tool_calls; whole or streamed.
+#include "server/image_inputs.h"
 #include "server/api_error.h"
 #include "server/chat_output_parser.h"
 #include "server/generation.h"
@@ -63,6 +64,22 @@ std::string echo_text(const ChatPromptRequest& prompt) {
   return content->get<std::string>();
 }
 
+// The request's images for the engine; 400 when the model takes none or there are too many.
+std::vector<std::shared_ptr<ImageInput>> load_images(const ServerContext& ctx, const std::vector<ImagePart>& parts) {
+  if (!ctx.images)
+    throw bad_request(ctx.engine.model_config().vision.present()
+                          ? "this server takes no images (--limit-mm-per-prompt is 0)"
+                          : "this model takes no images (its checkpoint has no vision tower): send text only",
+                      parts.front().key);
+  if (static_cast<int64_t>(parts.size()) > ctx.images->max_images())
+    throw bad_request(std::to_string(parts.size()) + " images in one request; --limit-mm-per-prompt allows " +
+                          std::to_string(ctx.images->max_images()),
+                      parts.front().key);
+  std::vector<std::shared_ptr<ImageInput>> out;
+  for (const ImagePart& p : parts) out.push_back(ctx.images->load(p.url, p.key));
+  return out;
+}
+
 }  // namespace
 
 HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
@@ -72,15 +89,23 @@ HttpReply handle_chat_completions(ServerContext& ctx, const HttpRequest& req) {
   r.params.lora = check_model_name(ctx, r.model);
   if (!ctx.chat) throw bad_request("this model has no chat template; use /v1/completions", "messages");
   apply_vllm_params(ctx, r.extras, r.params);
+  // Images: read, decoded and preprocessed here (a worker thread), before anything else is done.
+  if (!r.prompt.images.empty()) r.params.images = load_images(ctx, r.prompt.images);
   const std::string prompt_text = ctx.chat->render(r.prompt);
   std::vector<int32_t> ids = encode_chat_prompt(ctx, prompt_text, "messages");
+  if (!r.params.images.empty()) {
+    if (r.extras.truncate_prompt_tokens)
+      throw bad_request("truncate_prompt_tokens cannot be used with images (it could cut one)", "truncate_prompt_tokens");
+    ctx.images->expand_placeholders(ids, r.params.images);
+  }
   const size_t full_length = ids.size();
   truncate_prompt(ctx, ids, r.extras.truncate_prompt_tokens);
   const bool truncated = ids.size() != full_length;
   fit_prompt(ctx, ids, r.params, "messages");
   const ChatParserOptions popts = chat_output_options(ctx, prompt_text, r.parse_tool_calls, r.constraint, r.params);
-  // The boundaries are positions in the whole prompt; a truncated one has lost its start.
-  if (!truncated) r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
+  // The boundaries are positions in the whole prompt; a truncated one has lost its start, and one
+  // with images has them expanded after the boundaries were measured.
+  if (!truncated && r.params.images.empty()) r.params.prefix_boundaries = conversation_boundaries(ctx, r.prompt, ids);
   std::vector<ChoiceSpec> specs;
   fan_out(ids, r.params, specs);
 

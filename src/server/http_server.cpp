@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include "server/image_inputs.h"
+
 #include <sys/socket.h>
 
 #include <sys/resource.h>
@@ -99,6 +101,14 @@ net::awaitable<void> HttpServer::Impl::accept_loop() {
 HttpServer::HttpServer(ServerContext ctx) {
   // The runner (generate or pooling) follows --runner / --task and the model directory, as in vLLM.
   if (!ctx.pooling) ctx.pooling = resolve_runner(ctx.options, ctx.engine.model_config().hidden_size);
+  if (!ctx.images && ctx.engine.takes_images()) {
+    MediaOptions media;
+    media.allowed_local_media_path = ctx.options.allowed_local_media_path;
+    media.allowed_media_domains = ctx.options.allowed_media_domains;
+    const auto& v = ctx.engine.model_config().vision;
+    ctx.images = std::make_shared<const ImageLoader>(ctx.options.model_dir, static_cast<int32_t>(v.image_token_id),
+                                                     ctx.engine.max_images_per_prompt(), std::move(media));
+  }
   impl_ = std::make_unique<Impl>(std::move(ctx));
 }
 

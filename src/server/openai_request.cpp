@@ -137,10 +137,38 @@ std::optional<std::string> part_text(const Json& part, const std::string& key) {
 // null from "" (DeepSeek-V3's renders an assistant's tool calls only when `content is none`). An
 // array of text parts becomes one string joined by "\n", as vLLM gives templates that expect
 // strings.
-Json content_value(const Json& content, size_t index) {
+//
+// With image parts (image_url: {"url": ...} or a string), the content stays a list, as vLLM gives it
+// to templates that iterate over parts: text parts as {"type": "text", "text": ...}, each image as
+// {"type": "image"}, whose placeholder the template renders; the URLs go to `images`.
+Json content_value(const Json& content, size_t index, std::vector<ImagePart>& images) {
   const std::string key = "messages[" + std::to_string(index) + "].content";
   if (content.is_null() || content.is_string()) return content;
   if (!content.is_array()) wrong_type(key, "a string, null or an array of content parts", content);
+  auto is_image = [](const Json& part) {
+    return part.is_object() && part.contains("type") && part["type"].is_string() && part["type"] == "image_url";
+  };
+  if (std::any_of(content.begin(), content.end(), is_image)) {
+    Json parts = Json::array();
+    for (size_t i = 0; i < content.size(); ++i) {
+      const Json& part = content[i];
+      const std::string part_key = key + "[" + std::to_string(i) + "]";
+      if (!is_image(part)) {
+        if (const std::optional<std::string> t = part_text(part, key)) parts.push_back({{"type", "text"}, {"text", *t}});
+        continue;
+      }
+      if (images.size() >= kMaxImageParts)
+        throw bad_request("more than " + std::to_string(kMaxImageParts) + " image parts in one request", part_key);
+      const Json* iu = field(part, "image_url");
+      const Json* url = iu && iu->is_object() ? field(*iu, "url") : iu;
+      if (!url || !url->is_string())
+        throw bad_request(part_key + ".image_url must be {\"url\": \"data:image/...;base64,...\"} or a URL string",
+                          part_key + ".image_url");
+      images.push_back({url->get<std::string>(), part_key});
+      parts.push_back({{"type", "image"}});
+    }
+    return parts;
+  }
   std::string text;
   bool first = true;
   for (const Json& part : content) {
@@ -188,7 +216,7 @@ void check_role(const std::string& role, const std::string& key) {
 
 // Messages as sent (every field kept, null stays null), but for what vLLM normalises whatever the
 // template: text-part arrays joined into a string, an assistant's null or empty tool_calls dropped.
-Json normalize_messages(const Json& j) {
+Json normalize_messages(const Json& j, std::vector<ImagePart>& images) {
   const Json* msgs = field(j, "messages");
   if (!msgs) throw bad_request("'messages' is required", "messages");
   if (!msgs->is_array() || msgs->empty()) throw bad_request("'messages' must be a non-empty array", "messages");
@@ -206,7 +234,8 @@ Json normalize_messages(const Json& j) {
     if (const Json* calls = field(m, "tool_calls"); calls && !calls->is_array())
       wrong_type(key + ".tool_calls", "an array", *calls);
     Json msg = m;
-    if (const auto content = msg.find("content"); content != msg.end()) *content = content_value(*content, i);
+    if (const auto content = msg.find("content"); content != msg.end())
+      *content = content_value(*content, i, images);
     if (*role == "assistant") check_tool_calls(msg, key);
     out.push_back(std::move(msg));
   }
@@ -221,7 +250,7 @@ void check_nesting(const Json& v, const std::string& key) {
 
 ChatPromptRequest read_chat_prompt(const Json& j) {
   ChatPromptRequest r;
-  r.messages = normalize_messages(j);
+  r.messages = normalize_messages(j, r.images);
   if (const Json* tools = field(j, "tools")) {
     if (!tools->is_array()) wrong_type("tools", "an array", *tools);
     check_nesting(*tools, "tools");

@@ -48,8 +48,17 @@ struct CompletionRequest {
 };
 
 // The chat fields that decide the prompt (shared with /tokenize).
+// An image part of a chat message: its URL (image_url.url) and where it was, for errors.
+struct ImagePart {
+  std::string url;
+  std::string key;  // "messages[1].content[2]"
+};
+
 struct ChatPromptRequest {
   Json messages = Json::array();  // as sent, but text parts joined (see normalize_messages)
+  // The image parts in message order; a message with one keeps its content as a list of parts
+  // ({"type": "text", "text": ...} and {"type": "image"}) for the template (docs/vision.md).
+  std::vector<ImagePart> images;
   Json tools;                     // null or an array of tools
   bool add_generation_prompt = true;
   bool continue_final_message = false;

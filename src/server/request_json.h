@@ -13,6 +13,9 @@ namespace pagoda::server {
 // How deeply one message, tool list or chat_template_kwargs object may nest; tool-call arguments
 // parsed from text get the same bound. Well under the chat template's own conversion bound.
 inline constexpr size_t kMaxChatNesting = 64;
+// Image parts one chat request may carry before any is read (--limit-mm-per-prompt is checked
+// after, and is usually far lower): thousands of them are refused at parse time.
+inline constexpr size_t kMaxImageParts = 256;
 
 // True when `v` nests deeper than `limit` levels (a scalar is 0 levels, [] is 1). Iterative, and
 // stops walking as soon as the answer is known.

@@ -74,9 +74,13 @@ struct ServerOptions {
   // turns it off; --disable-access-log-for-endpoints leaves out the paths named).
   bool access_log = true;
   std::vector<std::string> access_log_skip_paths;
+  // Where image URLs may be read from: --allowed-local-media-path, --allowed-media-domains.
+  std::string allowed_local_media_path;
+  std::vector<std::string> allowed_media_domains;
 };
 
 struct PoolingRunner;
+class ImageLoader;
 
 struct ServerContext {
   AsyncEngine& engine;
@@ -86,6 +90,8 @@ struct ServerContext {
   SamplingParams sampling_defaults;  // for fields a request leaves out (generation_config.json)
   // Set (by HttpServer, from the options and the model) when the server is an embedding server.
   std::shared_ptr<const PoolingRunner> pooling;
+  // Images in chat requests (server/image_inputs.h); null when the model takes none.
+  std::shared_ptr<const ImageLoader> images;
 
   const std::string& model_name() const { return options.served_model_names.front(); }
 };
