@@ -143,6 +143,13 @@ std::string base64_of(const std::vector<uint8_t>& data) {
   return out;
 }
 
+TEST(ImageDecode, PeakMemoryHelperSeesAnAllocation) {
+  // The bomb tests' bound means something only if the measurement sees growth: 96 MiB touched.
+  PeakMemory peak;
+  std::vector<uint8_t> block(96 << 20, 1);
+  EXPECT_GE(peak.growth_mib() + block[12345], 64);
+}
+
 TEST(ImageDecode, FixtureImagesMatchPilRgbBytes) {
   for (const auto& ref : reference_images()) {
     const std::string name = ref["file"];
