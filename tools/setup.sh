@@ -10,6 +10,7 @@ packages=(cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
           python3-numpy  # benchmarking tools only: tools/checkpoint_to_gguf.py (GGUF for llama.cpp)
           libgtest-dev libgmock-dev libbenchmark-dev ccache curl
           libssl-dev openssl
+          libpng-dev libjpeg62-turbo-dev libwebp-dev  # image inputs of multimodal models (src/media)
           libcurl4-openssl-dev  # models by Hugging Face id (src/io/hub_http.cpp)
           libzmq3-dev libmsgpack-cxx-dev python3-zmq python3-msgpack  # KV cache events (--kv-events-config) and their test subscriber
           libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers)
