@@ -66,6 +66,10 @@ PROMPTS = [
     [("text", 3), ("image", 1), ("text", 6)],
     [("text", 2), ("image", 2), ("text", 3), ("image", 3), ("text", 2)],
     [("image", 3), ("text", 1), ("image", 0), ("text", 2), ("image", 1), ("text", 4)],
+    # Text of capital letters only (ids 65-90, each one byte of a byte-level tokenizer without
+    # merges): the server test writes them as message text and gets exactly these prompt ids.
+    [("letters", 5), ("image", 0), ("letters", 4)],
+    [("letters", 3), ("image", 1), ("letters", 2), ("image", 3), ("letters", 3)],
 ]
 
 
@@ -137,6 +141,8 @@ def prompt_ids(spec, pidx, grids):
     for kind, n in spec:
         if kind == "text":
             ids += [int(v) for v in rng.integers(mf.FIRST_TOKEN_ID, 500, size=n)]
+        elif kind == "letters":
+            ids += [int(v) for v in rng.integers(65, 91, size=n)]
         else:
             t, h, w = grids[n]
             ids += [VISION_START] + [IMAGE_PAD] * (t * h * w // 4) + [VISION_END]
