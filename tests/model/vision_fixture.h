@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/build_paths.h"
+#include "core/error.h"
 #include "engine/engine.h"
 #include "engine/multimodal.h"
 #include "io/safetensors.h"
