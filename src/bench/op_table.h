@@ -120,10 +120,13 @@ void add_attention_cases(std::vector<OpCase>& out);
 void add_gdn_cases(std::vector<OpCase>& out);
 void add_moe_cases(std::vector<OpCase>& out);
 void add_lora_cases(std::vector<OpCase>& out);
+void add_vision_cases(std::vector<OpCase>& out);
 // Perf cases of the MoE ops at a Qwen3-30B-A3B layer's shapes (op_table_moe.cpp).
 void add_moe_perf_cases(std::vector<OpCase>& out, bool quick);
 // Perf cases of lora_expand at a Qwen3-8B projection (op_table_lora.cpp).
 void add_lora_perf_cases(std::vector<OpCase>& out);
+// Perf cases of the vision encoder's ops at Qwen3.5-9B's vision tower (op_table_vision.cpp).
+void add_vision_perf_cases(std::vector<OpCase>& out, bool quick);
 
 // Runs a case on `be` and returns its outputs (fp32 values; ints as floats), by name.
 std::map<std::string, std::vector<float>> run_case(Backend& be, const OpCase& c, const OpData& in);

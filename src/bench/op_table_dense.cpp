@@ -485,6 +485,7 @@ std::vector<OpCase> test_cases() {
   add_gdn_cases(out);
   add_moe_cases(out);
   add_lora_cases(out);
+  add_vision_cases(out);
   return out;
 }
 

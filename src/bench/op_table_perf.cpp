@@ -372,6 +372,7 @@ std::vector<OpCase> perf_cases(bool quick) {
   perf_token_mask(out, 64);
   add_moe_perf_cases(out, quick);
   add_lora_perf_cases(out);
+  add_vision_perf_cases(out, quick);
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include "op_table_naive.h"
 #include "op_table_naive_moe.h"
+#include "op_table_naive_vision.h"
 
 namespace pagoda::naive {
 
@@ -285,6 +286,10 @@ inline const std::map<std::string, std::function<Outputs(const OpData&)>>& formu
       {"moe_grouped_linear", moe_grouped_linear},
       {"moe_unpermute", moe_unpermute},
       {"lora_expand", lora_expand},
+      {"layer_norm", layer_norm},
+      {"gelu", gelu},
+      {"rope_axes", rope_axes},
+      {"segment_attention", segment_attention},
   };
   return f;
 }

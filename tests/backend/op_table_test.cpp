@@ -193,5 +193,45 @@ TEST(OpTableCases, RopeCasesCatchTheWrongStyleOrScaling) {
   }
 }
 
+
+// The vision cases can tell the wrong position row or attention across segments from the right
+// ones: the CPU's result disagrees with the naive formula given every pair's axis moved to another
+// row, and (cases of several non-empty segments) with all rows in one segment.
+TEST(OpTableCases, VisionCasesCatchTheWrongAxisOrSegment) {
+  std::string why;
+  Backend* cpu = backend("cpu", &why);
+  ASSERT_NE(cpu, nullptr) << why;
+  int rope_checked = 0, segment_checked = 0;
+  for (const OpCase& c : cases()) {
+    if (c.op != "rope_axes" && c.op != "segment_attention") continue;
+    SCOPED_TRACE(c.label);
+    const OpData in = c.make(DType::F32);
+    const auto got = optable::run_case(*cpu, c, in);
+    OpData wrong = in;
+    if (c.op == "rope_axes") {
+      const auto rows = static_cast<int32_t>(in.at("positions").shape[0]);
+      for (int32_t& a : wrong.t["axes"].i) a = (a + 1) % rows;
+      const std::string out = c.outputs.at(0);
+      EXPECT_NONFATAL_FAILURE(
+          expect_close(got.at(out), naive::formulas().at(c.op)(wrong).at(out), c.tol(DType::F32, out), out),
+          "elements differ");
+      ++rope_checked;
+      continue;
+    }
+    std::vector<int32_t>& cu = wrong.t["cu_seqlens"].i;
+    int non_empty = 0;
+    for (size_t s = 0; s + 1 < cu.size(); ++s) non_empty += cu[s + 1] > cu[s];
+    if (non_empty < 2) continue;
+    cu = {0, cu.back()};
+    wrong.t["cu_seqlens"].shape = {2};
+    EXPECT_NONFATAL_FAILURE(expect_close(got.at("out"), naive::formulas().at(c.op)(wrong).at("out"),
+                                         c.tol(DType::F32, "out"), "out"),
+                            "elements differ");
+    ++segment_checked;
+  }
+  EXPECT_GT(rope_checked, 0);
+  EXPECT_GT(segment_checked, 0);
+}
+
 }  // namespace
 }  // namespace pagoda

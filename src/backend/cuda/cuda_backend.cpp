@@ -70,8 +70,6 @@ bool CudaBackend::supports(Op op, DType dtype) const {
   if (op == Op::Embedding) return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
   if (op == Op::LinearFp8) return dtype == DType::F8_E4M3;
   if (op == Op::LinearInt4) return dtype == DType::I32;
-  if (op == Op::LayerNorm || op == Op::Gelu || op == Op::RopeAxes || op == Op::SegmentAttention)
-    return false;  // the vision encoder's kernels are not written yet (vision_backend.cpp)
   return dtype == DType::F32 || dtype == DType::BF16;
 }
 
