@@ -5,9 +5,10 @@
 
 Shapes and file layout are those of the real checkpoints (from_config + save_pretrained, bf16),
 so every byte moved and every FLOP is real; only the text is meaningless. Seeded. The Qwen3.5
-shapes are saved text-only (Qwen3_5ForCausalLM, model_type qwen3_5_text): the vision tower is not
-part of what pagoda serves or measures. Weights are made on the GPU when one is present (an 8B
-model initialised on the CPU takes minutes).
+shapes are saved text-only (Qwen3_5ForCausalLM, model_type qwen3_5_text) unless --vision is given:
+then as the released multimodal checkpoint (Qwen3_5ForConditionalGeneration with the Qwen3.5 vision
+tower: 27 blocks of 1152, 16 heads, patch 16, merge 2) and its preprocessor_config.json. Weights are
+made on the GPU when one is present (an 8B model initialised on the CPU takes minutes).
 """
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=0, help="override num_hidden_layers (0: the shape's)")
+    ap.add_argument("--vision", action="store_true", help="Qwen3.5 shapes: with the vision tower (multimodal)")
     args = ap.parse_args()
     from transformers import AutoModelForCausalLM, GenerationConfig
 
@@ -102,15 +104,30 @@ def main():
     cfg = make_config(args.shape, args.layers)
     t0 = time.time()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    if args.vision:
+        assert SHAPES[args.shape][0] == "qwen3_5", "--vision is for the Qwen3.5 shapes"
+        from transformers import Qwen2VLImageProcessor, Qwen3_5Config, Qwen3_5ForConditionalGeneration
+        vision = dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, in_channels=3,
+                      patch_size=16, temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=cfg.hidden_size,
+                      num_position_embeddings=2304, hidden_act="gelu_pytorch_tanh")
+        text = cfg.to_dict()
+        cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=text["tie_word_embeddings"])
+        with torch.device(device):
+            model = Qwen3_5ForConditionalGeneration(cfg).to(torch.bfloat16)
+        Qwen2VLImageProcessor(patch_size=16, temporal_patch_size=2, merge_size=2, image_mean=[0.5, 0.5, 0.5],
+                              image_std=[0.5, 0.5, 0.5], min_pixels=65536,
+                              max_pixels=16777216).save_pretrained(args.out)
+    else:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     if SHAPES[args.shape][0] == "qwen3_5":
         # Released Qwen3.5 checkpoints keep A_log and the GDN norm weight in fp32 (docs/models.md).
         for name, p in model.named_parameters():
             if name.endswith("A_log") or name.endswith("linear_attn.norm.weight"):
                 p.data = p.data.float()
-    model.generation_config = GenerationConfig(eos_token_id=cfg.eos_token_id,
-                                              bos_token_id=getattr(cfg, "bos_token_id", None))
+    text_cfg = cfg.get_text_config()
+    model.generation_config = GenerationConfig(eos_token_id=text_cfg.eos_token_id,
+                                              bos_token_id=getattr(text_cfg, "bos_token_id", None))
     model.save_pretrained(args.out)
     n = sum(p.numel() for p in model.parameters())
     print(f"{args.shape}: {n / 1e6:.1f}M parameters, saved to {args.out} in {time.time() - t0:.1f} s")

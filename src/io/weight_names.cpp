@@ -49,4 +49,11 @@ std::optional<std::string> canonical_mtp_name(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<std::string> canonical_vision_name(const std::string& name) {
+  for (std::string_view p : {"model.visual.", "visual.", "model.language_model.visual."}) {
+    if (starts_with(name, p)) return "model.visual." + name.substr(p.size());
+  }
+  return std::nullopt;
+}
+
 }  // namespace pagoda

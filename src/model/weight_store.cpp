@@ -53,6 +53,7 @@ WeightStore::WeightStore(Backend& backend, const Checkpoint& ckpt, const WeightQ
   for (const TensorView* t : ckpt_.all()) {
     auto canon = canonical_weight_name(t->name);
     if (!canon) canon = canonical_mtp_name(t->name);  // loaded only when speculative decoding asks for it
+    if (!canon) canon = canonical_vision_name(t->name);  // loaded only when images are served
     if (!canon) continue;
     check(by_name_.emplace(*canon, t).second,
           "checkpoint holds two tensors that both mean '" + *canon + "' (one is '" + t->name + "')");

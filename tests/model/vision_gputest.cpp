@@ -1,0 +1,53 @@
+// Images in on CUDA (fp32; decode steps under CUDA graphs): the vision tower's merged output and the
+// greedy tokens and logprobs of the multimodal fixture's reference prompts equal transformers'
+// (tools/make_vision_fixtures.py), through the tower's kernels (layer_norm, gelu, rope_axes,
+// segment_attention), the encoder cache and the multimodal RoPE; a batch of them at once; the prefix
+// cache keyed by image. The CPU's twin of each case is vision_reference_test.cpp.
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "model/vision_encoder.h"
+#include "vision_fixture.h"
+
+namespace pagoda {
+namespace {
+
+TEST(CudaVision, TowerOutputEqualsTransformers) {
+  auto be = make_backend("cuda", 0, "float32");
+  const Checkpoint ckpt = Checkpoint::open_dir(vision_test::fixture_dir());
+  std::unique_ptr<VisionEncoder> enc = load_vision_encoder(ckpt, *be);
+  ASSERT_NE(enc, nullptr);
+  const vision_test::Pixels px;
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE("image " + std::to_string(i));
+    const auto img = vision_test::image_input(px, i);
+    const std::vector<float> want = px.floats("image" + std::to_string(i) + ".merged");
+    Buffer buf = be->alloc(want.size() * sizeof(float));
+    Tensor out = buf.tensor(DType::F32, {img->num_tokens, enc->out_hidden()});
+    enc->encode(img->grid_t, img->grid_h, img->grid_w, img->pixel_values, out);
+    std::vector<float> got(want.size());
+    be->copy_to_host(got.data(), out.data, got.size() * sizeof(float));
+    double worst = 0, scale = 0;
+    for (size_t k = 0; k < want.size(); ++k) {
+      worst = std::max(worst, std::abs(static_cast<double>(got[k]) - want[k]));
+      scale = std::max(scale, std::abs(static_cast<double>(want[k])));
+    }
+    EXPECT_LT(worst, 1e-3 * std::max(1.0, scale));
+  }
+}
+
+TEST(CudaVision, TokensAndLogprobsEqualTransformers) {
+  Engine engine(vision_test::fixture_dir(), vision_test::engine_config("cuda", "float32"));
+  const std::vector<vision_test::Out> out = vision_test::run_cases(engine, {0, 1, 2, 3, 4, 5}, /*together=*/false);
+  for (size_t i = 0; i < out.size(); ++i) vision_test::expect_reference(out[i], i, 1e-3);
+}
+
+TEST(CudaVision, ABatchOfImagePromptsGivesEachItsOwnTokens) {
+  Engine engine(vision_test::fixture_dir(), vision_test::engine_config("cuda", "float32"));
+  const std::vector<size_t> which = {3, 2, 1, 0, 2, 5};
+  const std::vector<vision_test::Out> out = vision_test::run_cases(engine, which, /*together=*/true);
+  for (size_t k = 0; k < out.size(); ++k) vision_test::expect_reference(out[k], which[k], 1e-3);
+}
+
+}  // namespace
+}  // namespace pagoda
