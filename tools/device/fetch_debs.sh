@@ -7,7 +7,8 @@ cd "$(dirname "$0")/../.."
 pkgs=(nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2
       libgtest-dev libgmock-dev
       libcpp-httplib-dev libcpp-httplib0.11 libbenchmark-dev libbenchmark1debian
-      libssl-dev libssl3 zlib1g-dev libbrotli-dev libbrotli1)  # + Boost headers, below  # httplib.h includes their headers
+      libssl-dev libssl3 zlib1g-dev libbrotli-dev libbrotli1  # httplib.h includes their headers
+      libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo libwebp-dev libwebp7 libwebpmux3 libwebpdemux2)  # + Boost headers, below; images (src/media)
 mkdir -p .deps/debs .deps/root
 (cd .deps/debs && apt-get download "${pkgs[@]}" >/dev/null)
 for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
