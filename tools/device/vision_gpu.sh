@@ -2,7 +2,7 @@
 # Run ON the GPU machine (carry .deps/root.tar.xz): images in on CUDA, checked and timed.
 #   PART=check: pagoda_gpu_tests' CudaVision cases (the multimodal fixture against transformers, fp32,
 #     graphs on) and the op table's vision cases on cuda (layer_norm, gelu, rope_axes, segment_attention).
-#   PART=bench: `bench kernels --filter` for the tower's ops, then a random Qwen3.5-9B-shape checkpoint
+#   PART=bench (carry tests/data/qwen3-tokenizer too): `bench kernels --filter` for the tower's ops, then a random Qwen3.5-9B-shape checkpoint
 #     with the vision tower (tools/make_random_checkpoint.py --vision) served on the GPU, and
 #     tools/vision_bench.py: time to first token of 1-image requests (new 1024x1024 image each)
 #     against text-only requests of the same length, and the encoder's merged tokens per second.
@@ -25,10 +25,10 @@ if [[ ${PART:-check} == check ]]; then
   exit $status
 fi
 ckpt=/tmp/ckpt_qwen3.5-9b-vision
-[[ -f $ckpt/ready ]] || { python3 tools/make_random_checkpoint.py --shape qwen3.5-9b --vision --out "$ckpt" >/tmp/ckpt.log 2>&1 &&
+[[ -f $ckpt/ready ]] || { { [[ -f $ckpt/config.json ]] || python3 tools/make_random_checkpoint.py --shape qwen3.5-9b --vision --out "$ckpt" >/tmp/ckpt.log 2>&1; } &&
   python3 tools/vision_bench.py prepare "$ckpt" tests/data/qwen3-tokenizer && touch "$ckpt/ready"; } &
 tools/device/build.sh >/dev/null || exit 1
-for f in layer_norm gelu rope_axes segment_attention; do build-gpu/pagoda bench kernels --device cuda --filter "$f" 2>&1 | tail -6; done
+[[ -n ${SKIP_KERNELS:-} ]] || for f in layer_norm gelu rope_axes segment_attention; do build-gpu/pagoda bench kernels --device cuda --filter "$f" 2>&1 | tail -6; done
 wait
 [[ -f $ckpt/ready ]] || { cat /tmp/ckpt.log; exit 1; }
 build-gpu/pagoda serve "$ckpt" --device cuda --port 8123 --served-model-name m --max-model-len 8192 \
