@@ -26,7 +26,7 @@ if [[ ${PART:-check} == check ]]; then
 fi
 ckpt=/tmp/ckpt_qwen3.5-9b-vision
 [[ -f $ckpt/ready ]] || { { [[ -f $ckpt/config.json ]] || python3 tools/make_random_checkpoint.py --shape qwen3.5-9b --vision --out "$ckpt" >/tmp/ckpt.log 2>&1; } &&
-  python3 tools/vision_bench.py prepare "$ckpt" tests/data/qwen3-tokenizer && touch "$ckpt/ready"; } &
+  python3 tools/vision_bench.py prepare "$ckpt" "${TOKENIZER_DIR:-tests/data/qwen3-tokenizer}" && touch "$ckpt/ready"; } &
 tools/device/build.sh >/dev/null || exit 1
 [[ -n ${SKIP_KERNELS:-} ]] || for f in layer_norm gelu rope_axes segment_attention; do build-gpu/pagoda bench kernels --device cuda --filter "$f" 2>&1 | tail -6; done
 wait
