@@ -137,7 +137,7 @@ const std::vector<VllmFlag> kFlags = {
     {"--disable-custom-all-reduce", F, kAny, "on one GPU there is no all-reduce"},
     {"--worker-cls", V, "auto", "pagoda loads no Python worker classes"},
     {"--worker-extension-cls", V, kNo, "pagoda loads no Python worker classes"},
-    {"--enable-multimodal-encoder-data-parallel", F, kAny, "pagoda serves text models"},
+    {"--enable-multimodal-encoder-data-parallel", F, kAny, "one vision tower per worker; ignored"},
     {"--disable-frontend-multiprocessing", F, kAny, "pagoda's HTTP front end and engine share one process already"},
     // --- the KV cache --------------------------------------------------------------------------------
     {"--swap-space", V, kAny, "pagoda swaps no KV blocks to the CPU: a preempted sequence is recomputed"},
@@ -165,7 +165,7 @@ const std::vector<VllmFlag> kFlags = {
     {"--lora-extra-vocab-size", V, kAny, "adapters add no tokens (vLLM has removed extra vocabularies too)"},
     {"--lora-dtype", V, kAny, "adapters are kept in the model's dtype"},
     {"--fully-sharded-loras", F, kAny, "adapters are always sharded as their projections are (B by output rows, A by input columns)"},
-    {"--default-mm-loras", V, kAny, "pagoda serves no images yet, so no image adapters"},
+    {"--default-mm-loras", V, kAny, "no adapters per modality: a request's adapter applies to its whole prompt"},
     // --- observability -------------------------------------------------------------------------------
     {"--show-hidden-metrics-for-version", V, kAny, "/metrics hides no deprecated metrics"},
     {"--otlp-traces-endpoint", V, kNo, "OpenTelemetry tracing is not implemented; /metrics and the logs remain"},
