@@ -84,6 +84,24 @@ int32_t Scheduler::cut_at_boundary(const Sequence& seq, int32_t start, int32_t w
   return next < start + want ? next - start : want;
 }
 
+int32_t Scheduler::cut_at_encoder_budget(const Sequence& seq, int32_t start, int32_t want) const {
+  const auto& mm = seq.mm();
+  if (!mm) return want;
+  int64_t used = encoder_used_;
+  for (const auto& img : mm->images) {
+    if (img->offset < start || img->offset >= start + want) continue;  // encoded in an earlier chunk, or later
+    if (used > 0 && used + img->num_tokens > encoder_budget_) return img->offset - start;
+    used += img->num_tokens;
+  }
+  return want;
+}
+
+void Scheduler::charge_encoder(const Sequence& seq, int32_t start, int32_t n) {
+  if (const auto& mm = seq.mm())
+    for (const auto& img : mm->images)
+      if (img->offset >= start && img->offset < start + n) encoder_used_ += img->num_tokens;
+}
+
 int32_t Scheduler::snapshot_for_chunk_end(const Sequence& seq, int32_t end) {
   if (!hybrid_caching() || config_.num_state_snapshots == 0) return -1;
   const int32_t bs = config_.block_size;
@@ -252,7 +270,12 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
     }
     scheduling_ = seq;
     const int32_t start = seq->num_computed_tokens;
-    const int32_t want = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed_tokens(), budget));
+    const int32_t want = cut_at_encoder_budget(
+        *seq, start, cut_at_boundary(*seq, start, std::min(seq->num_uncomputed_tokens(), budget)));
+    if (want == 0) {  // its next image waits for a step with room in the encoder budget
+      ++i;
+      continue;
+    }
     int32_t n = reserve_running(i, want, true);
     if (n == 0) continue;
     // Its mask is not ready: all but the last token now, which samples once it is.
@@ -264,6 +287,7 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
     // unverified tokens.
     const int32_t d = to_end && snapshot < 0 ? drafts_that_fit(i, n, budget) : 0;
     kv_.append_slots(seq->id(), n + d);
+    charge_encoder(*seq, start, n);
     ScheduledSequence& s = out.emplace_back(ScheduledSequence{seq, start, n + d, to_end, -1, snapshot});
     s.num_drafts = d;
     seq->draft_tokens.resize(static_cast<size_t>(d));
@@ -304,7 +328,11 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
     const std::vector<int32_t> hit = find_prefix(seq, &restore);
     const int32_t start = static_cast<int32_t>(hit.size()) * config_.block_size;
     // The whole chunk must fit: a waiting sequence never takes a partial chunk of free memory.
-    int32_t n = cut_at_boundary(*seq, start, std::min(seq->num_tokens() - start, budget));
+    int32_t n = cut_at_encoder_budget(*seq, start, cut_at_boundary(*seq, start, std::min(seq->num_tokens() - start, budget)));
+    if (n == 0) {  // its first image waits for a step with room in the encoder budget
+      ++i;
+      continue;
+    }
     if (start + n == seq->num_tokens() && !may_sample(*seq)) {
       if (n == 1) {
         ++i;
@@ -332,6 +360,7 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
       prefix_hits_ += start;
     }
     kv_.append_slots(seq->id(), n);
+    charge_encoder(*seq, start, n);
     out.push_back({seq, start, n, start + n == seq->num_tokens(), restore, snapshot_for_chunk_end(*seq, start + n)});
     in_step_.insert(seq);
     budget -= n;
@@ -360,6 +389,9 @@ void Scheduler::schedule_steps(SchedulerOutput& out) {
   in_step_.clear();
   preempted_this_step_ = 0;
   int32_t budget = config_.max_num_batched_tokens;
+  // Images encoded in one step: at most a step's worth of merged tokens (vLLM's encoder budget).
+  encoder_budget_ = config_.max_num_batched_tokens;
+  encoder_used_ = 0;
   // 1. One decode token for every running sequence whose prefill is done (admission order).
   schedule_decodes(out.scheduled, budget);
   out.num_decodes = static_cast<int32_t>(out.scheduled.size());

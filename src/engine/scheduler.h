@@ -194,6 +194,12 @@ class Scheduler {
   std::vector<int32_t> find_prefix(Sequence* seq, int32_t* snapshot);
   // `want` cut at the sequence's next snapshot boundary after `start` (hybrid caching only).
   int32_t cut_at_boundary(const Sequence& seq, int32_t start, int32_t want) const;
+  // Images (vLLM's encoder budget): `want` cut before the first image starting in the chunk whose
+  // merged tokens would pass the step's encoder budget; 0 when the chunk starts at such an image.
+  // One image larger than the whole budget goes alone in its step. charge_encoder takes the
+  // images of the chunk actually scheduled.
+  int32_t cut_at_encoder_budget(const Sequence& seq, int32_t start, int32_t want) const;
+  void charge_encoder(const Sequence& seq, int32_t start, int32_t n);
   // A snapshot slot when a chunk ending at `end` must leave one, else -1.
   int32_t snapshot_for_chunk_end(const Sequence& seq, int32_t end);
   void cache_computed_blocks(const ScheduledSequence& s);
@@ -208,6 +214,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> finished_;
   std::vector<std::pair<int64_t, FinishReason>> pending_finishes_;  // abort() / fail() during a step
   Sequence* scheduling_ = nullptr;  // during schedule(): the sequence being scheduled
+  int64_t encoder_budget_ = 0, encoder_used_ = 0;  // during schedule(): images' merged tokens this step
   std::unordered_set<const Sequence*> in_step_;  // during schedule(): already in the step
   uint64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;

@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/multimodal.h"
 #include "io/safetensors.h"
+#include "model/vision_encoder.h"
 
 namespace pagoda::vision_test {
 
@@ -71,6 +72,33 @@ inline std::shared_ptr<ImageInput> image_input(const Pixels& px, int i) {
   img->num_tokens = img->grid_t * img->grid_h * img->grid_w / 4;
   img->hash = image_hash(img->grid_t, img->grid_h, img->grid_w, img->pixel_values);
   return img;
+}
+
+// The fixture's vision tower on `be`: each image's merged output within `tol` (relative to the
+// largest value, at least 1) of transformers'.
+inline void expect_tower_matches(Backend& be, double tol) {
+  const Checkpoint ckpt = Checkpoint::open_dir(fixture_dir());
+  std::unique_ptr<VisionEncoder> enc = load_vision_encoder(ckpt, be);
+  ASSERT_NE(enc, nullptr);
+  const Pixels px;
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE("image " + std::to_string(i));
+    const auto img = image_input(px, i);
+    const std::vector<float> want = px.floats("image" + std::to_string(i) + ".merged");
+    ASSERT_EQ(static_cast<int64_t>(want.size()), int64_t{img->num_tokens} * enc->out_hidden());
+    Buffer buf = be.alloc(want.size() * sizeof(float));
+    Tensor out = buf.tensor(DType::F32, {img->num_tokens, enc->out_hidden()});
+    enc->encode(img->grid_t, img->grid_h, img->grid_w, img->pixel_values, out);
+    std::vector<float> got(want.size());
+    be.copy_to_host(got.data(), out.data, got.size() * sizeof(float));
+    double worst = 0, scale = 0;
+    for (size_t k = 0; k < want.size(); ++k) {
+      worst = std::max(worst, std::abs(static_cast<double>(got[k]) - want[k]));
+      scale = std::max(scale, std::abs(static_cast<double>(want[k])));
+    }
+    EXPECT_GT(scale, 0.1) << "the reference output is not trivially small";
+    EXPECT_LT(worst, tol * std::max(1.0, scale)) << "largest |pagoda - transformers| over " << want.size();
+  }
 }
 
 struct Out {

@@ -14,26 +14,7 @@ namespace {
 
 TEST(CudaVision, TowerOutputEqualsTransformers) {
   auto be = make_backend("cuda", 0, "float32");
-  const Checkpoint ckpt = Checkpoint::open_dir(vision_test::fixture_dir());
-  std::unique_ptr<VisionEncoder> enc = load_vision_encoder(ckpt, *be);
-  ASSERT_NE(enc, nullptr);
-  const vision_test::Pixels px;
-  for (int i = 0; i < 4; ++i) {
-    SCOPED_TRACE("image " + std::to_string(i));
-    const auto img = vision_test::image_input(px, i);
-    const std::vector<float> want = px.floats("image" + std::to_string(i) + ".merged");
-    Buffer buf = be->alloc(want.size() * sizeof(float));
-    Tensor out = buf.tensor(DType::F32, {img->num_tokens, enc->out_hidden()});
-    enc->encode(img->grid_t, img->grid_h, img->grid_w, img->pixel_values, out);
-    std::vector<float> got(want.size());
-    be->copy_to_host(got.data(), out.data, got.size() * sizeof(float));
-    double worst = 0, scale = 0;
-    for (size_t k = 0; k < want.size(); ++k) {
-      worst = std::max(worst, std::abs(static_cast<double>(got[k]) - want[k]));
-      scale = std::max(scale, std::abs(static_cast<double>(want[k])));
-    }
-    EXPECT_LT(worst, 1e-3 * std::max(1.0, scale));
-  }
+  vision_test::expect_tower_matches(*be, 1e-3);
 }
 
 TEST(CudaVision, TokensAndLogprobsEqualTransformers) {

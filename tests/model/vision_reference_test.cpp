@@ -19,27 +19,7 @@ using vision_test::Out;
 
 TEST(VisionTower, MergedOutputEqualsTransformers) {
   auto be = make_backend("cpu", 2);
-  const Checkpoint ckpt = Checkpoint::open_dir(vision_test::fixture_dir());
-  std::unique_ptr<VisionEncoder> enc = load_vision_encoder(ckpt, *be);
-  ASSERT_NE(enc, nullptr);
-  const vision_test::Pixels px;
-  for (int i = 0; i < 4; ++i) {
-    SCOPED_TRACE("image " + std::to_string(i));
-    const auto img = vision_test::image_input(px, i);
-    const std::vector<float> want = px.floats("image" + std::to_string(i) + ".merged");
-    ASSERT_EQ(static_cast<int64_t>(want.size()), int64_t{img->num_tokens} * enc->out_hidden());
-    Buffer buf = be->alloc(want.size() * sizeof(float));
-    Tensor out = buf.tensor(DType::F32, {img->num_tokens, enc->out_hidden()});
-    enc->encode(img->grid_t, img->grid_h, img->grid_w, img->pixel_values, out);
-    const auto* got = static_cast<const float*>(out.data);
-    double worst = 0, scale = 0;
-    for (size_t k = 0; k < want.size(); ++k) {
-      worst = std::max(worst, std::abs(static_cast<double>(got[k]) - want[k]));
-      scale = std::max(scale, std::abs(static_cast<double>(want[k])));
-    }
-    EXPECT_GT(scale, 0.1) << "the reference output is not trivially small";
-    EXPECT_LT(worst, 1e-4 * std::max(1.0, scale)) << "largest |pagoda - transformers| over " << want.size();
-  }
+  vision_test::expect_tower_matches(*be, 1e-4);
 }
 
 TEST(VisionTower, RefusesAnImageOffTheMergeGrid) {

@@ -220,8 +220,19 @@ TEST(ChatMessages, ContentPassesThroughAsSent) {
   EXPECT_EQ(m[4]["content"], "no");
   EXPECT_EQ(m[4]["reasoning_content"], "kept");
   EXPECT_EQ(m[4]["x-extra"], Json::array({1}));
-  EXPECT_EQ(chat_error(user_then(Json::parse(R"({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]})"))).param,
+  EXPECT_EQ(chat_error(user_then(Json::parse(R"({"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]})"))).param,
             "messages[1].content");
+  // Image parts are kept for the route (docs/vision.md): the content stays a list of parts, the URL
+  // goes to `images` with where it was.
+  const ChatRequest img = parse_chat_request(Json::parse(R"({"messages": [{"role": "user", "content": [
+      {"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}, "b"]}]})"));
+  EXPECT_EQ(img.prompt.messages[0]["content"],
+            Json::parse(R"([{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}])"));
+  ASSERT_EQ(img.prompt.images.size(), 1u);
+  EXPECT_EQ(img.prompt.images[0].url, "data:image/png;base64,AAAA");
+  EXPECT_EQ(img.prompt.images[0].key, "messages[0].content[1]");
+  EXPECT_EQ(chat_error(user_then(Json::parse(R"({"role": "user", "content": [{"type": "image_url", "image_url": 5}]})"))).param,
+            "messages[1].content[0].image_url");
   EXPECT_EQ(chat_error(user_then(Json::parse(R"({"role": "user", "content": 5})"))).param, "messages[1].content");
 }
 
