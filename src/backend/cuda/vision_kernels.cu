@@ -1,7 +1,8 @@
 // The vision encoder's kernels (backend.h, "vision encoders"): LayerNorm, GELU (exact and tanh), RoPE
 // with a position row per rotary pair, and bidirectional attention within segments. Their CPU twins
 // are cpu/vision_ops.cpp. fp32 arithmetic throughout, one rounding to the activation dtype at the
-// store; nothing reads a device value on the host, so every launch is graph-safe.
+// store (BF16 attention: bf16 products on tensor cores, P rounded to bf16, fp32 sums and softmax);
+// nothing reads a device value on the host, so every launch is graph-safe.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
