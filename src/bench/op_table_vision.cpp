@@ -3,9 +3,9 @@
 // gelu exact and tanh, in place, |x| up to 1e4; rope_axes with 2 and 3 position rows (the tower's
 // 2-D layout, Qwen3.5's interleaved and sectioned mRoPE), pass-through dims (2n < D), odd n, on a
 // strided view of a fused qkv; segment_attention over segments of length 0, 1, odd and > 256 rows,
-// q/k/v separate or column views of one [T, 3·H·D] tensor, head dims 16 to 128. Perf cases at
-// Qwen3.5-9B's vision tower: hidden 1152, 16 heads of 72, intermediate 4304, one image of 4096
-// patches and four of 1024.
+// q/k/v separate or column views of one [T, 3·H·D] tensor, head dims 13 to 128, query tiles (bf16:
+// 64 rows) within, across and on segment boundaries. Perf cases at Qwen3.5-9B's vision tower: hidden
+// 1152, 16 heads of 72, intermediate 4304, one image of 4096 patches and four of 1024.
 #include <cmath>
 #include <random>
 #include <string>
@@ -288,6 +288,14 @@ void add_segment_attention(std::vector<OpCase>& out) {
       {{5, 0, 12}, 4, 40, true, 0.3f, 3.0f},      // an empty segment; a scale not 1/√D; peaked
       {{257}, 2, 128, true, 0.0f, 1.5f},          // one segment, the largest head dim
       {{3, 17, 2, 31}, 5, 24, false, 0.0f, 1.0f},
+      // The bf16 tensor-core kernel's edges (64-row query and key tiles, head dim padded to 16):
+      {{100, 60, 3}, 4, 64, true, 0.0f, 2.0f},       // boundaries inside query tiles; D 64
+      {{40, 90, 130}, 2, 72, false, 0.0f, 1.0f},     // a query tile over three segments; D 72
+      {{1030, 300}, 2, 72, true, 0.0f, 1.0f},       // many key tiles, a straddling tile at 1030
+      {{2, 3, 4, 130, 1}, 3, 16, true, 0.0f, 2.0f},  // segments far shorter than a tile; D 16
+      {{33, 95}, 3, 20, false, 0.0f, 1.0f},          // D % 8 != 0: element-wise loads and stores
+      {{9, 70}, 2, 13, true, 0.5f, 1.0f},            // odd D, rows not 16-byte aligned
+      {{64, 64, 1}, 2, 112, false, 0.0f, 2.0f},      // tiles on segment boundaries; D 112 (DP 112)
   };
   uint32_t seed = 8400;
   for (const Spec& s : specs) {

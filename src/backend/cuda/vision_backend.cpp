@@ -23,7 +23,7 @@ void CudaBackend::rope_axes(Tensor& x, const Tensor& positions, const Tensor& ax
 void CudaBackend::segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
                                     float scale, Tensor& out) {
   activate();
-  cuda::launch_segment_attention(q, k, v, cu_seqlens, scale, out, stream_);
+  cuda::launch_segment_attention(q, k, v, cu_seqlens, scale, out, max_smem_optin_, stream_);
 }
 
 }  // namespace pagoda

@@ -1,8 +1,10 @@
 // The vision encoder's kernels (backend.h, "vision encoders"): LayerNorm, GELU (exact and tanh), RoPE
 // with a position row per rotary pair, and bidirectional attention within segments. Their CPU twins
 // are cpu/vision_ops.cpp. fp32 arithmetic throughout, one rounding to the activation dtype at the
-// store; nothing reads a device value on the host, so every launch is graph-safe.
+// store (BF16 attention: bf16 products on tensor cores, P rounded to bf16, fp32 sums and softmax);
+// nothing reads a device value on the host, so every launch is graph-safe.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -186,8 +188,8 @@ __device__ __forceinline__ float warp_max(float v) {
 // (an image of L patches): every block streams the whole segment, so L²·H·D·4 FLOPs in fp32 SIMT
 // with K/V read L/32 times from L2 — Qwen3.5's tower (H 16, D 72) at L = 4096 is 77 GFLOP a layer,
 // expected ~3-4 ms on an H200 (about a third of fp32 peak: shared-memory loads bound the scores);
-// four images of 1024 cost a quarter of that. A tensor-core version (mma_bf16) would be the next
-// step if the tower shows in profiles.
+// four images of 1024 cost a quarter of that (measured: 7.2 ms on an H200). Runs F32 (exact-ish, for
+// the parity tests) and F16; BF16 takes segment_attention_mma_kernel below.
 template <typename T, int C>
 __global__ void __launch_bounds__(kSegWarps * 32)
     segment_attention_kernel(const T* q, int64_t qs, const T* k, int64_t ks, const T* v, int64_t vs, T* out, int64_t os,
@@ -290,6 +292,254 @@ __global__ void __launch_bounds__(kSegWarps * 32)
   }
 }
 
+
+// ---- attention within segments on tensor cores (bf16 activations) ---------------------------------
+//
+// FlashAttention-2 style. A CTA of 4 warps takes 64 query rows of one head (a warp owns 16 rows) and
+// streams the keys of those rows' segments, [kb, ke), in tiles of 64 rows, double-buffered in shared
+// memory by cp.async. S = Q·Kᵀ and O += P·V run on mma.sync m16n8k16 (bf16 in, fp32 accumulate), with
+// an online fp32 softmax in the log2 domain. The head dim is zero-padded in shared memory to DP, a
+// multiple of 16 (72 → 80). A tile may straddle segments: every row masks the keys outside its own
+// segment (found by binary search in cu_seqlens on the device), and a warp skips key tiles that miss
+// all of its rows' segments. Keys past ke are zero-filled (masked scores, and 0·V stays finite).
+// Fragment layouts: mma_bf16 (device_util.cuh); Q and K fragments by ldmatrix, V's by ldmatrix.trans.
+
+constexpr int kFaRows = 64;     // query rows per CTA
+constexpr int kFaKeys = 64;     // keys per shared-memory tile
+constexpr int kFaThreads = 128; // 4 warps × 16 rows
+
+template <int DP>
+struct FaCfg {
+  static_assert(DP % 16 == 0 && DP <= 128, "DP: a multiple of 16 up to 128");
+  static constexpr int kLd = DP + 8;  // bf16 row + 16 B: the 8 rows of an ldmatrix hit distinct banks
+  static constexpr int kTile = kFaKeys * kLd;
+  static constexpr size_t kSmem = static_cast<size_t>(kFaRows * kLd + 4 * kTile) * sizeof(bf16);  // Q, 2 × (K, V)
+};
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// vec: D % 8 == 0 and q, k, v, out rows 16-byte aligned (16-byte cp.async loads, 4-byte stores);
+// otherwise element by element. t_rows < 2^31 - 64 (the launcher checks), so row indices fit int.
+template <int DP>
+__global__ void __launch_bounds__(kFaThreads)
+    segment_attention_mma_kernel(const bf16* q, int64_t qs, const bf16* k, int64_t ks, const bf16* v, int64_t vs,
+                                 bf16* out, int64_t os, const int32_t* cu, int segs, int t_rows, int d,
+                                 float qk_scale, bool vec) {
+  using C = FaCfg<DP>;
+  constexpr int kLd = C::kLd, kChunks = DP / 8;
+  extern __shared__ __align__(16) unsigned char fa_smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(fa_smem);
+  bf16* sKV = sQ + kFaRows * kLd;  // stage s: K at sKV + 2s·kTile, V right after
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+  const int row0 = static_cast<int>(blockIdx.x) * kFaRows;
+  const int64_t head_off = static_cast<int64_t>(blockIdx.y) * d;
+
+  // Key range of the CTA (first row's segment start to the last row's end), of this warp, and the
+  // segments of this thread's two rows (g and g + 8 of the warp's 16); a row past T masks every key.
+  int64_t b64 = 0, e64 = 0, unused = 0;
+  row_segment(cu, segs, row0, t_rows, &b64, &unused);
+  row_segment(cu, segs, min(row0 + kFaRows, t_rows) - 1, t_rows, &unused, &e64);
+  const int kb = static_cast<int>(b64), ke = static_cast<int>(e64);
+  const int wrow0 = row0 + warp * 16;
+  const bool warp_active = wrow0 < t_rows;
+  int wkb = 0, wke = 0;
+  if (warp_active) {
+    row_segment(cu, segs, wrow0, t_rows, &b64, &unused);
+    row_segment(cu, segs, min(wrow0 + 16, t_rows) - 1, t_rows, &unused, &e64);
+    wkb = static_cast<int>(b64);
+    wke = static_cast<int>(e64);
+  }
+  int rb[2] = {0, 0}, re[2] = {0, 0};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = wrow0 + g + 8 * h;
+    if (row < t_rows) {
+      row_segment(cu, segs, row, t_rows, &b64, &e64);
+      rb[h] = static_cast<int>(b64);
+      re[h] = static_cast<int>(e64);
+    }
+  }
+  // A key tile inside both rows' segments needs no mask (the common case: one long image).
+  const int rb_max = max(rb[0], rb[1]), re_min = min(re[0], re[1]);
+
+  // 64 rows [first, first + 64) of src's head into dst, zeros past `end` and past d.
+  auto load_rows = [&](bf16* dst, const bf16* src, int64_t stride, int first, int end) {
+    if (vec) {
+      for (int idx = tid; idx < kFaKeys * kChunks; idx += kFaThreads) {
+        const int r = idx / kChunks, c = idx % kChunks, row = first + r;
+        const bool ok = row < end && c * 8 < d;
+        const bf16* from = ok ? src + static_cast<int64_t>(row) * stride + head_off + c * 8 : src;
+        cp_async16(dst + r * kLd + c * 8, from, ok);  // !ok: zero fill, reads nothing
+      }
+    } else {
+      for (int idx = tid; idx < kFaKeys * DP; idx += kFaThreads) {
+        const int r = idx / DP, e = idx % DP, row = first + r;
+        dst[r * kLd + e] = (row < end && e < d) ? src[static_cast<int64_t>(row) * stride + head_off + e]
+                                                : __float2bfloat16_rn(0.0f);
+      }
+    }
+  };
+
+  const int n_tiles = (ke - kb + kFaKeys - 1) / kFaKeys;  // >= 1: the segment of row0 holds row0
+  load_rows(sQ, q, qs, row0, t_rows);
+  cp_async_commit();
+  if (n_tiles > 0) {
+    load_rows(sKV, k, ks, kb, ke);
+    load_rows(sKV + C::kTile, v, vs, kb, ke);
+  }
+  cp_async_commit();
+  cp_async_wait<1>();  // Q landed (tile 0 may be in flight)
+  __syncthreads();
+  // The warp's Q fragments (A, row-major 16 × 16 per k-step), kept in registers for every tile.
+  uint32_t qf[DP / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk) ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 15)) * kLd + kk * 16 + (lane >> 4) * 8);
+
+  float acc[DP / 8][4];
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+
+  for (int it = 0; it < n_tiles; ++it) {
+    cp_async_wait_all();
+    __syncthreads();  // tile `it` visible to all; every warp is done with the other stage
+    if (it + 1 < n_tiles) {
+      bf16* next = sKV + ((it + 1) & 1) * 2 * C::kTile;
+      load_rows(next, k, ks, kb + (it + 1) * kFaKeys, ke);
+      load_rows(next + C::kTile, v, vs, kb + (it + 1) * kFaKeys, ke);
+    }
+    cp_async_commit();
+    const int k0 = kb + it * kFaKeys;
+    if (!warp_active || k0 >= wke || k0 + kFaKeys <= wkb) continue;  // no key of this warp's rows
+    const bf16* sK = sKV + (it & 1) * 2 * C::kTile;
+    const bf16* sV = sK + C::kTile;
+
+    // S = Q Kᵀ, 16 rows × 64 keys. B (col-major 16 × 8) of keys n..n+7 is K's rows, non-transposed:
+    // ldmatrix x4 gives b0, b1 of keys j·16 + 0..7 and of keys j·16 + 8..15.
+    float sc[kFaKeys / 8][4];
+#pragma unroll
+    for (int j = 0; j < kFaKeys / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk) {
+#pragma unroll
+      for (int j = 0; j < kFaKeys / 16; ++j) {
+        uint32_t b[4];
+        ldsm_x4(b, sK + (j * 16 + (lane & 7) + ((lane >> 4) << 3)) * kLd + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(sc[2 * j], qf[kk], b[0], b[1]);
+        mma_bf16(sc[2 * j + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    // Scale to the log2 domain, mask keys outside each row's segment, running max per row.
+    const bool full = k0 >= rb_max && k0 + kFaKeys <= re_min;
+    float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kFaKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1, key = k0 + j * 8 + t4 * 2 + (e & 1);
+        float x = sc[j][e] * qk_scale;
+        if (!full) x = (key >= rb[h] && key < re[h]) ? x : -INFINITY;
+        sc[j][e] = x;
+        tmax[h] = fmaxf(tmax[h], x);
+      }
+    }
+    float m_use[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));  // the quad shares a row
+      tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
+      const float m_new = fmaxf(row_m[h], tmax[h]);
+      m_use[h] = m_new == -INFINITY ? 0.0f : m_new;  // no key of the row yet: keep exp2 finite
+      const float alpha = exp2f(row_m[h] - m_use[h]);
+      row_m[h] = m_new;
+      row_l[h] *= alpha;
+#pragma unroll
+      for (int n = 0; n < DP / 8; ++n) {
+        acc[n][2 * h] *= alpha;
+        acc[n][2 * h + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kFaKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2f(sc[j][e] - m_use[e >> 1]);
+        sc[j][e] = p;
+        row_l[e >> 1] += p;  // this thread's columns; summed over the quad at the end
+      }
+    }
+
+    // O += P V. The C fragments of key tiles 2kc, 2kc+1 are the A fragment of keys kc·16..+15; B
+    // (keys × dims) is V transposed: ldmatrix.trans x4 gives b0, b1 of dims n·16 + 0..7 and + 8..15.
+#pragma unroll
+    for (int kc = 0; kc < kFaKeys / 16; ++kc) {
+      const uint32_t pa[4] = {pack_bf16x2(sc[2 * kc][0], sc[2 * kc][1]), pack_bf16x2(sc[2 * kc][2], sc[2 * kc][3]),
+                              pack_bf16x2(sc[2 * kc + 1][0], sc[2 * kc + 1][1]),
+                              pack_bf16x2(sc[2 * kc + 1][2], sc[2 * kc + 1][3])};
+#pragma unroll
+      for (int n = 0; n < DP / 16; ++n) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, sV + (kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + n * 16 + (lane >> 4) * 8);
+        mma_bf16(acc[2 * n], pa, b[0], b[1]);
+        mma_bf16(acc[2 * n + 1], pa, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait_all();  // nothing left in flight at exit
+
+  // Normalise and write: this thread holds dims n·8 + 2·t4, +1 of rows g and g + 8.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_l[h] += __shfl_xor_sync(0xffffffffu, row_l[h], 1);
+    row_l[h] += __shfl_xor_sync(0xffffffffu, row_l[h], 2);
+    const int row = wrow0 + g + 8 * h;
+    if (row >= t_rows) continue;
+    const float inv = 1.0f / row_l[h];  // >= 1: a row's segment holds the row itself
+    bf16* o = out + static_cast<int64_t>(row) * os + head_off;
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) {
+      const int e = n * 8 + t4 * 2;
+      const float x0 = acc[n][2 * h] * inv, x1 = acc[n][2 * h + 1] * inv;
+      if (vec) {
+        if (e < d) *reinterpret_cast<uint32_t*>(o + e) = pack_bf16x2(x0, x1);  // d % 8 == 0: e + 1 < d too
+      } else {
+        if (e < d) o[e] = __float2bfloat16_rn(x0);
+        if (e + 1 < d) o[e + 1] = __float2bfloat16_rn(x1);
+      }
+    }
+  }
+}
+
+
+template <int DP>
+void launch_segment_attention_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                                  Tensor& out, int segs, int t, int d, float qk_scale, bool vec, dim3 grid,
+                                  size_t max_smem_optin, cudaStream_t stream) {
+  static std::atomic<uint64_t> opted_in{0};  // FaCfg<80>::kSmem is 56 KB: past the default 48 KB
+  const auto kernel = segment_attention_mma_kernel<DP>;
+  opt_in_shared_memory(reinterpret_cast<const void*>(kernel), FaCfg<DP>::kSmem, max_smem_optin, opted_in,
+                       "segment_attention");
+  kernel<<<grid, kFaThreads, FaCfg<DP>::kSmem, stream>>>(q.ptr<bf16>(), q.stride0(), k.ptr<bf16>(), k.stride0(),
+                                                          v.ptr<bf16>(), v.stride0(), out.ptr<bf16>(), out.stride0(),
+                                                          cu_seqlens.ptr<int32_t>(), segs, t, d, qk_scale, vec);
+}
+
 }  // namespace
 
 void launch_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, float eps, cudaStream_t stream) {
@@ -380,7 +630,7 @@ void launch_rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, co
 }
 
 void launch_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
-                              Tensor& out, cudaStream_t stream) {
+                              Tensor& out, size_t max_smem_optin, cudaStream_t stream) {
   const char* op = "segment_attention";
   for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
     require_on_cuda(op, *t, name);
@@ -400,8 +650,33 @@ void launch_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   require(segs >= 1, op, "cu_seqlens " + shape_str(cu_seqlens) + " holds no segment for " + std::to_string(t) + " rows");
   require(segs < (int64_t{1} << 31) && (t + kSegRows - 1) / kSegRows < (int64_t{1} << 31), op,
           "too many rows or segments: q " + shape_str(q) + ", cu_seqlens " + shape_str(cu_seqlens));
-  const dim3 grid(static_cast<unsigned>((t + kSegRows - 1) / kSegRows), static_cast<unsigned>(h));
   const float qk_scale = scale * kLog2e;
+  // bf16: tensor cores (head dim padded to a multiple of 16). fp32 keeps the exact SIMT kernel, and
+  // f16 the SIMT kernel too (mma_bf16 would drop f16's 3 extra mantissa bits).
+  if (q.dtype == DType::BF16 && t < (int64_t{1} << 31) - kFaRows &&
+      FaCfg<(kSegmentAttentionMaxHeadDim + 15) / 16 * 16>::kSmem <= max_smem_optin) {
+    const dim3 grid(static_cast<unsigned>((t + kFaRows - 1) / kFaRows), static_cast<unsigned>(h));
+    const bool vec = rows_vec16(sizeof(bf16), d, {{q.data, q.stride0()}, {k.data, k.stride0()}, {v.data, v.stride0()},
+                                                  {out.data, out.stride0()}});
+    auto go = [&](auto dp_tag) {
+      launch_segment_attention_mma<decltype(dp_tag)::value>(q, k, v, cu_seqlens, out, static_cast<int>(segs),
+                                                            static_cast<int>(t), static_cast<int>(d), qk_scale, vec,
+                                                            grid, max_smem_optin, stream);
+    };
+    switch ((d + 15) / 16) {
+      case 1: go(std::integral_constant<int, 16>{}); break;
+      case 2: go(std::integral_constant<int, 32>{}); break;
+      case 3: go(std::integral_constant<int, 48>{}); break;
+      case 4: go(std::integral_constant<int, 64>{}); break;
+      case 5: go(std::integral_constant<int, 80>{}); break;
+      case 6: go(std::integral_constant<int, 96>{}); break;
+      case 7: go(std::integral_constant<int, 112>{}); break;
+      default: go(std::integral_constant<int, 128>{}); break;
+    }
+    PAGODA_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>((t + kSegRows - 1) / kSegRows), static_cast<unsigned>(h));
   PAGODA_DISPATCH_FLOAT(q.dtype, T, op, {
     auto go = [&](auto c_tag) {
       constexpr int C = decltype(c_tag)::value;

@@ -22,9 +22,11 @@ void launch_rope_axes(Tensor& x, const Tensor& positions, const Tensor& axes, co
 // Largest head dim segment_attention runs (its shared-memory tiles are sized for it).
 constexpr int64_t kSegmentAttentionMaxHeadDim = 128;
 // Bidirectional attention within segments, q/k/v [T, H, D] (dim 0 strided), D <= 128: a block per
-// 32 query rows of one head streams the keys of those rows' segments through shared memory with an
-// online softmax; each row finds its segment by a binary search in cu_seqlens on the device.
+// tile of query rows of one head streams the keys of those rows' segments through shared memory with
+// an online softmax; each row finds its segment by a binary search in cu_seqlens on the device. BF16
+// runs on tensor cores (64-row tiles, mma.sync; needs max_smem_optin, the device's opt-in shared
+// memory per block), F32 and F16 on fp32 SIMT (32-row tiles).
 void launch_segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
-                              Tensor& out, cudaStream_t stream);
+                              Tensor& out, size_t max_smem_optin, cudaStream_t stream);
 
 }  // namespace pagoda::cuda
