@@ -46,7 +46,7 @@ OpCase expand_case(const std::string& label, int64_t t, int64_t s, int64_t n, in
   c.run = [](Backend& be, DeviceData& d, int) { be.lora_expand(d.t("low"), d.t("b"), d.t("slots"), d.t("out")); };
   c.outputs = {"out"};
   c.tol = tol_by_act({1e-5 * std::sqrt(double(r)), 1e-4}, {1e-2, 1.6e-2});
-  // Vulkan has no shader for it: the fallback runs it on the host (FallbackBackend).
+  // Vulkan has no shader for it (LoRA engines are refused at load there).
   c.unsupported = [wdt](Backend& be) {
     return be.supports(Op::LoraExpand, wdt) ? std::string()
                                             : "no lora_expand for " + std::string(dtype_name(wdt)) + " weights here";

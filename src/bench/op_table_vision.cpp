@@ -41,8 +41,8 @@ HostTensor lazy(DType dt, std::vector<int64_t> shape, int32_t range = 0) {
 
 double es(DType t) { return static_cast<double>(dtype_size(t)); }
 
-// Vulkan has no shaders for these: a model's host fallback runs them there (FallbackBackend), so its
-// cases are skipped by name rather than run against the bare backend.
+// Vulkan has no shaders for these (a model that needs them is refused at load there), so its cases
+// are skipped by name rather than run against the bare backend.
 std::function<std::string(Backend&)> unless_supported(Op op) {
   return [op](Backend& be) {
     return be.supports(op, be.activation_dtype())

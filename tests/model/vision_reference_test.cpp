@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "model/vision_encoder.h"
+#include "../support/vulkan_device.h"
 #include "vision_fixture.h"
 
 namespace pagoda {
@@ -75,6 +76,33 @@ TEST(VisionReference, ABatchOfImagePromptsGivesEachItsOwnTokens) {
   const std::vector<Out> out = vision_test::run_cases(engine, {3, 2, 1, 0, 2}, /*together=*/true);
   const std::vector<size_t> which = {3, 2, 1, 0, 2};
   for (size_t k = 0; k < out.size(); ++k) vision_test::expect_reference(out[k], which[k], 2e-4);
+}
+
+// Vulkan (lavapipe in CI) has no shaders for the tower's primitives and no host-visible memory to
+// run them on the CPU: a multimodal checkpoint is refused at load, naming the ops and the way out,
+// and serves text with --limit-mm-per-prompt 0.
+TEST(VisionReference, OnVulkanTheTowerIsRefusedByNameAndTextIsServed) {
+  const std::string why = testing::vulkan_missing();
+  if (!why.empty()) GTEST_SKIP() << "no Vulkan device: " << why;
+  try {
+    Engine engine(vision_test::fixture_dir(), vision_test::engine_config("vulkan", "float32"));
+    ADD_FAILURE() << "the vision tower loaded on Vulkan";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("segment_attention"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--limit-mm-per-prompt"), std::string::npos) << e.what();
+  }
+  EngineConfig c = vision_test::engine_config("vulkan", "float32");
+  c.multimodal.max_images_per_prompt = 0;
+  Engine engine(vision_test::fixture_dir(), c);
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 3;
+  p.ignore_eos = true;
+  engine.add_request({5, 6, 7}, p);
+  int tokens = 0;
+  for (int steps = 0; engine.has_unfinished() && steps < 100; ++steps)
+    for (const RequestOutput& o : engine.step()) tokens += static_cast<int>(o.new_token_ids.size());
+  EXPECT_EQ(tokens, 3);
 }
 
 TEST(VisionReference, ImagesOffRefusesAnImageAndServesText) {

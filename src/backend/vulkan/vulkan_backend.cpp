@@ -295,24 +295,25 @@ void VulkanBackend::linear_int4(const Tensor&, const Tensor&, const Tensor&, con
 }
 
 void VulkanBackend::lora_expand(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
-  throw Error("vulkan: lora_expand has no shader (supports() says so); the host runs it for this backend");
+  throw Error("vulkan: lora_expand has no shader (supports() says so, and a model needing it is refused at load)");
 }
 
-// The vision encoder's ops have no shaders yet: supports() says so and the host runs them.
+// The vision encoder's ops have no shaders yet: supports() says so, and a model with a vision tower is
+// refused at load (serve it as text with --limit-mm-per-prompt 0).
 void VulkanBackend::layer_norm(const Tensor&, const Tensor&, const Tensor&, Tensor&, float) {
-  throw Error("vulkan: layer_norm has no shader (supports() says so); the host runs it for this backend");
+  throw Error("vulkan: layer_norm has no shader (supports() says so, and a model needing it is refused at load)");
 }
 
 void VulkanBackend::gelu(const Tensor&, Tensor&, bool) {
-  throw Error("vulkan: gelu has no shader (supports() says so); the host runs it for this backend");
+  throw Error("vulkan: gelu has no shader (supports() says so, and a model needing it is refused at load)");
 }
 
 void VulkanBackend::rope_axes(Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  throw Error("vulkan: rope_axes has no shader (supports() says so); the host runs it for this backend");
+  throw Error("vulkan: rope_axes has no shader (supports() says so, and a model needing it is refused at load)");
 }
 
 void VulkanBackend::segment_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {
-  throw Error("vulkan: segment_attention has no shader (supports() says so); the host runs it for this backend");
+  throw Error("vulkan: segment_attention has no shader (supports() says so, and a model needing it is refused at load)");
 }
 
 void VulkanBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
