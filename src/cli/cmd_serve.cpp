@@ -438,6 +438,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--allowed-media-domains", args->server.allowed_media_domains,
                   "Images: http(s) URLs are fetched only from these hosts (default: none are; send data: URIs)")
       ->expected(1, -1);
+  cmd->add_option("--max-image-bytes", args->server.max_image_bytes,
+                  "Images: the most encoded bytes one image may have (default 20 MiB); larger ones are a 400")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+  cmd->add_option("--max-image-pixels", args->server.max_image_pixels,
+                  "Images: the most pixels (width x height) one image may declare (default 4096 x 4096); larger "
+                  "ones are a 400 before any decoding")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 28));
   cmd->add_flag("--return-tokens-as-token-ids", args->server.return_tokens_as_token_ids,
                 "Logprobs name tokens as 'token_id:N' instead of their text");
   cmd->add_option_function<std::string>(

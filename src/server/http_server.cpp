@@ -105,6 +105,8 @@ HttpServer::HttpServer(ServerContext ctx) {
     MediaOptions media;
     media.allowed_local_media_path = ctx.options.allowed_local_media_path;
     media.allowed_media_domains = ctx.options.allowed_media_domains;
+    if (ctx.options.max_image_bytes > 0) media.limits.max_bytes = static_cast<size_t>(ctx.options.max_image_bytes);
+    if (ctx.options.max_image_pixels > 0) media.limits.max_pixels = ctx.options.max_image_pixels;
     const auto& v = ctx.engine.model_config().vision;
     ctx.images = std::make_shared<const ImageLoader>(ctx.options.model_dir, static_cast<int32_t>(v.image_token_id),
                                                      ctx.engine.max_images_per_prompt(), std::move(media));

@@ -77,6 +77,10 @@ struct ServerOptions {
   // Where image URLs may be read from: --allowed-local-media-path, --allowed-media-domains.
   std::string allowed_local_media_path;
   std::vector<std::string> allowed_media_domains;
+  // Per image (docs/vision.md): encoded bytes (--max-image-bytes) and width x height
+  // (--max-image-pixels), checked before any pixel memory is allocated; 0 = the defaults.
+  int64_t max_image_bytes = 0;
+  int64_t max_image_pixels = 0;
 };
 
 struct PoolingRunner;
