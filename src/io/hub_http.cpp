@@ -1,5 +1,7 @@
 #include "io/hub_http.h"
 
+#include <algorithm>
+
 #if PAGODA_HAS_CURL
 #include <curl/curl.h>
 #endif
@@ -192,6 +194,34 @@ std::string http_get_text(const std::string& url, const HttpAuth& auth, size_t m
   return sink.text;
 }
 
+std::string http_get_bounded(const std::string& url, size_t max_bytes, long timeout_s) {
+  struct Sink {
+    std::string text;
+    size_t max_bytes;
+    bool too_large = false;
+  } sink{{}, max_bytes};
+  Easy easy(url, {});
+  curl_easy_setopt(easy.h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(easy.h, CURLOPT_TIMEOUT, timeout_s);
+  curl_easy_setopt(easy.h, CURLOPT_CONNECTTIMEOUT, std::min(timeout_s, 30L));
+  curl_easy_setopt(easy.h, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(easy.h, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* user) -> size_t {
+    auto* s = static_cast<Sink*>(user);
+    if (s->text.size() + size * n > s->max_bytes) {
+      s->too_large = true;
+      return 0;
+    }
+    s->text.append(data, size * n);
+    return size * n;
+  });
+  const CURLcode rc = easy.perform();
+  if (sink.too_large) throw Error(url + " sends more than " + std::to_string(max_bytes) + " bytes");
+  if (rc != CURLE_OK) throw Error("cannot fetch " + url + ": " + easy.failure(rc));
+  const long status = easy.status();
+  if (status < 200 || status >= 300) throw HttpStatusError(status, url);
+  return sink.text;
+}
+
 void http_download(const std::string& url, const HttpAuth& auth, const fs::path& dest, const std::string& label,
                    double progress_interval_s) {
   const fs::path part = dest.string() + ".incomplete";
@@ -254,6 +284,8 @@ namespace {
 }  // namespace
 
 std::string http_get_text(const std::string& url, const HttpAuth&, size_t) { no_curl(url); }
+
+std::string http_get_bounded(const std::string& url, size_t, long) { no_curl(url); }
 
 void http_download(const std::string& url, const HttpAuth&, const fs::path&, const std::string&, double) {
   no_curl(url);

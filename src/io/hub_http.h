@@ -28,6 +28,11 @@ struct HttpAuth {
 // the URL for a network failure or an answer larger than `max_bytes`.
 std::string http_get_text(const std::string& url, const HttpAuth& auth, size_t max_bytes);
 
+// GET `url` into memory for a client's media (an image URL): no redirects (an allow-list of hosts
+// must hold for where the bytes come from), at most `max_bytes`, at most `timeout_s` seconds in all.
+// Throws HttpStatusError for a status other than 2xx, pagoda::Error for the rest, naming the URL.
+std::string http_get_bounded(const std::string& url, size_t max_bytes, long timeout_s);
+
 // GET `url` into `dest`: the bytes go to `dest`.incomplete first, which a later call continues
 // with a Range request (a server that ignores it starts the file over), and are renamed to `dest`
 // once whole. A cut connection is retried a few times, each continuing where the last stopped.

@@ -82,7 +82,8 @@ std::vector<uint8_t> ImageLoader::read_bytes(const std::string& url, const std::
                                              : std::string("; '") + host + "' is not one of them"),
                         key);
     try {
-      const std::string body = hub::http_get_text(url, {}, lim.max_bytes);
+      // vLLM's VLLM_IMAGE_FETCH_TIMEOUT default: 5 s, redirects not followed (the allow-list holds).
+      const std::string body = hub::http_get_bounded(url, lim.max_bytes, 5);
       return std::vector<uint8_t>(body.begin(), body.end());
     } catch (const Error& e) {
       throw bad_request(key + ": fetching " + shown(url) + " failed: " + e.what(), key);

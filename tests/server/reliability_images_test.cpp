@@ -4,8 +4,13 @@
 // with the server's peak memory growing less than 64 MiB, and the server answers after them.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -98,6 +103,53 @@ TEST(ReliabilityImages, TheImageLimitsAreFlags) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("3000"), std::string::npos) << "names the pixel limit: " << r.body;
   EXPECT_EQ(p.stop(), 0) << p.log();
+}
+
+// http(s) image URLs: fetched from an allowed host (the same answer as the image sent inline), never
+// through a redirect, within 5 s and the byte limit; other hosts are refused unread.
+TEST(ReliabilityImages, HttpImageUrlsOnlyFromAllowedHostsBoundedInTimeAndBytes) {
+  const std::string images = vision_test::fixture_dir() + "/images";
+  FILE* media = popen(("echo $$; exec python3 " + source_path("tests/server/media_server.py") + " " + images).c_str(), "r");
+  ASSERT_NE(media, nullptr);
+  char line[64] = {};
+  ASSERT_NE(fgets(line, sizeof line, media), nullptr);
+  const int media_pid = std::atoi(line);
+  ASSERT_NE(fgets(line, sizeof line, media), nullptr);
+  const std::string base = "http://127.0.0.1:" + std::to_string(std::atoi(line));
+
+  const VisionModelDir dir;
+  ServerProcess s;
+  ASSERT_TRUE(s.start(dir.path, {"--served-model-name", "vis", "--max-model-len", "256", "--allowed-media-domains",
+                                 "127.0.0.1", "--max-image-bytes", "1048576"}))
+      << s.log();
+  auto chat = [&](const std::string& url) {
+    const nlohmann::json parts = {{{"type", "text"}, {"text", "AB"}}, {{"type", "image_url"}, {"image_url", {{"url", url}}}}};
+    const nlohmann::json body = {{"model", "vis"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true},
+                                 {"return_token_ids", true}, {"messages", {{{"role", "user"}, {"content", parts}}}}};
+    const auto t0 = std::chrono::steady_clock::now();
+    HttpResult r = s.request("POST", "/v1/chat/completions", body.dump(), {});
+    return std::make_pair(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  const auto [inline_r, t_inline] = chat(data_uri(images + "/a_64x96.png", "image/png"));
+  const auto [fetched, t_fetched] = chat(base + "/a_64x96.png");
+  ASSERT_EQ(inline_r.status, 200) << inline_r.body;
+  ASSERT_EQ(fetched.status, 200) << fetched.body;
+  EXPECT_EQ(nlohmann::json::parse(fetched.body)["choices"][0]["token_ids"],
+            nlohmann::json::parse(inline_r.body)["choices"][0]["token_ids"]);
+  for (const auto& [what, url, most_s] : std::vector<std::tuple<std::string, std::string, double>>{
+           {"a redirect", base + "/redirect", 2.0},
+           {"a host not allowed", "http://localhost:1/a.png", 2.0},
+           {"a missing file", base + "/none.png", 2.0},
+           {"more bytes than the limit", base + "/big", 5.0},
+           {"a server that stalls", base + "/slow", 8.0}}) {
+    SCOPED_TRACE(what);
+    const auto [r, secs] = chat(url);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_LT(secs, most_s);
+  }
+  EXPECT_EQ(s.stop(), 0) << s.log();
+  kill(media_pid, SIGTERM);
+  pclose(media);
 }
 
 }  // namespace
