@@ -105,6 +105,16 @@ TEST(VisionReference, OnVulkanTheTowerIsRefusedByNameAndTextIsServed) {
   EXPECT_EQ(tokens, 3);
 }
 
+// Tensor parallelism: every rank runs the (replicated) tower; the decoder's heads are split.
+TEST(VisionReference, TwoTensorParallelRanksGiveTransformersTokens) {
+  EngineConfig c = vision_test::engine_config("cpu", "auto");
+  c.tensor_parallel_size = 2;
+  Engine engine(vision_test::fixture_dir(), c);
+  const std::vector<Out> out = vision_test::run_cases(engine, {0, 2, 3}, /*together=*/true);
+  const std::vector<size_t> which = {0, 2, 3};
+  for (size_t k = 0; k < out.size(); ++k) vision_test::expect_reference(out[k], which[k], 2e-4);
+}
+
 TEST(VisionReference, ImagesOffRefusesAnImageAndServesText) {
   EngineConfig c = vision_test::engine_config("cpu", "auto");
   c.multimodal.max_images_per_prompt = 0;
