@@ -54,23 +54,13 @@ inline void write_file(const std::string& path, const std::string& text) {
   out << text;
 }
 
-// Ids 0..255: the bytes; 256..499: two-letter merges ("aa", "ab", ...); 500..511: added tokens.
-// Every id of the fixture's 512-token vocabulary decodes, whatever the random weights sample.
-inline nlohmann::json tiny_tokenizer_json() {
-  nlohmann::json vocab = nlohmann::json::object();
-  int id = 0;
-  for (int b = 0; b < 256; ++b) vocab[std::string(byte_level::byte_to_utf8(static_cast<uint8_t>(b)))] = id++;
-  nlohmann::json merges = nlohmann::json::array();
-  for (char a = 'a'; a <= 'z' && id < 500; ++a)
-    for (char b = 'a'; b <= 'z' && id < 500; ++b) {
-      vocab[std::string{a, b}] = id++;
-      merges.push_back(nlohmann::json::array({std::string(1, a), std::string(1, b)}));
-    }
-  const std::vector<std::pair<std::string, bool>> added = {
-      {"<|endoftext|>", true}, {"<|im_start|>", true},     {"<|im_end|>", true},        {"<think>", false},
-      {"</think>", false},     {"<tool_call>", false},     {"</tool_call>", false},     {"<tool_response>", false},
-      {"</tool_response>", false}, {"<|pad_0|>", true},    {"<|pad_1|>", true},         {"<|pad_2|>", true}};
+// A byte-level BPE tokenizer.json over `vocab` and `merges`, then `added` (content, special) at the
+// ids from `first_added_id` on.
+inline nlohmann::json byte_level_tokenizer_json(const nlohmann::json& vocab, const nlohmann::json& merges,
+                                                int first_added_id,
+                                                const std::vector<std::pair<std::string, bool>>& added) {
   nlohmann::json added_tokens = nlohmann::json::array();
+  int id = first_added_id;
   for (const auto& [content, special] : added) {
     added_tokens.push_back({{"id", id++}, {"content", content}, {"single_word", false}, {"lstrip", false},
                             {"rstrip", false}, {"normalized", false}, {"special", special}});
@@ -84,6 +74,25 @@ inline nlohmann::json tiny_tokenizer_json() {
           {"post_processor", nullptr},
           {"decoder", {{"type", "ByteLevel"}}},
           {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
+// Ids 0..255: the bytes; 256..499: two-letter merges ("aa", "ab", ...); 500..511: added tokens.
+// Every id of the fixture's 512-token vocabulary decodes, whatever the random weights sample.
+inline nlohmann::json tiny_tokenizer_json() {
+  nlohmann::json vocab = nlohmann::json::object();
+  int id = 0;
+  for (int b = 0; b < 256; ++b) vocab[std::string(byte_level::byte_to_utf8(static_cast<uint8_t>(b)))] = id++;
+  nlohmann::json merges = nlohmann::json::array();
+  for (char a = 'a'; a <= 'z' && id < 500; ++a)
+    for (char b = 'a'; b <= 'z' && id < 500; ++b) {
+      vocab[std::string{a, b}] = id++;
+      merges.push_back(nlohmann::json::array({std::string(1, a), std::string(1, b)}));
+    }
+  return byte_level_tokenizer_json(
+      vocab, merges, id,
+      {{"<|endoftext|>", true}, {"<|im_start|>", true},     {"<|im_end|>", true},        {"<think>", false},
+       {"</think>", false},     {"<tool_call>", false},     {"</tool_call>", false},     {"<tool_response>", false},
+       {"</tool_response>", false}, {"<|pad_0|>", true},    {"<|pad_1|>", true},         {"<|pad_2|>", true}});
 }
 
 // A fresh model directory: the fixture's weights and config, the tokenizer above, Qwen3's template.

@@ -26,23 +26,11 @@ inline nlohmann::json vision_tokenizer_json() {
   int id = 0;
   for (int b = 0; b < 256; ++b) vocab[std::string(byte_level::byte_to_utf8(static_cast<uint8_t>(b)))] = id++;
   for (; id < 500; ++id) vocab["unused" + std::to_string(id)] = id;
-  const std::vector<std::string> added = {"<|endoftext|>", "<|im_start|>", "<|im_end|>",  "<|pad_3|>",
-                                          "<|pad_4|>",     "<|pad_5|>",    "<|pad_6|>",   "<|vision_start|>",
-                                          "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|pad_11|>"};
-  nlohmann::json added_tokens = nlohmann::json::array();
-  for (const std::string& content : added)
-    added_tokens.push_back({{"id", id++}, {"content", content}, {"single_word", false}, {"lstrip", false},
-                            {"rstrip", false}, {"normalized", false}, {"special", true}});
-  return {{"version", "1.0"},
-          {"truncation", nullptr},
-          {"padding", nullptr},
-          {"added_tokens", added_tokens},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
-          {"post_processor", nullptr},
-          {"decoder", {{"type", "ByteLevel"}}},
-          {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab},
-                     {"merges", nlohmann::json::array()}}}};
+  std::vector<std::pair<std::string, bool>> added;
+  for (const char* t : {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad_3|>", "<|pad_4|>", "<|pad_5|>",
+                        "<|pad_6|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|pad_11|>"})
+    added.emplace_back(t, true);
+  return byte_level_tokenizer_json(vocab, nlohmann::json::array(), id, added);
 }
 
 // The user's parts in order, an image as Qwen's templates render it; no role headers, so that the
