@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <utility>
 #include <thread>
 
 namespace pagoda::hub {
@@ -166,60 +167,56 @@ int64_t size_on_disk(const fs::path& path) {
 
 }  // namespace
 
+namespace {
+
+// The body of `easy`'s GET in memory, stopped past `max_bytes` (too_large then).
+struct MemoryGet {
+  std::string text;
+  size_t max_bytes = 0;
+  bool too_large = false;
+  CURLcode rc = CURLE_OK;
+
+  MemoryGet(Easy& easy, size_t max) : max_bytes(max) {
+    curl_easy_setopt(easy.h, CURLOPT_WRITEDATA, this);
+    curl_easy_setopt(easy.h, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* user) -> size_t {
+      auto* s = static_cast<MemoryGet*>(user);
+      if (s->text.size() + size * n > s->max_bytes) {
+        s->too_large = true;
+        return 0;
+      }
+      s->text.append(data, size * n);
+      return size * n;
+    });
+    rc = easy.perform();
+  }
+};
+
+}  // namespace
+
 std::string http_get_text(const std::string& url, const HttpAuth& auth, size_t max_bytes) {
-  struct Sink {
-    std::string text;
-    size_t max_bytes;
-    bool too_large = false;
-  } sink{{}, max_bytes};
   Easy easy(url, auth);
-  curl_easy_setopt(easy.h, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(easy.h, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* user) -> size_t {
-    auto* s = static_cast<Sink*>(user);
-    if (s->text.size() + size * n > s->max_bytes) {
-      s->too_large = true;
-      return 0;
-    }
-    s->text.append(data, size * n);
-    return size * n;
-  });
-  const CURLcode rc = easy.perform();
-  if (sink.too_large)
+  MemoryGet get(easy, max_bytes);
+  if (get.too_large)
     throw Error("the answer of " + url + " is larger than " + std::to_string(max_bytes) +
                 " bytes, which is not what a Hub sends; check HF_ENDPOINT");
-  if (rc != CURLE_OK)
-    throw Error("cannot fetch " + url + ": " + easy.failure(rc) + "; check the network and HF_ENDPOINT");
+  if (get.rc != CURLE_OK)
+    throw Error("cannot fetch " + url + ": " + easy.failure(get.rc) + "; check the network and HF_ENDPOINT");
   const long status = easy.status();
   if (status < 200 || status >= 300) throw HttpStatusError(status, url);
-  return sink.text;
+  return std::move(get.text);
 }
 
 std::string http_get_bounded(const std::string& url, size_t max_bytes, long timeout_s) {
-  struct Sink {
-    std::string text;
-    size_t max_bytes;
-    bool too_large = false;
-  } sink{{}, max_bytes};
   Easy easy(url, {});
   curl_easy_setopt(easy.h, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(easy.h, CURLOPT_TIMEOUT, timeout_s);
   curl_easy_setopt(easy.h, CURLOPT_CONNECTTIMEOUT, std::min(timeout_s, 30L));
-  curl_easy_setopt(easy.h, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(easy.h, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* user) -> size_t {
-    auto* s = static_cast<Sink*>(user);
-    if (s->text.size() + size * n > s->max_bytes) {
-      s->too_large = true;
-      return 0;
-    }
-    s->text.append(data, size * n);
-    return size * n;
-  });
-  const CURLcode rc = easy.perform();
-  if (sink.too_large) throw Error(url + " sends more than " + std::to_string(max_bytes) + " bytes");
-  if (rc != CURLE_OK) throw Error("cannot fetch " + url + ": " + easy.failure(rc));
+  MemoryGet get(easy, max_bytes);
+  if (get.too_large) throw Error(url + " sends more than " + std::to_string(max_bytes) + " bytes");
+  if (get.rc != CURLE_OK) throw Error("cannot fetch " + url + ": " + easy.failure(get.rc));
   const long status = easy.status();
   if (status < 200 || status >= 300) throw HttpStatusError(status, url);
-  return sink.text;
+  return std::move(get.text);
 }
 
 void http_download(const std::string& url, const HttpAuth& auth, const fs::path& dest, const std::string& label,
