@@ -4,7 +4,10 @@ transformers' own references for them: tests/fixtures/vision/qwen3_5-tiny-vision
 
 Run on the GPU machine (torch, transformers 5.17, PIL, torchvision; no network), on the CPU:
 
-    python3 tools/make_vision_fixtures.py --out tests/fixtures/vision
+    python3 tools/make_vision_fixtures.py --out tests/fixtures/vision [--moe]
+
+--moe makes qwen3_5_moe-tiny-vision instead: the same tower, images and prompts over a Qwen3.5-MoE
+decoder (Qwen3_5MoeForConditionalGeneration: routed experts and the gated shared expert).
 
 What it writes:
   * the checkpoint (save_pretrained of Qwen3_5ForConditionalGeneration: model.visual.*,
@@ -94,6 +97,23 @@ def save_image(img, path, fmt):
         img.save(path, "PNG")
 
 
+def make_moe_config():
+    import make_moe_fixtures as moe
+
+    L, F = "linear_attention", "full_attention"
+    text = moe.qwen3_5_moe_text(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+                                num_key_value_heads=2, head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
+                                linear_key_head_dim=16, linear_value_head_dim=16, layer_types=[L, F, L, L],
+                                num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                                shared_expert_intermediate_size=48, tie_word_embeddings=False, eos_token_id=2)
+    vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, in_channels=3, patch_size=16,
+                  temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=64,
+                  num_position_embeddings=64, hidden_act="gelu_pytorch_tanh")
+    return transformers.Qwen3_5MoeConfig(text_config=text, vision_config=vision, tie_word_embeddings=False,
+                                         image_token_id=IMAGE_PAD, video_token_id=VIDEO_PAD,
+                                         vision_start_token_id=VISION_START, vision_end_token_id=VISION_END)
+
+
 def make_config():
     # rotary_dim = 32 * 0.25 = 8: four pairs; mrope_section [2, 1, 1] interleaved puts pair 1 on the
     # height position, pair 2 on the width and pairs 0, 3 on the temporal one: all three rows matter.
@@ -161,15 +181,23 @@ def forward_logits(model, ids, pixel_values, grid):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--moe", action="store_true", help="the Qwen3.5-MoE decoder (qwen3_5_moe-tiny-vision)")
     args = ap.parse_args()
-    out_dir = os.path.join(args.out, NAME)
+    name = "qwen3_5_moe-tiny-vision" if args.moe else NAME
+    cls = transformers.Qwen3_5MoeForConditionalGeneration if args.moe else transformers.Qwen3_5ForConditionalGeneration
+    out_dir = os.path.join(args.out, name)
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
     os.makedirs(os.path.join(out_dir, "images"))
 
     torch.manual_seed(SEED)
-    model = transformers.Qwen3_5ForConditionalGeneration(make_config()).eval()
-    mf.reinit_(model, "qwen3_5", SEED)
+    model = cls(make_moe_config() if args.moe else make_config()).eval()
+    if args.moe:
+        import make_moe_fixtures as moe
+
+        moe.reinit_(model, SEED)
+    else:
+        mf.reinit_(model, "qwen3_5", SEED)
     reinit_vision_(model, SEED)
     model.save_pretrained(out_dir)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
@@ -178,8 +206,7 @@ def main():
         f.write("\n")
     proc = make_processor()
     proc.save_pretrained(out_dir)
-    model = transformers.Qwen3_5ForConditionalGeneration.from_pretrained(
-        out_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    model = cls.from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager").eval()
     proc = transformers.AutoImageProcessor.from_pretrained(out_dir)
     print("image processor:", type(proc).__name__)
 
@@ -236,7 +263,7 @@ def main():
 
     with open(os.path.join(out_dir, "config.json")) as f:
         cfg = json.load(f)
-    ref = {"model": NAME, "architecture": "Qwen3_5ForConditionalGeneration",
+    ref = {"model": name, "architecture": cls.__name__,
            "made_by": "tools/make_vision_fixtures.py", "reference_dtype": "float32",
            "reference_method": ("HF from_pretrained(saved dir, dtype=float32, eager); greedy loop over the "
                                 "full sequence with pixel_values and mm_token_type_ids, use_cache=False; "

@@ -10,7 +10,7 @@ mkdir -p "$OUT/hf_src" /tmp/vision_fixtures
 root=$(python3 -c 'import transformers, os; print(os.path.dirname(transformers.__file__))')
 cp "$root"/vision_utils.py "$root"/image_processing_backends.py "$OUT/hf_src/" 2>/dev/null
 python3 -c 'import torchvision, PIL; print("torchvision", torchvision.__version__, "PIL", PIL.__version__)'
-python3 tools/make_vision_fixtures.py --out /tmp/vision_fixtures 2>&1 | grep -v Loading | tail -30
+python3 tools/make_vision_fixtures.py --out /tmp/vision_fixtures ${MOE:+--moe} 2>&1 | grep -v Loading | tail -30
 rc=${PIPESTATUS[0]}
 tar -C /tmp/vision_fixtures -cf "$OUT/vision_fixtures.tar" .
 exit "$rc"
