@@ -178,6 +178,31 @@ def forward_logits(model, ids, pixel_values, grid):
     return out.logits[0].float()
 
 
+def generates_vision_token(model, out_dir):
+    """Whether a greedy run of some prompt (no cache, 16 tokens) samples a vision special token."""
+    proc = make_processor()
+    pixels, grids = [], []
+    for i, (fname, h, w, mode, fmt) in enumerate(IMAGES):
+        buf = io.BytesIO()
+        save_image(draw_image(i, h, w, mode), buf, fmt)
+        buf.seek(0)
+        feats = proc(images=[Image.open(buf)], return_tensors="pt")
+        pixels.append(feats["pixel_values"].float())
+        grids.append(tuple(int(v) for v in feats["image_grid_thw"][0]))
+    with torch.no_grad():
+        for pidx, spec in enumerate(PROMPTS):
+            ids, imgs = prompt_ids(spec, pidx, grids)
+            pv = torch.cat([pixels[i] for i in imgs], 0)
+            grid = torch.tensor([list(grids[i]) for i in imgs], dtype=torch.long)
+            seq = list(ids)
+            for _ in range(NEW_TOKENS):
+                t = int(forward_logits(model, seq, pv, grid)[-1].argmax())
+                if VISION_START <= t <= VIDEO_PAD:
+                    return True
+                seq.append(t)
+    return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -190,15 +215,27 @@ def main():
         shutil.rmtree(out_dir)
     os.makedirs(os.path.join(out_dir, "images"))
 
-    torch.manual_seed(SEED)
-    model = cls(make_moe_config() if args.moe else make_config()).eval()
-    if args.moe:
-        import make_moe_fixtures as moe
+    def make_model(seed):
+        torch.manual_seed(seed)
+        m = cls(make_moe_config() if args.moe else make_config()).eval()
+        if args.moe:
+            import make_moe_fixtures as moe
 
-        moe.reinit_(model, SEED)
-    else:
-        mf.reinit_(model, "qwen3_5", SEED)
-    reinit_vision_(model, SEED)
+            moe.reinit_(m, seed)
+        else:
+            mf.reinit_(m, "qwen3_5", seed)
+        reinit_vision_(m, seed)
+        return m
+
+    # The MoE decoder: the first seed from SEED whose greedy runs never generate a vision token (a
+    # generated <|image_pad|> would be read as a placeholder by get_rope_index on the next step).
+    seed = SEED
+    model = make_model(seed)
+    while args.moe and generates_vision_token(model, out_dir):
+        seed += 1
+        assert seed < SEED + 20, "no seed without generated vision tokens"
+        model = make_model(seed)
+    print("seed", seed)
     model.save_pretrained(out_dir)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": 1, "eos_token_id": 2, "do_sample": False,
@@ -268,7 +305,7 @@ def main():
            "reference_method": ("HF from_pretrained(saved dir, dtype=float32, eager); greedy loop over the "
                                 "full sequence with pixel_values and mm_token_type_ids, use_cache=False; "
                                 "equal to generate() with the cache; eos NOT applied"),
-           "image_processor": type(proc).__name__, "max_new_tokens": NEW_TOKENS, "eos_ignored": True,
+           "image_processor": type(proc).__name__, "seed": seed, "max_new_tokens": NEW_TOKENS, "eos_ignored": True,
            "torch_version": torch.__version__, "transformers_version": transformers.__version__,
            "config": cfg, "images": image_info, "cases": cases}
     mf.write_reference(os.path.join(out_dir, "reference.json"), ref)
