@@ -28,16 +28,24 @@
 
 namespace pagoda::vision_test {
 
-inline std::string fixture_dir() { return std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/vision/qwen3_5-tiny-vision"; }
+// The dense decoder's fixture; qwen3_5_moe-tiny-vision has the same tower shape, images and prompts
+// over a Qwen3.5-MoE decoder.
+inline constexpr const char* kDense = "qwen3_5-tiny-vision";
+inline constexpr const char* kMoe = "qwen3_5_moe-tiny-vision";
 
-inline nlohmann::json reference() {
-  std::ifstream in(fixture_dir() + "/reference.json");
+inline std::string fixture_dir(const std::string& name = kDense) {
+  return std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/vision/" + name;
+}
+
+inline nlohmann::json reference(const std::string& name = kDense) {
+  std::ifstream in(fixture_dir(name) + "/reference.json");
   return nlohmann::json::parse(in);
 }
 
 // A tensor of pixels.safetensors as floats / ints.
 struct Pixels {
-  std::unique_ptr<SafetensorsFile> file = SafetensorsFile::open(fixture_dir() + "/pixels.safetensors");
+  explicit Pixels(const std::string& name = kDense) : file(SafetensorsFile::open(fixture_dir(name) + "/pixels.safetensors")) {}
+  std::unique_ptr<SafetensorsFile> file;
   const TensorView& get(const std::string& name) const {
     for (const TensorView& t : file->tensors())
       if (t.name == name) return t;
@@ -76,11 +84,11 @@ inline std::shared_ptr<ImageInput> image_input(const Pixels& px, int i) {
 
 // The fixture's vision tower on `be`: each image's merged output within `tol` (relative to the
 // largest value, at least 1) of transformers'.
-inline void expect_tower_matches(Backend& be, double tol) {
-  const Checkpoint ckpt = Checkpoint::open_dir(fixture_dir());
+inline void expect_tower_matches(Backend& be, double tol, const std::string& name = kDense) {
+  const Checkpoint ckpt = Checkpoint::open_dir(fixture_dir(name));
   std::unique_ptr<VisionEncoder> enc = load_vision_encoder(ckpt, be);
   ASSERT_NE(enc, nullptr);
-  const Pixels px;
+  const Pixels px(name);
   for (int i = 0; i < 4; ++i) {
     SCOPED_TRACE("image " + std::to_string(i));
     const auto img = image_input(px, i);
@@ -120,9 +128,10 @@ inline EngineConfig engine_config(const std::string& device, const std::string& 
 
 // Greedy runs of reference cases `which` (all at once when `together`), eos ignored, the first
 // position's logprobs over the whole vocabulary.
-inline std::vector<Out> run_cases(Engine& engine, const std::vector<size_t>& which, bool together) {
-  const nlohmann::json ref = reference();
-  const Pixels px;
+inline std::vector<Out> run_cases(Engine& engine, const std::vector<size_t>& which, bool together,
+                                  const std::string& name = kDense) {
+  const nlohmann::json ref = reference(name);
+  const Pixels px(name);
   const auto vocab = ref.at("config").at("text_config").at("vocab_size").get<int32_t>();
   std::vector<Out> out(which.size());
   std::map<int64_t, size_t> index;
@@ -152,8 +161,8 @@ inline std::vector<Out> run_cases(Engine& engine, const std::vector<size_t>& whi
 }
 
 // transformers' tokens, and its last-prompt logits as logprobs within `tol`.
-inline void expect_reference(const Out& got, size_t case_index, double tol) {
-  const nlohmann::json ref = reference();
+inline void expect_reference(const Out& got, size_t case_index, double tol, const std::string& name = kDense) {
+  const nlohmann::json ref = reference(name);
   const auto& c = ref.at("cases").at(case_index);
   SCOPED_TRACE("reference case " + std::to_string(case_index));
   EXPECT_EQ(got.tokens, c.at("generated_ids").get<std::vector<int32_t>>());

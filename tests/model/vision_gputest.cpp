@@ -30,5 +30,12 @@ TEST(CudaVision, ABatchOfImagePromptsGivesEachItsOwnTokens) {
   for (size_t k = 0; k < out.size(); ++k) vision_test::expect_reference(out[k], which[k], 1e-3);
 }
 
+TEST(CudaVision, TheMoeDecoderGivesTransformersTokens) {
+  Engine engine(vision_test::fixture_dir(vision_test::kMoe), vision_test::engine_config("cuda", "float32"));
+  const std::vector<vision_test::Out> out =
+      vision_test::run_cases(engine, {0, 1, 2, 3, 4, 5}, /*together=*/true, vision_test::kMoe);
+  for (size_t i = 0; i < out.size(); ++i) vision_test::expect_reference(out[i], i, 1e-3, vision_test::kMoe);
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -105,6 +105,15 @@ TEST(VisionReference, OnVulkanTheTowerIsRefusedByNameAndTextIsServed) {
   EXPECT_EQ(tokens, 3);
 }
 
+// The same images and prompts over a Qwen3.5-MoE decoder (routed experts, the gated shared expert).
+TEST(VisionReference, TheMoeDecoderGivesTransformersTokens) {
+  auto be = make_backend("cpu", 2);
+  vision_test::expect_tower_matches(*be, 1e-4, vision_test::kMoe);
+  Engine engine(vision_test::fixture_dir(vision_test::kMoe), vision_test::engine_config("cpu", "auto"));
+  const std::vector<Out> out = vision_test::run_cases(engine, {0, 1, 2, 3, 4, 5}, /*together=*/true, vision_test::kMoe);
+  for (size_t i = 0; i < out.size(); ++i) vision_test::expect_reference(out[i], i, 2e-4, vision_test::kMoe);
+}
+
 // Tensor parallelism: every rank runs the (replicated) tower; the decoder's heads are split.
 TEST(VisionReference, TwoTensorParallelRanksGiveTransformersTokens) {
   EngineConfig c = vision_test::engine_config("cpu", "auto");
