@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -35,6 +36,19 @@ struct HostTensor {
   int64_t row_numel() const;  // product of the dims after the first
   float at(int64_t idx) const { return f[static_cast<size_t>(idx)]; }
 };
+
+// A perf case's tensor: no host values, the device copy filled from a pattern (HostTensor::lazy).
+inline HostTensor lazy(DType dt, std::vector<int64_t> shape, int32_t range = 0) {
+  HostTensor h;
+  h.dtype = dt;
+  h.shape = std::move(shape);
+  h.lazy = true;
+  h.lazy_range = range;
+  return h;
+}
+
+// Bytes of one element, as a double (perf cases' byte counts).
+inline double es(DType t) { return static_cast<double>(dtype_size(t)); }
 
 // The step metadata of a case, on the host (docs/design.md §4).
 struct HostMeta {

@@ -13,17 +13,6 @@
 namespace pagoda::optable {
 namespace {
 
-HostTensor lazy(DType dt, std::vector<int64_t> shape, int32_t range = 0) {
-  HostTensor h;
-  h.dtype = dt;
-  h.shape = std::move(shape);
-  h.lazy = true;
-  h.lazy_range = range;
-  return h;
-}
-
-double es(DType t) { return static_cast<double>(dtype_size(t)); }
-
 void perf_linear(std::vector<OpCase>& out, const char* model, int64_t n, int64_t k, const char* name, int64_t t) {
   const bool head = std::string(name) == "lm_head";
   OpCase c;

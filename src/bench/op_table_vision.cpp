@@ -30,17 +30,6 @@ HostTensor zeros(DType dtype, std::vector<int64_t> shape) {
   return h;
 }
 
-HostTensor lazy(DType dt, std::vector<int64_t> shape, int32_t range = 0) {
-  HostTensor h;
-  h.dtype = dt;
-  h.shape = std::move(shape);
-  h.lazy = true;
-  h.lazy_range = range;
-  return h;
-}
-
-double es(DType t) { return static_cast<double>(dtype_size(t)); }
-
 // Vulkan has no shaders for these (a model that needs them is refused at load there), so its cases
 // are skipped by name rather than run against the bare backend.
 std::function<std::string(Backend&)> unless_supported(Op op) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/build_paths.h"
+#include "media_test_util.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "media/image_decode.h"
@@ -21,15 +22,8 @@
 namespace pagoda {
 namespace {
 
-std::string fixture_dir() {
-  return std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/vision/qwen3_5-tiny-vision";
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+using media_test::fixture_dir;
+using media_test::read_bytes;
 
 TEST(SmartResize, MatchesThePythonFormulaWorkedByHand) {
   struct Case {
