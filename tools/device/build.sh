@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run ON the GPU machine from a copy of the repository that carries .deps (tools/device/fetch_debs.sh,
 # run where there is network): builds `pagoda` and `pagoda_gpu_tests` for the GPU's architecture
-# against the carried -dev packages. Environment: BUILD (default build-gpu), CUDA_ARCH (default 90a).
+# against the carried -dev packages. Environment: BUILD (default build-gpu), CUDA_ARCH (default 90a), TARGETS (default
+# "pagoda pagoda_gpu_tests").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD/.deps/root"
@@ -23,6 +24,7 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPAGODA_TESTS=ON -DPAGODA_BENCH=OFF \
   -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90a}" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target pagoda pagoda_gpu_tests 2>&1 | grep -vE "^\[[0-9]+/[0-9]+\] (Building|Linking)" || true
-test -x "$build/pagoda" && test -x "$build/pagoda_gpu_tests"
+targets=(${TARGETS:-pagoda pagoda_gpu_tests})
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" 2>&1 | grep -vE "^\[[0-9]+/[0-9]+\] (Building|Linking)" || true
+for t in "${targets[@]}"; do test -x "$build/$t" || exit 1; done
 echo "LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu"

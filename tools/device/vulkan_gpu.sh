@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Run ON the GPU machine (carry .deps, with tools/device/fetch_vulkan_debs.sh's packages): the Vulkan
+# Run ON the GPU machine (carry .deps/root.tar.xz with tools/device/fetch_vulkan_debs.sh's packages,
+# and .gl: the device tool's loader .debs, `apt-get download libvulkan1 libegl1 libglvnd0 libopengl0
+# libgl1 libglx0 libgles2` for amd64; PART=probe stops after the loader check, PART=build after the build, PART=run runs
+# on an earlier call's build; .glv: the vulkan-validationlayers .deb, to run with the layer on): the Vulkan
 # backend on the NVIDIA GPU through the driver's Vulkan ICD — the op table (large cases too) and the
 # engine tests against the CPU, then `pagoda bench offline` with --device vulkan beside --device
 # cuda on the same checkpoints, in one run. Logs under $OUT. (models/ need not be carried: the
@@ -8,32 +11,53 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/vk_out}"
 mkdir -p "$out"
+[[ -d .deps/root || ! -f .deps/root.tar.xz ]] || tar -C .deps -xJf .deps/root.tar.xz
 root="$PWD/.deps/root"
 export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$root/usr/bin:/usr/local/cuda/bin:$PATH"
 stamp() { echo "=== $1 ($(date +%T), ${SECONDS}s)"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 git log -1 --format=%h 2>/dev/null | tee "$out/commit.txt"
-# The driver's Vulkan ICD: its manifest where the container has one, else one written here for the
-# driver's library (the loader then finds it through VK_DRIVER_FILES).
+# The loader and the GL-vendor libraries (libglvnd) the NVIDIA ICD needs, as Debian .debs carried in
+# .gl (the device tool's headless-rendering recipe): unpacked into / and registered with ldconfig.
 stamp icd
-ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d 2>&1 | tee "$out/icd.txt"
-if ! compgen -G '/usr/share/vulkan/icd.d/nvidia*' >/dev/null && ! compgen -G '/etc/vulkan/icd.d/nvidia*' >/dev/null; then
-  lib=$(ldconfig -p | grep -oE '/[^ ]*libGLX_nvidia\.so\.0' | head -1)
-  echo "no NVIDIA ICD manifest; driver library: ${lib:-none}" | tee -a "$out/icd.txt"
-  [[ -n $lib ]] || { echo "this container has no NVIDIA Vulkan driver library"; exit 3; }
-  printf '{"file_format_version": "1.0.0", "ICD": {"library_path": "%s", "api_version": "1.3"}}\n' "$lib" \
-    > "$out/nvidia_icd.json"
-  export VK_DRIVER_FILES="$out/nvidia_icd.json" VK_ICD_FILENAMES="$out/nvidia_icd.json"
+echo "before: $(ldconfig -p | grep -c libvulkan) libvulkan entries" | tee "$out/icd.txt"
+if compgen -G '.gl/*.deb' >/dev/null; then
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
 fi
-stamp build
-BUILD=build-gpu tools/device/build.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-grep -q "Vulkan backend ON" build-gpu/CMakeCache.txt 2>/dev/null || grep -i "vulkan" "$out/build.log" | head
-cmake --build build-gpu -j"$(nproc)" --target pagoda_tests > "$out/build_tests.log" 2>&1 || { tail -30 "$out/build_tests.log"; exit 1; }
+ldconfig -p | grep -E 'libvulkan|libGLX_nvidia|libEGL_nvidia|libGLdispatch' | tee -a "$out/icd.txt"
+ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d 2>&1 | tee -a "$out/icd.txt"
+nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if ! compgen -G '/usr/share/vulkan/icd.d/nvidia*' >/dev/null && ! compgen -G '/etc/vulkan/icd.d/nvidia*' >/dev/null &&
+   [[ -f $nv_icd ]]; then
+  export VK_DRIVER_FILES=$nv_icd
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+fi
+echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}" | tee -a "$out/icd.txt"
+# Seconds, not a build, to learn whether the loader finds the GPU.
+gcc -I"$root/usr/include" tools/device/vulkan_probe.c -o /tmp/vulkan_probe -L"$root/usr/lib/x86_64-linux-gnu" -lvulkan &&
+  VK_LOADER_DEBUG=error,warn /tmp/vulkan_probe 2>&1 | tee "$out/probe.txt"
+grep -q "NVIDIA" "$out/probe.txt" || { echo "no NVIDIA Vulkan device (above)"; exit 3; }
+[[ ${PART:-all} == probe ]] && exit 0
+if [[ ${PART:-all} != run ]]; then
+  stamp build
+  BUILD=build-gpu TARGETS="pagoda pagoda_tests" tools/device/build.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  grep -i "vulkan" "$out/build.log" | head -5
+fi
+[[ ${PART:-all} == build ]] && exit 0
 # The devices, and the loader's errors when it finds none (the NVIDIA container's ICD, see docs).
 VK_LOADER_DEBUG=error build-gpu/pagoda info tests/fixtures/models/qwen3-tiny-tied 2>&1 |
   grep -iE "loader|vulkan dev|^ +vulkan:" | tee "$out/devices.txt"
 stamp optable
+# The Khronos validation layer (vulkan-validationlayers .deb, carried in .glv: too large to travel
+# with .deps in one call) aborts on any error it reports, as in CI.
+if compgen -G '.glv/*.deb' >/dev/null; then
+  for f in .glv/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  export PAGODA_VULKAN_VALIDATION=1
+fi
+echo "validation: ${PAGODA_VULKAN_VALIDATION:-off}" | tee "$out/validation.txt"
 PAGODA_OPTABLE_LARGE=1 build-gpu/pagoda_tests --gtest_filter='Backends/OpTable.*vulkan*' > "$out/optable.log" 2>&1
 grep -E "^\[ +(FAILED|OK|PASSED) |Failure|differ" "$out/optable.log" | tail -30
 stamp engine
