@@ -37,8 +37,21 @@ std::vector<std::string> op_names() {
 
 // The backends under test, made once: "cpu", "cuda" (bf16 activations), "cuda_fp32", "vulkan". Null with the
 // reason where this build or machine has none.
-Backend* backend(const std::string& kind, std::string* why) {
+std::map<std::string, std::unique_ptr<Backend>>& made_backends() {
   static std::map<std::string, std::unique_ptr<Backend>> made;
+  return made;
+}
+
+// Destroyed when the tests end rather than by static destructors: NVIDIA's Vulkan driver tears down
+// its own state at exit first, and a device destroyed after that crashes the process.
+class BackendsTeardown : public ::testing::Environment {
+ public:
+  void TearDown() override { made_backends().clear(); }
+};
+::testing::Environment* const backends_teardown = ::testing::AddGlobalTestEnvironment(new BackendsTeardown);
+
+Backend* backend(const std::string& kind, std::string* why) {
+  auto& made = made_backends();
   static std::map<std::string, std::string> failed;
   if (made.count(kind)) return made[kind].get();
   if (failed.count(kind)) {

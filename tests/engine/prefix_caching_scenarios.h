@@ -121,6 +121,14 @@ inline std::vector<Request> shared_prefix_requests() {
   return reqs;
 }
 
+// The same requests within the smallest fixture vocabulary (256 tokens), for runs over every family.
+inline std::vector<Request> shared_prefix_requests_in_every_vocabulary() {
+  std::vector<Request> reqs = shared_prefix_requests();
+  for (Request& r : reqs)
+    for (int32_t& t : r.prompt) t %= 256;
+  return reqs;
+}
+
 // tolerance: on logprobs; the tokens must be equal.
 inline void expect_same(const RunOutput& with, const RunOutput& without, double tolerance = 1e-3) {
   ASSERT_EQ(with.results.size(), without.results.size());

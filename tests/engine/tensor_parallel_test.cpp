@@ -27,16 +27,8 @@ void PrintTo(const TpCase& c, std::ostream* os) { *os << c.fixture; }
 
 class TensorParallel : public ::testing::TestWithParam<TpCase> {};
 
-// The prefix-caching scenarios' requests, in the smallest fixture vocabulary (256 tokens).
-std::vector<testing::Request> requests_in_every_vocabulary() {
-  std::vector<testing::Request> reqs = testing::shared_prefix_requests();
-  for (testing::Request& r : reqs)
-    for (int32_t& t : r.prompt) t %= 256;
-  return reqs;
-}
-
 TEST_P(TensorParallel, RanksGiveTheOneRankTokensThroughChunksPreemptionAndCaching) {
-  const std::vector<testing::Request> reqs = requests_in_every_vocabulary();
+  const std::vector<testing::Request> reqs = testing::shared_prefix_requests_in_every_vocabulary();
   testing::Knobs k;
   k.together = true;
   k.max_model_len = 200;

@@ -1,6 +1,7 @@
 // `pagoda serve --device vulkan` on the default model (models/default) answers the README's request,
-// and at temperature 0 its answer is the CPU server's, word for word. Where this build or machine
-// has no Vulkan device the test skips, naming why (CI has Mesa's lavapipe and runs it).
+// and at temperature 0 its answer is the CPU server's, word for word; the official `openai` npm
+// client's conformance script passes against it. Where this build or machine has no Vulkan device
+// the tests skip, naming why (CI has Mesa's lavapipe and runs them).
 #include <gtest/gtest.h>
 
 #include "../support/vulkan_device.h"
@@ -45,6 +46,24 @@ TEST(VulkanServe, AnswersTheReadmeRequestOnTheDefaultModelAsTheCpuDoes) {
   EXPECT_FALSE(answer(greedy_cpu).empty());
   EXPECT_EQ(answer(greedy_vk), answer(greedy_cpu));
   EXPECT_EQ(cpu.stop(), 0) << cpu.log();
+}
+
+// tests/server/openai_client_test.mjs (completions and chat, whole and streamed, n > 1, stops,
+// logprobs, tools, usage) with the model on the Vulkan device.
+TEST(VulkanServe, OpenAiClientConformance) {
+  const std::string why = vulkan_missing();
+  if (!why.empty()) GTEST_SKIP() << "no Vulkan device: " << why;
+  const TestModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {"--device", "vulkan", "--api-key", "k", "--served-model-name", "tiny",
+                                       "--max-model-len", "1024"}))
+      << s.log();
+  const CommandResult r = run_command("node " + source_path("tests/server/openai_client_test.mjs") + " " +
+                                      std::to_string(s.port()) + " k tiny 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_NE(s.log().find("device vulkan"), std::string::npos) << s.log();
+  EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
 }  // namespace

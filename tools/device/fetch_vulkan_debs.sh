@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run HERE (not on the GPU machine), after tools/device/fetch_debs.sh: adds to .deps/root what the
-# Vulkan backend builds with — the loader and headers, glslc (shaderc) and spirv-val — so that
+# Vulkan backend builds with — the loader and headers, glslc (shaderc) and spirv-val (and SPIRV-Headers,
+# which llama.cpp's Vulkan build needs for the side-by-side) — so that
 # tools/device/vulkan_gpu.sh can build and run it on the NVIDIA machine (whose driver brings the
 # Vulkan ICD; the machine has no Debian -dev packages and no network).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-pkgs=(libvulkan1 libvulkan-dev glslc libshaderc1 spirv-tools)
+pkgs=(libvulkan1 libvulkan-dev glslc libshaderc1 spirv-tools spirv-headers)
 mkdir -p .deps/vkdebs .deps/root
 (cd .deps/vkdebs && apt-get download "${pkgs[@]}" >/dev/null)
 for f in .deps/vkdebs/*.deb; do dpkg -x "$f" .deps/root; done

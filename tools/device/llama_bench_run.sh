@@ -67,7 +67,10 @@ steps="${STEPS:-build ckpt bench}"
 shapes="${SHAPES:-qwen3-8b qwen3-0.6b qwen3.5-0.8b}"
 bt="${BUILD_TIMEOUT:-900}"
 bench_t="${BENCH_TIMEOUT:-300}"
-llama="$work/llama-build/bin"
+llama_backend="${LLAMA_BACKEND:-cuda}"
+# pagoda's devices, the first against llama.cpp; the others reported beside it (pagoda_<dev>_<shape>.json).
+read -r -a pagoda_devices <<< "${PAGODA_DEVICES:-$([[ $llama_backend == vulkan ]] && echo "vulkan cuda" || echo cuda)}"
+llama="$work/llama-build${LLAMA_BACKEND:+-$LLAMA_BACKEND}/bin"
 export LD_LIBRARY_PATH="$repo/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 has() { [[ " $steps " == *" $1 "* ]]; }
@@ -78,13 +81,17 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 if has build; then
   if [[ ! -x build-gpu/pagoda || ${PAGODA_BUILD:-} == always ]]; then
     stamp "build pagoda and llama.cpp (in parallel)"
-    (timeout "$bt" tools/device/build.sh > "$logs/build_pagoda.log" 2>&1; echo "pagoda build rc $?") &
+    (
+      [[ $llama_backend == vulkan ]] && export PATH="$repo/.deps/root/usr/bin:$PATH"  # glslc for pagoda's shaders
+      timeout "$bt" tools/device/build.sh > "$logs/build_pagoda.log" 2>&1
+      echo "pagoda build rc $?"
+    ) &
   else
     stamp "build llama.cpp (build-gpu/pagoda exists: not rebuilt; PAGODA_BUILD=always rebuilds it)"
   fi
   (
-    BUILD_TIMEOUT="$bt" tools/device/build_llama_cpp.sh "$src" "$work/llama-build" llama-bench llama-batched-bench \
-      llama-server > "$logs/build_llama.log" 2>&1
+    BACKEND="$llama_backend" BUILD_TIMEOUT="$bt" tools/device/build_llama_cpp.sh "$src" "${llama%/bin}" llama-bench \
+      llama-batched-bench llama-server > "$logs/build_llama.log" 2>&1
     echo "llama.cpp build rc $?"
   ) &
 fi
@@ -107,10 +114,11 @@ if has build; then
 fi
 
 report() {  # the comparison tables of every result so far, into $OUT/tables.md
-  python3 - "$res" "${COPY_BW:-4.28e12}" "$work" $shapes <<'EOF' | tee "$out/tables.md"
+  python3 - "$res" "${COPY_BW:-4.28e12}" "$work" "$llama_backend" "${pagoda_devices[*]}" $shapes <<'EOF' | tee "$out/tables.md"
 import json, os, re, sys
 
-res, copy_bw, work, shapes = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+res, copy_bw, work, llama_backend, devices, shapes = (sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4],
+                                                      sys.argv[5].split(), sys.argv[6:])
 
 
 def load(path):
@@ -148,8 +156,8 @@ def batched_bench(shape):  # {B: (S_PP, S_TG, S)} from llama-batched-bench's tab
     return r
 
 
-def pagoda(shape):  # {point name: point} from pagoda bench offline --json
-    text = load(f"{res}/pagoda_{shape}.json")
+def pagoda(shape, dev=None):  # {point name: point} from pagoda bench offline --json
+    text = load(f"{res}/pagoda_{dev + '_' if dev else ''}{shape}.json")
     try:
         return {p["name"]: p for p in json.loads(text)["points"]} if text else {}
     except (ValueError, KeyError):
@@ -197,35 +205,43 @@ try:
 except (OSError, ValueError, KeyError):
     pass
 gpu = (load(f"{res}/gpu.txt") or "").strip()
-print(f"# pagoda vs llama.cpp, same GPU, one run{': ' + gpu if gpu else ''}\n")
+print(f"# pagoda (--device {devices[0]}) vs llama.cpp ({llama_backend}), same GPU, one run"
+      f"{': ' + gpu if gpu else ''}\n")
 print("pagoda: `pagoda bench offline` (tg128 and B=N decode: tokens after each request's first over the decode "
       "time); llama.cpp: llama-bench -p 512 -n 128 -fa 1 (avg_ts) and llama-batched-bench -npp 256 -ntg 256 "
       "(S_PP, S_TG, S). Target: docs/performance.md's, as pagoda / llama.cpp.")
 for shape in shapes:
     lb, bb, pg = llama_bench(shape), batched_bench(shape), pagoda(shape)
+    others = {dev: pagoda(shape, dev) for dev in devices[1:]}  # reported beside, not compared
     if not (lb or bb or pg):
         print(f"\n## {shape}: no results\n")
         continue
     print(f"\n## {shape}\n")
-    print("| point | metric | pagoda tok/s | llama.cpp tok/s | pagoda / llama.cpp | target |")
-    print("|---|---|---|---|---|---|")
+    extra = "".join(f" pagoda {dev} tok/s |" for dev in others)
+    print(f"| point | metric | pagoda tok/s | llama.cpp tok/s | pagoda / llama.cpp | target |{extra}")
+    print("|---|---|---|---|---|---|" + "---|" * len(others))
     small = shape in ("qwen3-0.6b", "qwen3.5-0.8b")
 
-    def row(point, metric, mine, theirs, target=None):
+    def row(point, metric, key, theirs, target=None):
+        mine = pg.get(point, {}).get(key)
         verdict = ""
         if target and mine and theirs:
             verdict = f"{target:g}x: {'met' if mine / theirs >= target else 'MISSED'}"
-        print(f"| {point} | {metric} | {num(mine)} | {num(theirs)} | {ratio(mine, theirs)} | {verdict} |")
+        beside = "".join(f" {num(o.get(point, {}).get(key))} |" for o in others.values())
+        print(f"| {point} | {metric} | {num(mine)} | {num(theirs)} | {ratio(mine, theirs)} | {verdict} |{beside}")
 
-    row("pp512", "prefill", pg.get("pp512", {}).get("prefill_tok_s"), lb.get("pp512"), 1.2)
-    row("tg128", "decode", pg.get("tg128", {}).get("decode_tok_s"), lb.get("tg128"),
-        1.5 if shape == "qwen3-0.6b" else None)
+    if llama_backend != "cuda":  # targets of docs/performance.md are the CUDA backend's; Vulkan's is parity
+        row("pp512", "prefill", "prefill_tok_s", lb.get("pp512"), 1.0)
+        row("tg128", "decode", "decode_tok_s", lb.get("tg128"), 1.0)
+    else:
+        row("pp512", "prefill", "prefill_tok_s", lb.get("pp512"), 1.2)
+        row("tg128", "decode", "decode_tok_s", lb.get("tg128"), 1.5 if shape == "qwen3-0.6b" else None)
     for b in sorted(set(bb) | {p["batch"] for n, p in pg.items() if n.startswith("B=")}):
-        p = pg.get(f"B={b}", {})
         s_pp, s_tg, s = bb.get(b, (None, None, None))
-        row(f"B={b}", "decode (S_TG)", p.get("decode_tok_s"), s_tg, 2.0 if small and b in (64, 128) else None)
-        row(f"B={b}", "prefill (S_PP)", p.get("prefill_tok_s"), s_pp)
-        row(f"B={b}", "total (S)", p.get("total_tok_s"), s)
+        target = 1.0 if llama_backend != "cuda" else 2.0 if small and b in (64, 128) else None
+        row(f"B={b}", "decode (S_TG)", "decode_tok_s", s_tg, target)
+        row(f"B={b}", "prefill (S_PP)", "prefill_tok_s", s_pp)
+        row(f"B={b}", "total (S)", "total_tok_s", s)
     total, per_step, src = weight_bytes(shape)
     if total:
         print(f"\nWeight-bandwidth limit of single-stream decode (weights {total / 1e9:.2f} GB, {src}; "
@@ -278,12 +294,16 @@ if has bench; then
     if [[ -f $dir/zeroed && -x build-gpu/pagoda ]]; then
       build-gpu/pagoda info "$dir" > "$res/pagoda_info_$shape.txt" 2>&1
       grep -a "^parameters\|^weights on disk" "$res/pagoda_info_$shape.txt"
-      stamp "pagoda bench offline $shape"
-      timeout "$bench_t" build-gpu/pagoda bench offline "$dir" --device cuda --json "$res/pagoda_$shape.json" \
-        > "$res/pagoda_$shape.txt" 2> "$res/pagoda_$shape.err"
-      echo "rc $?"
-      cat "$res/pagoda_$shape.txt"
-      grep -ai "error" "$res/pagoda_$shape.err" | head -5
+      for dev in "${pagoda_devices[@]}"; do
+        name="pagoda_$shape"
+        [[ $dev == "${pagoda_devices[0]}" ]] || name="pagoda_${dev}_$shape"
+        stamp "pagoda bench offline $shape --device $dev"
+        timeout "$bench_t" build-gpu/pagoda bench offline "$dir" --device "$dev" --json "$res/$name.json" \
+          > "$res/$name.txt" 2> "$res/$name.err"
+        echo "rc $?"
+        cat "$res/$name.txt"
+        grep -ai "error" "$res/$name.err" | head -5
+      done
     else
       echo "$shape: no checkpoint ($dir/zeroed; STEPS=ckpt) or no build-gpu/pagoda: pagoda skipped"
     fi

@@ -4,7 +4,7 @@
 # the git-ignored .llama-src/, with the Qwen3 and Llama 3.1 tokenizers, so that one `run` call can
 # carry it (`carry: [".deps", ".llama-src"]`; about 10 MB). llama.cpp's source is never committed.
 #
-#   tools/device/pack_llama_src.sh LLAMA_CPP_GIT_DIR [REV]
+#   [BACKEND=vulkan] tools/device/pack_llama_src.sh LLAMA_CPP_GIT_DIR [REV]
 #
 # LLAMA_CPP_GIT_DIR: a clone or a bare mirror (e.g. what the `fetch` tool brings); REV defaults to
 # HEAD. On the GPU machine: mkdir -p /tmp/llsrc && tar -xJf .llama-src/llama-src.tar.xz -C /tmp/llsrc,
@@ -27,6 +27,8 @@ git -C "$git_dir" archive "$rev" CMakeLists.txt cmake ggml src include common to
 mkdir -p "$tmp/src"
 tar -xf "$tmp/src.tar" -C "$tmp/src"
 rm -rf "$tmp"/src/ggml/src/ggml-{sycl,opencl,cann,musa,hexagon,webgpu,zdnn,metal} "$tmp/src/tools/ui/tests"
+# BACKEND=vulkan: the Vulkan backend's sources instead of CUDA's (the tree travels under 64 MiB).
+if [[ ${BACKEND:-cuda} == vulkan ]]; then rm -rf "$tmp/src/ggml/src/ggml-cuda"; else rm -rf "$tmp/src/ggml/src/ggml-vulkan"; fi
 git -C "$git_dir" rev-parse "$rev" > "$out/REVISION"
 tar -cJf "$out/llama-src.tar.xz" -C "$tmp/src" .
 for t in qwen3-tokenizer llama3_1-tokenizer; do

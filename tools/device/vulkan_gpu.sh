@@ -2,7 +2,7 @@
 # Run ON the GPU machine (carry .deps/root.tar.xz with tools/device/fetch_vulkan_debs.sh's packages,
 # and .gl: the device tool's loader .debs, `apt-get download libvulkan1 libegl1 libglvnd0 libopengl0
 # libgl1 libglx0 libgles2` for amd64; PART=probe stops after the loader check, PART=build after the build, PART=run runs
-# on an earlier call's build; .glv: the vulkan-validationlayers .deb, to run with the layer on): the Vulkan
+# on an earlier call's build; OFFLINE=0 skips the offline benchmark; .glv: the vulkan-validationlayers .deb, to run with the layer on): the Vulkan
 # backend on the NVIDIA GPU through the driver's Vulkan ICD — the op table (large cases too) and the
 # engine tests against the CPU, then `pagoda bench offline` with --device vulkan beside --device
 # cuda on the same checkpoints, in one run. Logs under $OUT. (models/ need not be carried: the
@@ -61,8 +61,13 @@ echo "validation: ${PAGODA_VULKAN_VALIDATION:-off}" | tee "$out/validation.txt"
 PAGODA_OPTABLE_LARGE=1 build-gpu/pagoda_tests --gtest_filter='Backends/OpTable.*vulkan*' > "$out/optable.log" 2>&1
 grep -E "^\[ +(FAILED|OK|PASSED) |Failure|differ" "$out/optable.log" | tail -30
 stamp engine
-build-gpu/pagoda_tests --gtest_filter='*VulkanEngine*' > "$out/engine.log" 2>&1
-grep -E "^\[ +(FAILED|OK|PASSED) |Failure" "$out/engine.log" | tail -10
+# Every family's fixture through the engine, the delta-rule paths, masks on the device, and `serve
+# --device vulkan` answering the README's request as the CPU does (the openai-client case needs node,
+# which the GPU machine lacks: it runs on lavapipe in CI).
+build-gpu/pagoda_tests --gtest_filter='*VulkanEngine*:*VulkanGdnPath*:StructuredEngine.Vulkan*:VulkanServe.Answers*:VisionReference.OnVulkan*' \
+  > "$out/engine.log" 2>&1
+grep -E "^\[ +(FAILED|OK|PASSED) |Failure" "$out/engine.log" | tail -40
+[[ ${OFFLINE:-1} == 1 ]] || exit 0
 stamp offline
 [[ -d /tmp/q06 ]] || python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --out /tmp/q06 > "$out/ckpt.log" 2>&1
 for model in tests/fixtures/models/qwen3_5-tiny-text /tmp/q06; do
