@@ -58,4 +58,8 @@ std::string describe_vulkan_devices(const std::string& first_prefix) {
 #endif
 }
 
+int64_t max_tensor_elements(Device device) {
+  return device == Device::Vulkan ? (int64_t{1} << 32) - 1 : 0;
+}
+
 }  // namespace pagoda

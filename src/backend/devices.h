@@ -2,7 +2,10 @@
 // above backend/ includes a concrete backend).
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include "core/tensor.h"
 
 namespace pagoda {
 
@@ -16,5 +19,10 @@ std::string describe_vulkan_devices(const std::string& first_prefix);
 // CUDA devices the driver shows this process (0 without a driver, a device, or CUDA in the build):
 // what `--device auto` chooses by.
 int cuda_device_count();
+
+// The most elements one tensor may hold on `device`, 0 when nothing but memory bounds it: the
+// Vulkan shaders index in 32 bits. The memory plan keeps each layer's KV cache and recurrent state
+// under it.
+int64_t max_tensor_elements(Device device);
 
 }  // namespace pagoda

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/devices.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/draft_model_proposer.h"
@@ -120,6 +121,15 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
   in.num_blocks_override = config_.num_gpu_blocks_override;
   in.kv_cache_memory_bytes = config_.kv_cache_memory_bytes;
   in.snapshot_fraction = sc.use_state_slots ? config_.state_snapshot_memory_fraction : 0.0;
+  if (const int64_t most = max_tensor_elements(backend_->device()); most > 0) {
+    // One layer's K (or V) cache is [blocks, block_size, kv heads, head_dim]; its recurrent state
+    // [slots, v heads, key dim, value dim] and conv state [slots, conv dim, width].
+    in.max_blocks = most / std::max<int64_t>(int64_t{sc.block_size} * mc.num_kv_heads * mc.head_dim, 1);
+    const RecurrentStateShape st =
+        RecurrentStateShape::for_model(mc, 1, config_.activation_dtype, config_.ssm_state_dtype);
+    const int64_t per_slot = std::max(st.num_v_heads * st.key_dim * st.value_dim, st.conv_dim * st.conv_width);
+    if (per_slot > 0) in.max_state_slots = most / per_slot;
+  }
   // The CPU, and a device whose memory is the host's (Vulkan on lavapipe, integrated GPUs, Apple:
   // total_memory() 0), have no device memory to fill.
   const bool host_memory = backend_->device() == Device::CPU || backend_->total_memory() == 0;

@@ -66,11 +66,19 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     const int64_t blocks = in.num_blocks_override > 0 ? in.num_blocks_override
                                                       : std::max<int64_t>(kv_budget, 0) / p.kv_bytes_per_block;
     p.num_snapshots = std::clamp<int64_t>(n, 0, blocks);
+    if (in.max_state_slots > 0)
+      p.num_snapshots = std::clamp<int64_t>(p.num_snapshots, 0, in.max_state_slots - in.max_num_seqs);
     p.snapshot_bytes = p.num_snapshots * in.state_bytes_per_seq;
     if (in.num_blocks_override == 0) kv_budget -= p.snapshot_bytes;
   }
   const int64_t from_memory = kv_budget > 0 ? kv_budget / p.kv_bytes_per_block : 0;
   p.num_blocks = in.num_blocks_override > 0 ? in.num_blocks_override : from_memory;
+  if (in.max_blocks > 0 && p.num_blocks > in.max_blocks) {
+    check(in.num_blocks_override == 0, "--num-gpu-blocks-override " + std::to_string(in.num_blocks_override) +
+                                           " is more KV blocks than this device's largest tensor holds (" +
+                                           std::to_string(in.max_blocks) + " per layer): lower it");
+    p.num_blocks = in.max_blocks;
+  }
 
   if (p.num_blocks < min_blocks) {
     std::ostringstream os;

@@ -29,6 +29,11 @@ struct MemoryPlanInputs {
   // Prefix caching on a hybrid model: this fraction of the cache budget (what would go to KV
   // blocks) holds state snapshots of state_bytes_per_seq each (--state-snapshot-memory-fraction).
   double snapshot_fraction = 0;
+  // The device's largest tensor bounds one layer's cache and state (0: no bound): at most this many
+  // KV blocks, and this many state slots (max_num_seqs of them for running sequences, the rest
+  // snapshots). Memory past them stays unused.
+  int64_t max_blocks = 0;
+  int64_t max_state_slots = 0;
 };
 
 struct MemoryPlan {

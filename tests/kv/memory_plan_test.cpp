@@ -118,6 +118,32 @@ TEST(MemoryPlan, OverridesWin) {
   EXPECT_THROW(plan_memory(in), Error);
 }
 
+// A device whose tensors are bounded (Vulkan: 2^32 elements) caps the blocks and the snapshots; the
+// memory past them stays unused, and an override past the cap is refused by name.
+TEST(MemoryPlan, TheDevicesLargestTensorCapsBlocksAndSnapshots) {
+  MemoryPlanInputs in = qwen3_8b_like();
+  in.snapshot_fraction = 0.1;
+  const MemoryPlan free = plan_memory(in);
+  ASSERT_GT(free.num_blocks, 10000);
+  ASSERT_GT(free.num_snapshots, 300);
+  in.max_blocks = 10000;
+  in.max_state_slots = 256 + 300;  // the running sequences' slots, then 300 snapshots
+  const MemoryPlan capped = plan_memory(in);
+  EXPECT_EQ(capped.num_blocks, 10000);
+  EXPECT_EQ(capped.num_snapshots, 300);
+  EXPECT_EQ(capped.kv_bytes, 10000ll * capped.kv_bytes_per_block);
+  EXPECT_EQ(capped.unused_bytes, capped.usable_bytes - capped.weight_bytes - capped.activation_bytes -
+                                     capped.state_bytes - capped.snapshot_bytes - capped.kv_bytes);
+  EXPECT_GT(capped.unused_bytes, free.unused_bytes);
+  in.num_blocks_override = 10001;
+  try {
+    plan_memory(in);
+    FAIL() << "an override past the device's cap must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--num-gpu-blocks-override 10001"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MemoryPlan, RejectsBadInputs) {
   MemoryPlanInputs in = qwen3_8b_like();
   in.utilization = 1.5;
