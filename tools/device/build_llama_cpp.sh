@@ -13,10 +13,11 @@ src=$1 build=$2
 shift 2
 backend=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
 if [[ ${BACKEND:-cuda} == vulkan ]]; then
-  # The loader, headers, glslc and SPIRV-Headers from the carried .debs (tools/device/fetch_vulkan_debs.sh).
-  root="$(cd "$(dirname "$0")/../.." && pwd)/.deps/root"
+  # The loader, headers, glslc and SPIRV-Headers from the carried .debs (tools/device/fetch_vulkan_debs.sh:
+  # VULKAN_ROOT is where its Debian 13 tarball was unpacked; Debian 12's headers are too old for it).
+  root="${VULKAN_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)/.deps/root}"
   export PATH="$root/usr/bin:$PATH" LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  backend=(-DGGML_CUDA=OFF -DGGML_VULKAN=ON -DCMAKE_PREFIX_PATH="$root/usr")
+  backend=(-DGGML_CUDA=OFF -DGGML_VULKAN=ON -DCMAKE_PREFIX_PATH="$root/usr" -DLLAMA_BUILD_SERVER=OFF)
 fi
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release "${backend[@]}" \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \

@@ -21,3 +21,21 @@ find .deps/root -type l | while read -r l; do
   if [[ $t == /* ]]; then ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" ".deps/root$t")" "$l"; fi
 done
 du -sh .deps
+
+# llama.cpp's Vulkan build (the side-by-side of tools/device/llama_bench_run.sh, LLAMA_BACKEND=vulkan)
+# needs newer Vulkan headers than Debian 12's 1.3.239 (VK_EXT_layer_settings), and glslc from
+# shaderc 2025 compiles its cooperative-matrix shaders: Debian 13's packages, in their own tarball
+# (.deps/vk-trixie.tar.xz, ~4 MB; the script unpacks it into /tmp/vk-trixie there). Their libraries
+# need glibc 2.38, which the GPU machine has.
+lists=$(mktemp -d)
+trap 'rm -rf "$lists"' EXIT
+mkdir -p "$lists/lists/partial" "$lists/cache/archives/partial" "$lists/debs" "$lists/root"
+echo "deb [trusted=yes] http://deb.debian.org/debian trixie main" > "$lists/sources.list"
+o=(-oAPT::Architecture=amd64 -oDir::State::Lists="$lists/lists" -oDir::Etc::SourceList="$lists/sources.list"
+   -oDir::Etc::SourceParts=/dev/null -oDir::Cache="$lists/cache")
+apt-get "${o[@]}" update >/dev/null
+(cd "$lists/debs" && apt-get "${o[@]}" download libvulkan-dev libvulkan1 glslc libshaderc1 spirv-headers >/dev/null)
+for f in "$lists"/debs/*.deb; do dpkg -x "$f" "$lists/root"; done
+rm -rf "$lists/root/usr/share/doc" "$lists/root/usr/share/man"
+tar -cJf .deps/vk-trixie.tar.xz -C "$lists/root" usr
+du -sh .deps/vk-trixie.tar.xz

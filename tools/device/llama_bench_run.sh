@@ -23,6 +23,11 @@
 #
 # Steps take a few minutes each; to fit 10-minute windows, call it twice back to back (the scratch
 # folder lives only while the machine is held):  STEPS="build ckpt"  then  STEPS=bench.
+# Vulkan (the carried files exceed one call's 64 MiB together), three calls back to back on one machine:
+#   1. carry .deps/root.tar.xz .gl:                 tools/device/build.sh (pagoda, with its shaders)
+#   2. carry .llama-src .gl:                        LLAMA_BACKEND=vulkan STEPS=ckpt
+#   3. carry .deps/vk-trixie.tar.xz .llama-src/llama-src.tar.xz .gl:  LLAMA_BACKEND=vulkan STEPS="build bench"
+# (.llama-src from BACKEND=vulkan tools/device/pack_llama_src.sh, unpacked to the source dir first.)
 #
 # Environment:
 #   STEPS       build ckpt bench (default: all, in that order)
@@ -32,6 +37,9 @@
 #                 bench  per shape: llama-bench, llama-batched-bench, pagoda info, pagoda bench offline;
 #                        then the comparison tables
 #   SHAPES      default "qwen3-8b qwen3-0.6b qwen3.5-0.8b"
+#   LLAMA_BACKEND  cuda (default) or vulkan: llama.cpp's Vulkan build (carry .deps/vk-trixie.tar.xz and the
+#               loader .debs of tools/device/vulkan_gpu.sh), against pagoda --device vulkan, with pagoda's
+#               CUDA backend reported beside (PAGODA_DEVICES, default "vulkan cuda")
 #   WORK        scratch (builds, checkpoints, GGUFs, raw results), default /tmp/serve_bench (shared with
 #               serve_bench_run.sh)
 #   OUT         default /tmp/llama_bench_out: gpu.txt, commit.txt, tables.md (the comparison),
@@ -74,6 +82,11 @@ llama="$work/llama-build${LLAMA_BACKEND:+-$LLAMA_BACKEND}/bin"
 export LD_LIBRARY_PATH="$repo/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 has() { [[ " $steps " == *" $1 "* ]]; }
+[[ -d .deps/root || ! -f .deps/root.tar.xz ]] || tar -C .deps -xJf .deps/root.tar.xz
+if [[ $llama_backend == vulkan ]] && compgen -G '.gl/*.deb' >/dev/null; then  # the loader (vulkan_gpu.sh)
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
 stamp() { echo "=== $1 ($(date +%T), ${SECONDS}s)"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 { git log -1 --format=%h 2>/dev/null || echo unknown; } | tee "$out/commit.txt"
@@ -90,8 +103,14 @@ if has build; then
     stamp "build llama.cpp (build-gpu/pagoda exists: not rebuilt; PAGODA_BUILD=always rebuilds it)"
   fi
   (
-    BACKEND="$llama_backend" BUILD_TIMEOUT="$bt" tools/device/build_llama_cpp.sh "$src" "${llama%/bin}" llama-bench \
-      llama-batched-bench llama-server > "$logs/build_llama.log" 2>&1
+    if [[ $llama_backend == vulkan && -f .deps/vk-trixie.tar.xz ]]; then  # tools/device/fetch_vulkan_debs.sh
+      mkdir -p /tmp/vk-trixie && tar -xJf .deps/vk-trixie.tar.xz -C /tmp/vk-trixie
+      export VULKAN_ROOT=/tmp/vk-trixie
+    fi
+    targets=(llama-bench llama-batched-bench)
+    [[ $llama_backend == vulkan ]] || targets+=(llama-server)
+    BACKEND="$llama_backend" BUILD_TIMEOUT="$bt" tools/device/build_llama_cpp.sh "$src" "${llama%/bin}" "${targets[@]}" \
+      > "$logs/build_llama.log" 2>&1
     echo "llama.cpp build rc $?"
   ) &
 fi

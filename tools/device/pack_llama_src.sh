@@ -28,7 +28,12 @@ mkdir -p "$tmp/src"
 tar -xf "$tmp/src.tar" -C "$tmp/src"
 rm -rf "$tmp"/src/ggml/src/ggml-{sycl,opencl,cann,musa,hexagon,webgpu,zdnn,metal} "$tmp/src/tools/ui/tests"
 # BACKEND=vulkan: the Vulkan backend's sources instead of CUDA's (the tree travels under 64 MiB).
-if [[ ${BACKEND:-cuda} == vulkan ]]; then rm -rf "$tmp/src/ggml/src/ggml-cuda"; else rm -rf "$tmp/src/ggml/src/ggml-vulkan"; fi
+# (The Vulkan side-by-side builds llama-bench and llama-batched-bench only: no server, CLI or web UI.)
+if [[ ${BACKEND:-cuda} == vulkan ]]; then
+  rm -rf "$tmp/src/ggml/src/ggml-cuda" "$tmp"/src/tools/{ui,server,cli}
+else
+  rm -rf "$tmp/src/ggml/src/ggml-vulkan"
+fi
 git -C "$git_dir" rev-parse "$rev" > "$out/REVISION"
 tar -cJf "$out/llama-src.tar.xz" -C "$tmp/src" .
 for t in qwen3-tokenizer llama3_1-tokenizer; do
