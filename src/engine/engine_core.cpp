@@ -60,6 +60,8 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) 
   sampler_ = std::make_unique<Sampler>(sc.eos_token_ids);
   if (sc.num_speculative_tokens > 0) {
     spec_totals_.spec_accepted_per_pos.assign(static_cast<size_t>(sc.num_speculative_tokens), 0);
+    spec_control_ = std::make_unique<SpeculationController>(sc.num_speculative_tokens, spec.adaptive,
+                                                            spec.disable_by_batch_size);
     proposer_ = executor_->driver().draft_proposer();
     if (!proposer_) {
       own_proposer_ = make_ngram_proposer(spec.prompt_lookup_min, spec.prompt_lookup_max);
@@ -289,6 +291,7 @@ void EngineCore::settle_drafts(const SchedulerOutput& sched, std::span<const std
     // A rejected draft on a hybrid model: the state goes back to before the step.
     if (scheduler_->rollback_state(s, accepted) && s.seq->state_slot >= 0)
       executor_->restore_pre_step_state(s.seq->state_slot);
+    if (spec_control_) spec_control_->observe_acceptance(s.num_drafts, accepted);
     ++spec_totals_.spec_num_drafts;
     spec_totals_.spec_num_draft_tokens += s.num_drafts;
     spec_totals_.spec_num_accepted_tokens += accepted;
@@ -347,8 +350,16 @@ void EngineCore::run_scheduled(const SchedulerOutput& sched, std::vector<EngineC
         o.samples.push_back(std::move(samples[i][j]));
       }
     }
-    if (proposer_ && config_.speculative.enabled())
-      proposer_->propose(*scheduler_, sched, config_.speculative.num_speculative_tokens);
+    if (proposer_ && config_.speculative.enabled()) {
+      // The next step decodes the sampling sequences still running, beside about this step's
+      // prefill tokens.
+      int32_t decoding = 0;
+      for (const Sequence* r : rows) decoding += r->status == SequenceStatus::Running && !r->embed ? 1 : 0;
+      int64_t other = sched.batch.num_tokens();
+      for (const ScheduledSequence& s : sched.scheduled)
+        if (s.samples) other -= 1 + s.num_drafts;
+      proposer_->propose(*scheduler_, sched, spec_control_->choose(decoding, std::max<int64_t>(other, 0)));
+    }
   }
 }
 
@@ -423,6 +434,8 @@ EngineCoreOutputs EngineCore::step() {
   ++steps_;
   const double step_s = seconds_since(t_start);
   step_s_ += step_s;
+  if (spec_control_ && !failed && !sched.empty())
+    spec_control_->observe_step(sched.batch.num_tokens(), spec_control_->last_choice(), step_s);
   refresh_state(result.stats);
   result.stats.step_preemptions = sched.num_preempted;
   result.stats.step_num_tokens = sched.batch.num_tokens();

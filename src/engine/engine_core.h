@@ -24,6 +24,7 @@
 #include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculation_controller.h"
 #include "io/model_config.h"
 #include "kv/memory_plan.h"
 
@@ -186,6 +187,7 @@ class EngineCore {
   EngineStats spec_totals_;    // speculative decoding's spec_* counters
   std::unique_ptr<Proposer> own_proposer_;  // n-gram or a test's
   Proposer* proposer_ = nullptr;            // speculative decoding's: own_proposer_ or the driver's draft model
+  std::unique_ptr<SpeculationController> spec_control_;  // drafts per step (adaptive speculation)
   int64_t next_id_ = 0;
   int64_t steps_ = 0;
   int64_t step_failures_ = 0;

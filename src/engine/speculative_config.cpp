@@ -36,6 +36,8 @@ std::string SpeculativeConfig::describe() const {
   s += " k=" + std::to_string(num_speculative_tokens);
   if (method == SpeculativeMethod::Ngram)
     s += " lookup " + std::to_string(prompt_lookup_min) + ".." + std::to_string(prompt_lookup_max);
+  if (adaptive) s += " adaptive";
+  if (disable_by_batch_size > 0) s += " off past " + std::to_string(disable_by_batch_size) + " sequences";
   return s;
 }
 
@@ -50,13 +52,15 @@ SpeculativeConfig parse_speculative_config(const std::string& text) {
   }
   check(j.is_object(), "--speculative-config must be a JSON object, e.g. "
                        "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}'");
-  static const char* const kKnown[] = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "model"};
+  static const char* const kKnown[] = {"method",           "num_speculative_tokens", "prompt_lookup_min",
+                                       "prompt_lookup_max", "model",                  "adaptive",
+                                       "disable_by_batch_size"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKnown) known |= key == k;
     check(known, "--speculative-config: \"" + key +
                      "\" is not supported; pagoda takes method, num_speculative_tokens, prompt_lookup_min, "
-                     "prompt_lookup_max and model");
+                     "prompt_lookup_max, model, disable_by_batch_size and adaptive");
   }
   std::string method;
   if (j.contains("method") && !j["method"].is_null()) {
@@ -81,6 +85,12 @@ SpeculativeConfig parse_speculative_config(const std::string& text) {
         "--speculative-config: \"model\" is only for a draft model; method \"" + method + "\" takes none");
   check(j.contains("num_speculative_tokens"), "--speculative-config: \"num_speculative_tokens\" is required");
   c.num_speculative_tokens = int_field(j, "num_speculative_tokens", 0, 1, kMaxSpeculativeTokens);
+  c.disable_by_batch_size = int_field(j, "disable_by_batch_size", 0, 0, 1 << 20);
+  c.adaptive = true;
+  if (j.contains("adaptive") && !j["adaptive"].is_null()) {
+    check(j["adaptive"].is_boolean(), "--speculative-config: \"adaptive\" must be true or false");
+    c.adaptive = j["adaptive"].get<bool>();
+  }
   const bool ngram = c.method == SpeculativeMethod::Ngram;
   check(ngram || (!j.contains("prompt_lookup_min") && !j.contains("prompt_lookup_max")),
         "--speculative-config: prompt_lookup_min / prompt_lookup_max are for method \"ngram\" only");

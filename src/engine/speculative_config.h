@@ -2,6 +2,9 @@
 //   {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, "prompt_lookup_max": b}
 //   {"method": "mtp", "num_speculative_tokens": k}
 //   {"model": DIR, "num_speculative_tokens": k}        (a draft model; method "draft_model")
+// and with any of them "disable_by_batch_size": n (vLLM's: no drafts past n running sequences) and
+// "adaptive": false (ours: k drafts every step; by default the engine picks 0..k each step from the
+// measured acceptance and step times, engine/speculation_controller.h).
 // Drafts are verified by the target model in the same varlen step as every other sequence; the
 // acceptance rule (greedy, or rejection sampling against one-hot drafts) keeps the output
 // distribution exactly the target's, so a config changes speed, never results.
@@ -20,9 +23,13 @@ struct SpeculativeConfig {
   int32_t prompt_lookup_min = 1;       // ngram: shortest suffix looked up
   int32_t prompt_lookup_max = 0;       // ngram: longest suffix looked up (0 = prompt_lookup_min)
   std::string model;                   // draft model directory
+  // Drafts per step chosen from measurements (speculation_controller.h). The flag turns it on
+  // unless "adaptive": false; a config built in code gets the static k unless it sets this.
+  bool adaptive = false;
+  int32_t disable_by_batch_size = 0;   // no drafts past this many running sequences (0: never)
 
   bool enabled() const { return method != SpeculativeMethod::None && num_speculative_tokens > 0; }
-  // "ngram k=4 lookup 2..5", "mtp k=2", "draft model DIR k=4", "off"
+  // "ngram k=4 lookup 2..5 adaptive", "mtp k=2", "draft model DIR k=4", "off"
   std::string describe() const;
 };
 

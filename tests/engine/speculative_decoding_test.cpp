@@ -45,6 +45,20 @@ TEST_P(SpeculativeDecodingTest, NgramDraftsGiveTheSameGreedyTokens) {
   }
 }
 
+// Adaptive speculation (engine/speculation_controller.h) picks k per step from measured times:
+// whatever it picks, the tokens are the plain ones.
+TEST_P(SpeculativeDecodingTest, AdaptiveSpeculationGivesTheSameGreedyTokens) {
+  const auto reqs = prompts();
+  const RunOutput plain = run(GetParam(), reqs, {});
+  Knobs kn;
+  kn.k = 4;
+  kn.adaptive = true;
+  kn.max_num_seqs = 8;
+  const RunOutput spec = run(GetParam(), reqs, kn);
+  expect_same(spec, plain);
+  EXPECT_GT(spec.stats.spec_num_drafts, 0) << "it drafts at k until the first steps are measured";
+}
+
 TEST_P(SpeculativeDecodingTest, AcceptedRejectedAndPlainSequencesInOneBatchGiveTheSameTokens) {
   const auto reqs = prompts();
   Knobs base;
@@ -289,7 +303,8 @@ TEST(SpeculativeMtp, TheShippedModelsTrainedHeadIsMostlyAccepted) {
   const std::string dir = std::string(PAGODA_SOURCE_DIR) + "/models/default";
   EngineConfig config;
   config.max_model_len = 512;
-  config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 1})");
+  // (Static k: the acceptance is what is measured here.)
+  config.speculative = parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 1, "adaptive": false})");
   Engine engine(dir, config);
   ASSERT_NE(engine.tokenizer(), nullptr);
   SamplingParams p;
@@ -314,6 +329,7 @@ std::map<std::vector<int32_t>, int> shipped_model_samples(const std::string& spe
   config.max_model_len = 256;
   config.max_num_seqs = 256;
   config.speculative = parse_speculative_config(spec);
+  config.speculative.adaptive = false;  // every step drafts: the distribution of verified tokens is tested
   Engine engine(std::string(PAGODA_SOURCE_DIR) + "/models/default", config);
   const std::vector<int32_t> prompt = engine.tokenizer()->encode(text);
   std::map<int64_t, size_t> index;
@@ -427,13 +443,22 @@ TEST(SpeculativeConfig, ParsesVllmsJson) {
   EXPECT_EQ(c.model, "/m/draft");
   EXPECT_EQ(parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 1})").method, SpeculativeMethod::Mtp);
   EXPECT_FALSE(parse_speculative_config("").enabled());
+  // The flag's speculation is adaptive unless it says otherwise; vLLM's disable_by_batch_size.
+  EXPECT_TRUE(c.adaptive);
+  c = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 3, "adaptive": false, "disable_by_batch_size": 32})");
+  EXPECT_FALSE(c.adaptive);
+  EXPECT_EQ(c.disable_by_batch_size, 32);
+  EXPECT_EQ(c.describe(), "ngram k=3 lookup 5..5 off past 32 sequences");
+  EXPECT_FALSE(SpeculativeConfig{}.adaptive) << "a config built in code keeps a static k";
   for (const char* bad : {"[1]", "{", R"({"method": "eagle3", "num_speculative_tokens": 2})",
                           R"({"method": "ngram"})", R"({"method": "ngram", "num_speculative_tokens": 0})",
                           R"({"method": "ngram", "num_speculative_tokens": 99})",
                           R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2})",
                           R"({"method": "mtp", "num_speculative_tokens": 2, "prompt_lookup_max": 2})",
                           R"({"method": "draft_model", "num_speculative_tokens": 2})",
-                          R"({"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 1})"})
+                          R"({"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 1})",
+                          R"({"method": "ngram", "num_speculative_tokens": 2, "adaptive": "yes"})",
+                          R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": -1})"})
     EXPECT_THROW(parse_speculative_config(bad), Error) << bad;
 }
 

@@ -38,6 +38,7 @@ struct Knobs {
   bool together = true;          // all requests queued at once, else each after the previous finished
   std::string draft_model;       // a fixture drafting for the target (method draft_model)
   bool mtp = false;              // the target's own MTP head drafts
+  bool adaptive = false;         // drafts per step chosen by the speculation controller
   EngineCore::DraftProposer proposer;  // when set: the drafts (overrides oracle)
   int32_t workers = 1;           // EngineConfig::replicated_workers (the executor's test double)
   int32_t tp = 1;                // EngineConfig::tensor_parallel_size
@@ -85,6 +86,7 @@ inline RunOutput run(const std::string& model, const std::vector<std::vector<int
     config.speculative.num_speculative_tokens = kn.k;
     config.speculative.prompt_lookup_min = 1;
     config.speculative.prompt_lookup_max = 3;
+    config.speculative.adaptive = kn.adaptive;
     if (kn.mtp) config.speculative.method = SpeculativeMethod::Mtp;
     if (!kn.draft_model.empty()) {
       config.speculative.method = SpeculativeMethod::DraftModel;
