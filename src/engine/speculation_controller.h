@@ -1,4 +1,5 @@
-// How many drafts to ask for in the next step (adaptive speculation; docs/speculative_decoding.md).
+// How many drafts to ask for in the next step (adaptive speculation; docs/architecture.md,
+// "Speculative decoding").
 // Speculation pays when the step is bound by reading the weights: verifying k more tokens per
 // sequence is then nearly free. Under load the step is bound by compute, each verified token costs
 // its share, and drafts that are rejected only slow everyone down. The controller picks, each step,
