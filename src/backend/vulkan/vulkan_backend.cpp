@@ -37,6 +37,8 @@ std::unique_ptr<Backend> make_vulkan_backend(int index, DType activation) {
 
 VulkanBackend::VulkanBackend(int index, DType activation)
     : ctx_(index), memory_(ctx_), pipelines_(ctx_), stream_(ctx_, memory_) {
+  // PAGODA_VULKAN_GEMV=scalar: every decode-sized linear on gemv.comp (the A/B of gemv16.comp).
+  if (const char* g = std::getenv("PAGODA_VULKAN_GEMV"); g && std::strcmp(g, "scalar") == 0) gemv16_ = false;
   const char* prof = std::getenv("PAGODA_VULKAN_PROFILE");
   profiling_ = prof && std::strcmp(prof, "1") == 0;
   if (const char* gdn = std::getenv("PAGODA_VULKAN_GDN"); gdn && *gdn && std::strcmp(gdn, "auto") != 0) {
@@ -331,8 +333,11 @@ void VulkanBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   } p{vk_address(x), vk_address(w), vk_address(out), u32(T), u32(N), u32(K), u32(x.stride0()),
       u32(out.stride0()), dtype_code(w.dtype, op, "w")};
   if (T <= kGemvMaxTokens) {
-    // A subgroup per output row, w read once per 8 tokens (gemv.comp).
-    run("gemv", p, groups_for(N * ctx_.subgroup_size, 64));
+    // A subgroup per output row, w read once per 8 tokens (gemv.comp); 16-byte loads where the
+    // weights are 16-bit and every row and x row starts on 16 bytes (gemv16.comp).
+    const bool vec16 = gemv16_ && (w.dtype == DType::BF16 || w.dtype == DType::F16) && K % 8 == 0 &&
+                       p.w % 16 == 0 && p.x % 16 == 0 && x.stride0() % 4 == 0;
+    run(vec16 ? "gemv16" : "gemv", p, groups_for(N * ctx_.subgroup_size, 64));
     return;
   }
   const int64_t gx = (N + 15) / 16, gy = (T + 15) / 16;

@@ -134,6 +134,7 @@ class VulkanBackend final : public Backend {
   bool profiling_ = false;
   GdnPath gdn_path_ = GdnPath::Auto;
   std::unordered_map<const char*, int64_t> dispatch_counts_;  // keyed by the literal's address
+  bool gemv16_ = true;  // 16-byte weight loads in decode-sized linears (PAGODA_VULKAN_GEMV=scalar: off)
   double profile_start_ = 0;
   std::map<std::string, std::pair<int64_t, double>> profile_;  // shader → (dispatches, seconds)
 };
