@@ -16,5 +16,8 @@ std::string describe_vulkan_devices(const std::string& first_prefix);
 // CUDA devices the driver shows this process (0 without a driver, a device, or CUDA in the build):
 // what `--device auto` chooses by.
 int cuda_device_count();
+// Vulkan devices the loader lists (0 without a loader, a driver, or Vulkan in the build): the N of
+// vulkan:N ranges over them.
+int vulkan_device_count();
 
 }  // namespace pagoda
