@@ -146,13 +146,22 @@ TEST(KvEvents, EachDataParallelRankPublishesItsOwnCache) {
   ServerProcess s;
   ASSERT_TRUE(s.start(model.path, {"--kv-events-config", config.dump(), "--max-model-len", "2048", "-dp", "2"}))
       << s.log();
-  const std::string stop = (tmp / "stop").string();
-  std::vector<std::thread> subscribers;
+  // Stopped and joined on every way out, a failed assertion included (a joinable thread would abort).
+  struct Subscribers {
+    std::string stop;
+    std::vector<std::thread> threads;
+    ~Subscribers() {
+      write_file(stop, "stop");
+      for (std::thread& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } subscribers{(tmp / "stop").string(), {}};
+  const std::string& stop = subscribers.stop;
   for (int r = 0; r < 2; ++r) {
     const std::string suffix = r == 0 ? "" : "_dp" + std::to_string(r);
     const std::string ready = (tmp / ("ready" + std::to_string(r))).string();
     const std::string out = (tmp / ("out" + std::to_string(r) + ".json")).string();
-    subscribers.emplace_back([&, suffix, ready, out] {
+    subscribers.threads.emplace_back([&, suffix, ready, out] {
       run_command("/usr/bin/python3 " + source_path("tests/server/kv_events_subscriber.py") + " " + pub + suffix +
                   " " + replay + suffix + " kv-events " + ready + " " + stop + " " + out + " 2>&1");
     });
@@ -170,7 +179,7 @@ TEST(KvEvents, EachDataParallelRankPublishesItsOwnCache) {
   // to replica 0. Both caches hold blocks.
   {
     RawConn busy(s.port());
-    const json long_body = {{"prompt", prompt(99)}, {"max_tokens", 1900}, {"ignore_eos", true}};
+    const json long_body = {{"prompt", "tell me"}, {"max_tokens", 2000}, {"ignore_eos", true}};
     ASSERT_TRUE(busy.send(post_request("/v1/completions", long_body.dump())));
     const auto t0 = std::chrono::steady_clock::now();
     while (engine_series(s, "vllm:num_requests_running", 0) != 1 &&
@@ -191,7 +200,7 @@ TEST(KvEvents, EachDataParallelRankPublishesItsOwnCache) {
     EXPECT_EQ(s.request("POST", "/v1/completions", body.dump()).status, 200);
   }
   write_file(stop, "stop");
-  for (std::thread& t : subscribers) t.join();
+  for (std::thread& t : subscribers.threads) t.join();
   for (int r = 0; r < 2; ++r) {
     const std::string out = (tmp / ("out" + std::to_string(r) + ".json")).string();
     ASSERT_TRUE(std::filesystem::exists(out)) << "subscriber " << r << " wrote no summary";
