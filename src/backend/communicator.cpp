@@ -8,11 +8,12 @@
 
 namespace pagoda {
 
-std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world) {
+std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world, int first_ordinal) {
   check(world >= 1, "tensor parallelism: a group needs at least one rank");
+  check(first_ordinal >= 0, "tensor parallelism: a device ordinal cannot be negative");
   if (device == "cpu") return make_host_communicators(world);
 #ifdef PAGODA_HAS_CUDA
-  if (device == "cuda") return make_nccl_communicators(world);
+  if (device == "cuda") return make_nccl_communicators(world, first_ordinal);
 #endif
   throw Error("--tensor-parallel-size " + std::to_string(world) + " on --device " + device +
               ": tensor parallelism runs on the cpu, and on cuda through NCCL in a build with CUDA; use "

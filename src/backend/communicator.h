@@ -27,7 +27,9 @@ class Communicator {
 };
 
 // One view per rank of a new group of `world` ranks on `device`: "cpu" (threads), "cuda" (NCCL over
-// devices 0..world-1). Throws pagoda::Error naming what is missing (a device, GPUs, NCCL).
-std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world);
+// devices first_ordinal..first_ordinal+world-1: a data-parallel replica's). Throws pagoda::Error naming
+// what is missing (a device, GPUs, NCCL).
+std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world,
+                                                              int first_ordinal = 0);
 
 }  // namespace pagoda

@@ -35,6 +35,18 @@ int cuda_device_count() {
 #endif
 }
 
+int vulkan_device_count() {
+#ifdef PAGODA_HAS_VULKAN
+  try {
+    return static_cast<int>(vulkan::list_devices().size());
+  } catch (const std::exception&) {
+    return 0;
+  }
+#else
+  return 0;
+#endif
+}
+
 std::string describe_vulkan_devices(const std::string& first_prefix) {
 #ifdef PAGODA_HAS_VULKAN
   const std::string pad(first_prefix.size(), ' ');

@@ -19,6 +19,9 @@ std::string describe_vulkan_devices(const std::string& first_prefix);
 // CUDA devices the driver shows this process (0 without a driver, a device, or CUDA in the build):
 // what `--device auto` chooses by.
 int cuda_device_count();
+// Vulkan devices the loader lists (0 without a loader, a driver, or Vulkan in the build): the N of
+// vulkan:N ranges over them.
+int vulkan_device_count();
 
 // The most elements one tensor may hold on `device`, 0 when nothing but memory bounds it: the
 // Vulkan shaders index in 32 bits. The memory plan keeps each layer's KV cache and recurrent state

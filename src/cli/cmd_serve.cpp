@@ -35,7 +35,9 @@
 #include "io/model_config.h"
 #include "model/registry.h"
 #include "io/text_file.h"
+#include "backend/devices.h"
 #include "server/async_engine.h"
+#include "server/data_parallel_engine.h"
 #include "server/kv_event_publisher.h"
 #include "server/loading_responder.h"
 #include "server/chat_prompt.h"
@@ -74,6 +76,8 @@ struct ServeArgs {
   std::string metrics_prefix = "vllm";     // vLLM's names by default; "pagoda" opts into pagoda:
   std::string kv_events_config;            // vLLM's KVEventsConfig as JSON; "" = no events
   server::RequestLogOptions logging;
+  int32_t data_parallel_size = 1;          // --data-parallel-size / -dp: engine replicas
+  int32_t data_parallel_size_local = 0;    // vLLM's; 0 = not given (every replica is local here)
   // One line each for the vLLM flags given that change nothing here (vllm_flags.h).
   std::shared_ptr<std::vector<std::string>> vllm_warnings = std::make_shared<std::vector<std::string>>();
   std::string access_log_skip;  // --disable-access-log-for-endpoints: "/health,/metrics"
@@ -166,6 +170,29 @@ bool parser_enabled(const std::string& value, const char* flag) {
   return true;
 }
 
+// Data parallelism: replica r takes devices r x tp .. r x tp + tp - 1 (after vulkan:M's M). Fewer
+// devices than dp x tp are refused here, before anything loads.
+void check_data_parallel_devices(const EngineConfig& c, int32_t dp) {
+  check(dp >= 1 && dp <= 64, "--data-parallel-size must be in [1, 64], got " + std::to_string(dp));
+  if (dp == 1) return;
+  const int32_t tp = std::max(1, c.tensor_parallel_size);
+  const std::string layout = "--data-parallel-size " + std::to_string(dp) + " x --tensor-parallel-size " +
+                             std::to_string(tp) + " on --device " + c.device;
+  if (c.device == "cuda") {
+    const int gpus = cuda_device_count();
+    check(gpus >= dp * tp, layout + " needs " + std::to_string(dp * tp) + " CUDA devices (replica r on cuda:r*" +
+                               std::to_string(tp) + " onwards), " + std::to_string(gpus) +
+                               " are visible (CUDA_VISIBLE_DEVICES); lower --data-parallel-size or "
+                               "--tensor-parallel-size, or serve on --device cpu");
+  } else if (c.device.rfind("vulkan", 0) == 0) {
+    const int first = c.device.size() > 7 ? std::atoi(c.device.c_str() + 7) : 0;
+    const int devices = vulkan_device_count();
+    check(devices >= first + dp * tp, layout + " needs Vulkan devices " + std::to_string(first) + ".." +
+                                          std::to_string(first + dp * tp - 1) + ", " + std::to_string(devices) +
+                                          " are listed (pagoda info); lower --data-parallel-size");
+  }
+}
+
 void run_serve(ServeArgs& a) {
   for (const std::string& w : *a.vllm_warnings) LOG_WARN(w);
   // As vllm serve: the key comes from VLLM_API_KEY when --api-key is not given.
@@ -239,6 +266,12 @@ void run_serve(ServeArgs& a) {
             "' is not one pagoda has: auto, none, hermes, llama3_json, mistral, pythonic (and their aliases "
             "qwen3, llama4_json, llama4_pythonic)");
   a.server.tool_call_format = a.tool_call_parser;
+  check(a.data_parallel_size >= 1 && a.data_parallel_size <= 64,
+        "--data-parallel-size must be in [1, 64], got " + std::to_string(a.data_parallel_size));
+  check(a.data_parallel_size_local == 0 || a.data_parallel_size_local == a.data_parallel_size,
+        "--data-parallel-size-local " + std::to_string(a.data_parallel_size_local) + " with --data-parallel-size " +
+            std::to_string(a.data_parallel_size) + ": pagoda runs every replica in this process, so the two are "
+            "equal; leave --data-parallel-size-local out");
   const std::string dir = resolve_model(a.model_dir, a.source);
   // The port answers 503 while the model loads (plain HTTP; with TLS it opens once the model is up):
   // a readiness probe sees "not ready", not a refused connection. (A Hub download before it: no.)
@@ -269,22 +302,38 @@ void run_serve(ServeArgs& a) {
     if (engine_config.lora.runtime_updates && !engine_config.lora.enabled)
       LOG_WARN("VLLM_ALLOW_RUNTIME_LORA_UPDATING is set without --enable-lora: no adapter can be loaded");
   }
-  auto engine = std::make_unique<Engine>(dir, engine_config);
+  const int32_t dp = a.data_parallel_size;
+  check_data_parallel_devices(engine_config, dp);
+  engine_config.data_parallel_size = dp;
+  // One engine per data-parallel rank, loaded one after the other (each logs its memory plan); the
+  // later ones share the first one's LoRA catalog.
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int32_t r = 0; r < dp; ++r) {
+    engine_config.data_parallel_rank = r;
+    if (dp > 1) LOG_INFO("data-parallel rank " << r << " of " << dp << ": loading");
+    engines.push_back(std::make_unique<Engine>(dir, engine_config, r == 0 ? nullptr : engines.front()->core().loras()));
+  }
+  const std::unique_ptr<Engine>& engine = engines.front();
   server::MetricsRegistry registry;
-  server::EngineMetricsInfo info;
-  info.model_name = a.server.served_model_names.front();
-  info.num_kv_blocks = engine->memory_plan().num_blocks;
-  info.enable_prefix_caching = engine->config().enable_prefix_caching;
-  info.block_size = engine->config().block_size;
-  info.kv_cache_dtype = torch_dtype_name(engine->config().kv_cache_dtype);  // as resolved (engine_config.h)
-  info.metrics_prefix = a.metrics_prefix;
-  info.max_model_len = engine->config().max_model_len;
-  info.max_num_seqs = engine->config().max_num_seqs;
-  info.loras = engine->core().loras();
-  info.max_loras = engine->config().lora.max_loras;
-  if (engine->config().speculative.enabled())
-    info.num_speculative_tokens = engine->config().speculative.num_speculative_tokens;
-  server::EngineMetrics metrics(registry, info);
+  // One set of series per replica, told apart by the `engine` label (vLLM's engine index).
+  std::vector<std::unique_ptr<server::EngineMetrics>> metrics;
+  for (int32_t r = 0; r < dp; ++r) {
+    const Engine& e = *engines[static_cast<size_t>(r)];
+    server::EngineMetricsInfo info;
+    info.model_name = a.server.served_model_names.front();
+    info.engine_index = r;
+    info.num_kv_blocks = e.memory_plan().num_blocks;
+    info.enable_prefix_caching = e.config().enable_prefix_caching;
+    info.block_size = e.config().block_size;
+    info.kv_cache_dtype = torch_dtype_name(e.config().kv_cache_dtype);  // as resolved (engine_config.h)
+    info.metrics_prefix = a.metrics_prefix;
+    info.max_model_len = e.config().max_model_len;
+    info.max_num_seqs = e.config().max_num_seqs;
+    info.loras = e.core().loras();
+    info.max_loras = e.config().lora.max_loras;
+    if (e.config().speculative.enabled()) info.num_speculative_tokens = e.config().speculative.num_speculative_tokens;
+    metrics.push_back(std::make_unique<server::EngineMetrics>(registry, info));
+  }
   if (!engine->tokenizer()) LOG_WARN(dir << " has no tokenizer.json: only token-id prompts can be served");
   // As vLLM: the chat template comes with the tokenizer.
   const std::string& tok_dir = engine_config.tokenizer_dir.empty() ? dir : engine_config.tokenizer_dir;
@@ -295,23 +344,37 @@ void run_serve(ServeArgs& a) {
   const SamplingParams defaults = sampling_defaults_for(a.generation_config, dir, *engine);
   // Set by the engine thread before it raises SIGTERM: the signal thread then shuts down for a fault.
   std::atomic<bool> fatal{false};
-  server::AsyncEngineOptions async_options{a.max_waiting_requests, a.max_waiting_tokens, a.logging, {}};
-  async_options.on_fatal = [&fatal](const std::string&) {
-    fatal = true;
-    kill(getpid(), SIGTERM);
-  };
+  // The waiting limits are the server's: one set over every replica.
+  const auto waiting_limits = std::make_shared<server::WaitingLimits>(a.max_waiting_requests, a.max_waiting_tokens);
+  std::optional<server::KvEventsConfig> kv_events;
   if (!a.kv_events_config.empty()) {
     const server::KvEventsConfig kc = server::parse_kv_events_config(a.kv_events_config);
     if (kc.publishes()) {
       if (!engine->config().enable_prefix_caching)
         LOG_WARN("--kv-events-config: prefix caching is off (--no-enable-prefix-caching): no block is ever cached, "
                  "so no event will be published");
-      const std::string medium = engine->config().device == "cpu" ? "CPU" : "GPU";
-      async_options.kv_events =
-          std::make_shared<server::KvEventPublisher>(kc, engine->config().block_size, medium);
+      kv_events = kc;
     }
   }
-  server::AsyncEngine async(std::move(engine), metrics, std::move(async_options));
+  std::vector<std::unique_ptr<server::AsyncEngine>> replicas;
+  for (int32_t r = 0; r < dp; ++r) {
+    auto& e = engines[static_cast<size_t>(r)];
+    server::AsyncEngineOptions async_options{a.max_waiting_requests, a.max_waiting_tokens, a.logging, {}};
+    async_options.logging.engine_index = r;
+    async_options.waiting_limits = waiting_limits;
+    async_options.on_fatal = [&fatal](const std::string&) {
+      // Another replica's fault may have raised it already: one SIGTERM is enough.
+      if (!fatal.exchange(true)) kill(getpid(), SIGTERM);
+    };
+    // As vLLM: each data-parallel rank publishes its own events, its ports offset by the rank.
+    if (kv_events) {
+      const std::string medium = e->config().device == "cpu" ? "CPU" : "GPU";
+      async_options.kv_events = std::make_shared<server::KvEventPublisher>(*kv_events, e->config().block_size, medium, r);
+    }
+    replicas.push_back(std::make_unique<server::AsyncEngine>(std::move(e), *metrics[static_cast<size_t>(r)],
+                                                             std::move(async_options)));
+  }
+  server::DataParallelEngine async(std::move(replicas));
   server::set_grammar_cache_bytes(static_cast<size_t>(a.server.request.max_grammar_cache_bytes));
   server::HttpServer http(server::ServerContext{async, registry, chat.get(), a.server, defaults});
   if (tls) http.use_tls(tls);
@@ -513,6 +576,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   add_engine_flags(cmd, args->engine);
   add_lora_flags(cmd, args->engine);
   add_multimodal_flags(cmd, args->engine);
+  cmd->add_option("--data-parallel-size", args->data_parallel_size,
+                  "Engine replicas behind this server (-dp), each with its own scheduler, KV cache and devices "
+                  "(replica r on devices r x tp onwards; cpu: the replicas share the cores); a request goes to "
+                  "the least loaded (docs/architecture.md \"Data parallelism\")")
+      ->capture_default_str();
+  cmd->add_option("--data-parallel-size-local", args->data_parallel_size_local,
+                  "vLLM's replicas on this node (-dpl): here all of them, so --data-parallel-size or left out");
   add_vllm_compat_flags(cmd, args->vllm_warnings);  // last: it skips every flag implemented above
   cmd->footer("vllm serve's other flags are accepted with a warning or refused with the reason: "
               "docs/coming-from-vllm.md lists them.");

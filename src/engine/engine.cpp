@@ -13,9 +13,9 @@ std::unique_ptr<Tokenizer> load_engine_tokenizer(const std::string& model_dir, c
   return has ? Tokenizer::load_dir(dir) : nullptr;
 }
 
-Engine::Engine(const std::string& model_dir, const EngineConfig& config) {
+Engine::Engine(const std::string& model_dir, const EngineConfig& config, std::shared_ptr<LoraCatalog> shared_loras) {
   tokenizer_ = load_engine_tokenizer(model_dir, config.tokenizer_dir);  // before the weights: fails fast
-  core_ = std::make_unique<EngineCore>(model_dir, config);
+  core_ = std::make_unique<EngineCore>(model_dir, config, std::move(shared_loras));
   processor_ = std::make_unique<OutputProcessor>(tokenizer_.get());
   stats_ = core_->stats();
 }

@@ -24,7 +24,8 @@ namespace pagoda {
 
 class Engine {
  public:
-  Engine(const std::string& model_dir, const EngineConfig& config);
+  // `shared_loras`: EngineCore's (a data-parallel replica shares the first one's adapter catalog).
+  Engine(const std::string& model_dir, const EngineConfig& config, std::shared_ptr<LoraCatalog> shared_loras = nullptr);
   ~Engine();
 
   EngineCore& core() { return *core_; }

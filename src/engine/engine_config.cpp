@@ -57,6 +57,10 @@ void validate_engine_config(const EngineConfig& c) {
         "--tensor-parallel-size " + std::to_string(tp) + " on --device " + c.device +
             ": tensor parallelism runs on the cpu and on cuda (NCCL); use --tensor-parallel-size 1");
   check(tp == 1 || c.replicated_workers == 1, "replicated workers and tensor parallelism do not combine");
+  const int32_t dp = c.data_parallel_size;
+  check(dp >= 1 && dp <= 64, "--data-parallel-size must be in [1, 64], got " + std::to_string(dp));
+  check(c.data_parallel_rank >= 0 && c.data_parallel_rank < dp,
+        "data parallel rank " + std::to_string(c.data_parallel_rank) + " is outside [0, " + std::to_string(dp) + ")");
   check(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
         "--gpu-memory-utilization must be in (0, 1]");
   check(c.max_num_seqs >= 0 && c.max_num_batched_tokens >= 0 && c.max_model_len >= 0 &&
@@ -121,6 +125,8 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   if (r.multimodal.encoder_cache_tokens == 0)
     r.multimodal.encoder_cache_tokens = std::max<int64_t>(16384, r.max_num_batched_tokens);
   r.tensor_parallel_size = c.tensor_parallel_size;
+  r.data_parallel_rank = c.data_parallel_rank;
+  r.data_parallel_size = c.data_parallel_size;
   r.replicated_workers = c.replicated_workers;
   return r;
 }
@@ -138,6 +144,7 @@ std::string ResolvedEngineConfig::describe() const {
       << state_checkpoint_interval << " tokens of long prefills)";
   if (speculative.enabled()) s << ", speculative decoding " << speculative.describe();
   if (tensor_parallel_size > 1) s << ", tensor parallel size " << tensor_parallel_size;
+  if (data_parallel_size > 1) s << ", data parallel rank " << data_parallel_rank << " of " << data_parallel_size;
   return s.str();
 }
 

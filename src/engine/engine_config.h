@@ -5,6 +5,7 @@
 // The dtype rules: backend/serving_dtypes.h (choose_dtypes), which the backend factory shares.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,6 +67,11 @@ struct EngineConfig {
   LoraConfig lora;                              // --enable-lora, --lora-modules, --max-loras, --max-lora-rank
   MultimodalConfig multimodal;                  // --limit-mm-per-prompt
   int32_t tensor_parallel_size = 1;             // --tensor-parallel-size / -tp: ranks that split every layer
+  // Data parallelism (serve's --data-parallel-size): this engine is replica `data_parallel_rank` of
+  // `data_parallel_size`, on devices rank x tp .. rank x tp + tp - 1 (offset from vulkan:M); on the cpu
+  // the replicas share the host's cores.
+  int32_t data_parallel_rank = 0;
+  int32_t data_parallel_size = 1;
   // Test double of the executor seam (engine/executor.h): N cpu workers, each with the whole model.
   int32_t replicated_workers = 1;
 };
@@ -102,7 +108,12 @@ struct ResolvedEngineConfig {
   bool images = false;
   MultimodalConfig multimodal;
   int32_t tensor_parallel_size = 1;
+  int32_t data_parallel_rank = 0;
+  int32_t data_parallel_size = 1;
   int32_t replicated_workers = 1;
+
+  // The device ordinal of worker `index`: past the devices of the data-parallel replicas before this one.
+  int32_t device_ordinal(int32_t index) const { return data_parallel_rank * std::max(1, tensor_parallel_size) + index; }
 
   // "device cuda, dtype bfloat16 (activations bfloat16), kv cache bfloat16, max_model_len 4096,
   // max_num_seqs 256, max_num_batched_tokens 8192, block_size 16"

@@ -25,15 +25,19 @@ double seconds_since(Clock::time_point t0) {
 
 }  // namespace
 
-EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags) {
+EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags, std::shared_ptr<LoraCatalog> shared_loras) {
   model_config_ = load_model_config(model_dir);
   apply_quantization_flag(flags.quantization, model_config_.quantization);
   config_ = resolve_engine_config(flags, model_config_);
   LOG_INFO("engine: " << config_.describe());
   if (model_config_.quantization.method != WeightQuantization::Method::None) LOG_INFO("weights: " << model_config_.quantization.describe());
   if (config_.lora.enabled) {
-    loras_ = std::make_shared<LoraCatalog>();
-    for (const LoraModule& m : config_.lora.modules) loras_->add(m.name, m.path, m.base_model_name);
+    if (shared_loras) {
+      loras_ = std::move(shared_loras);
+    } else {
+      loras_ = std::make_shared<LoraCatalog>();
+      for (const LoraModule& m : config_.lora.modules) loras_->add(m.name, m.path, m.base_model_name);
+    }
     lora_slots_ = std::make_unique<LoraSlotTable>(config_.lora.max_loras);
   }
   executor_ = std::make_unique<Executor>(model_dir, model_config_, config_, loras_);

@@ -85,7 +85,11 @@ struct EngineCoreOutputs {
 
 class EngineCore {
  public:
-  EngineCore(const std::string& model_dir, const EngineConfig& config);
+  // `shared_loras`: the adapter catalog of another replica of the same model (data parallelism), so
+  // that an adapter loaded or unloaded at run time has one id on every replica; null: its own,
+  // filled from --lora-modules.
+  EngineCore(const std::string& model_dir, const EngineConfig& config,
+             std::shared_ptr<LoraCatalog> shared_loras = nullptr);
   ~EngineCore();
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;

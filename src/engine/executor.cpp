@@ -49,12 +49,16 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
   check(config.replicated_workers <= 1 || config.device == "cpu",
         "replicated workers (a test double of the executor) run on the cpu only, not --device " + config.device);
   ResolvedEngineConfig each = config;
-  if (n > 1 && config.device == "cpu") {  // the cores split between the workers
+  // The cores split between the workers, and between the data-parallel replicas that share the host
+  // (--threads counts them all): oversubscribed cores would slow every replica.
+  const int32_t sharing = n * std::max(1, config.data_parallel_size);
+  if (sharing > 1 && config.device == "cpu") {
     const int cores = config.num_threads > 0 ? config.num_threads
                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    each.num_threads = std::max(1, cores / n);
+    each.num_threads = std::max(1, cores / sharing);
   }
-  if (tp > 1) comms_ = make_communicators(config.device, tp);
+  if (config.data_parallel_size > 1) log_prefix_ = "DP rank " + std::to_string(config.data_parallel_rank) + ": ";
+  if (tp > 1) comms_ = make_communicators(config.device, tp, config.device_ordinal(0));
   for (int32_t i = 0; i < n; ++i) {
     ShardSpec shard;
     if (tp > 1) shard = ShardSpec{.rank = i, .world = tp, .comm = comms_[static_cast<size_t>(i)].get()};
@@ -129,10 +133,10 @@ MemoryPlan Executor::plan_and_allocate(const SchedulerConfig& sc) {
       if (!line.empty()) LOG_INFO(prefix + line);
   };
   if (comms_.empty()) {
-    log_plan(plan, "");
+    log_plan(plan, log_prefix_);
   } else {  // each rank's own plan: its heads, columns and caches
-    for (size_t i = 0; i < plans.size(); ++i) log_plan(plans[i], "rank " + std::to_string(i) + ": ");
-    LOG_INFO("tensor parallel size " + std::to_string(workers_.size()) + ": every rank allocates " +
+    for (size_t i = 0; i < plans.size(); ++i) log_plan(plans[i], log_prefix_ + "rank " + std::to_string(i) + ": ");
+    LOG_INFO(log_prefix_ + "tensor parallel size " + std::to_string(workers_.size()) + ": every rank allocates " +
              std::to_string(plan.num_blocks) + " KV blocks (the smallest rank's plan)");
   }
   if (driver().backend().device() == Device::CPU)

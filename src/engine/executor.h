@@ -9,6 +9,10 @@
 // rank at once — rank 0 on the engine thread, the others on a thread each — because every row-
 // parallel projection waits for all ranks' partial sums.
 //
+// A data-parallel replica (serve's --data-parallel-size) is one executor of several in the process:
+// its workers take the devices after those of the replicas before it (ResolvedEngineConfig::
+// device_ordinal) and its log lines say its rank.
+//
 // A test double proves the seam: `replicated_workers` N > 1 loads the whole model on N CPU backends
 // and reads each step's logits from worker (step mod N), so a worker whose caches or state went
 // astray changes the tokens.
@@ -63,6 +67,7 @@ class Executor {
   std::unique_ptr<RankThreads> threads_;  // ranks 1..N-1 under tensor parallelism
   const Model* model_ = nullptr;
   int64_t steps_ = 0;
+  std::string log_prefix_;  // "DP rank r: " for a data-parallel replica's lines
 };
 
 }  // namespace pagoda

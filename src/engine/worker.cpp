@@ -35,7 +35,7 @@ int64_t available_host_memory() {
 Worker::Worker(const std::string& model_dir, const ModelConfig& model_config, const ResolvedEngineConfig& config,
                const WorkerSpec& spec)
     : config_(config), spec_(spec) {
-  backend_ = make_backend(config_.device, config_.num_threads, config_.dtype_flag, spec_.index);
+  backend_ = make_backend(config_.device, config_.num_threads, config_.dtype_flag, config_.device_ordinal(spec_.index));
   // A bf16 model on the CPU: prefill GEMMs take x rounded to bf16 (as CUDA's bf16 activations);
   // --dtype float32 keeps every product exact.
   backend_->set_bf16_prefill(config_.model_dtype == DType::BF16);

@@ -34,7 +34,7 @@ class VisionEncoder;
 class DraftModelProposer;
 
 struct WorkerSpec {
-  int32_t index = 0;    // in the executor; the device ordinal on a GPU
+  int32_t index = 0;    // in the executor; with the data-parallel rank, the device ordinal on a GPU
   bool driver = true;   // holds the draft proposer (speculative decoding runs its drafts once)
   ShardSpec shard;      // its tensor-parallel place; {0, 1}: the whole model
   std::shared_ptr<const LoraCatalog> loras;  // the engine's adapters, by id (LoRA engines)

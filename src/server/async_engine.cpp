@@ -55,7 +55,10 @@ void GenerationChannel::push(ChoiceOutput o) {
   std::function<void()> notify;
   {
     std::lock_guard lock(mu_);
-    if (o.out.finished) --remaining_;
+    if (o.out.finished) {
+      --remaining_;
+      if (load_) --*load_;
+    }
     items_.push_back(std::move(o));
     notify = notify_;
   }
@@ -68,6 +71,7 @@ void GenerationChannel::fail(const std::string& message) {
   {
     std::lock_guard lock(mu_);
     error_ = message;
+    if (load_) *load_ -= std::max(0, remaining_);
     remaining_ = 0;
     notify = notify_;
   }
@@ -79,6 +83,9 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, EngineMetrics& metrics,
     : engine_(std::move(engine)),
       metrics_(metrics),
       options_(options),
+      limits_(options_.waiting_limits ? options_.waiting_limits
+                                      : std::make_shared<WaitingLimits>(options_.max_waiting_requests,
+                                                                        options_.max_waiting_tokens)),
       fair_(fair_limits(engine_->config())),
       stats_(metrics, options_.logging, engine_->config().max_model_len) {
   if (options_.kv_events) engine_->core().set_kv_event_log(&kv_event_log_);
@@ -112,7 +119,6 @@ std::shared_ptr<GenerationChannel> AsyncEngine::enqueue(Pending p, std::string& 
   auto channel = std::make_shared<GenerationChannel>(static_cast<int32_t>(n));
   p.channel = channel;
   for (const ChoiceSpec& c : p.choices) p.work += choice_work(c, p.embed, max_model_len());
-  const int64_t work_limit = options_.max_waiting_tokens;
   {
     std::lock_guard lock(mu_);
     if (!accepting_) {
@@ -120,33 +126,12 @@ std::shared_ptr<GenerationChannel> AsyncEngine::enqueue(Pending p, std::string& 
                   : "the server is shutting down";
       return nullptr;
     }
-    if (options_.max_waiting_requests > 0 && unstarted_.load() + n > options_.max_waiting_requests) {
-      why = "the server is overloaded: " + std::to_string(unstarted_.load()) +
-            " requests are waiting (--max-waiting-requests " +
-            std::to_string(options_.max_waiting_requests) + "); retry later";
-      return nullptr;
-    }
-    // A request always fits a queue that is empty (of its client's work, or of all work): past the
-    // per-request cost limits, no size makes it wait forever.
-    if (work_limit > 0 && waiting_work_ > 0 && waiting_work_ + p.work > work_limit) {
-      why = "the server is full: " + std::to_string(waiting_work_) + " tokens of work wait to start "
-            "(--max-waiting-tokens " + std::to_string(work_limit) + "); retry later";
-      return nullptr;
-    }
-    int64_t& mine = client_work_[p.client];
-    if (work_limit > 0 && !p.client.empty() && mine > 0 && mine + p.work > work_limit / 2) {
-      why = "client '" + p.client.substr(0, 64) + "' already has " + std::to_string(mine) +
-            " tokens of work waiting, half of what the server queues (--max-waiting-tokens " +
-            std::to_string(work_limit) + "); retry when some of it has started";
-      if (mine == 0) client_work_.erase(p.client);
-      return nullptr;
-    }
-    mine += p.work;
-    if (p.client.empty()) client_work_.erase(p.client);
-    waiting_work_ += p.work;
+    if (!limits_->try_add(n, p.work, p.client, why)) return nullptr;
     p.id = next_generation_++;
     channel->generation_ = p.id;
-    unstarted_ += n;
+    channel->owner_ = this;
+    channel->load_ = &load_;
+    load_ += n;
     ++live_generations_;
     p.arrival = Clock::now();
     pending_.push_back(std::move(p));
@@ -224,13 +209,6 @@ int64_t AsyncEngine::choice_work(const ChoiceSpec& c, bool embed, int32_t max_mo
   return prompt + c.params.max_tokens.value_or(std::max<int64_t>(0, max_model_len - prompt));
 }
 
-void AsyncEngine::release_work(const std::string& client, int64_t work) {
-  std::lock_guard lock(mu_);
-  waiting_work_ -= work;
-  if (client.empty()) return;
-  if (auto it = client_work_.find(client); it != client_work_.end() && (it->second -= work) <= 0) client_work_.erase(it);
-}
-
 // New generations wait in the fair queue; admit() hands their choices to the engine.
 void AsyncEngine::add_pending(std::vector<Pending>& adds) {
   for (Pending& p : adds) {
@@ -263,8 +241,8 @@ void AsyncEngine::admit() {
     } catch (const std::exception& e) {
       // Should have been caught by validation in the HTTP thread; the other choices go too.
       fair_.abandon(a);
-      release_work(p.client, work);
-      --unstarted_;
+      limits_->release_work(p.client, work);
+      limits_->started();
       ++p.taken;
       fail_generation(p, e.what());
       held_.erase(it);
@@ -274,7 +252,7 @@ void AsyncEngine::admit() {
     live_[id] = Live{p.channel, static_cast<int32_t>(a.choice), false};
     stats_.added(p.stats, a.choice, id, now);
     p.channel->engine_ids_.push_back(id);
-    release_work(p.client, work);
+    limits_->release_work(p.client, work);
     if (++p.taken == p.choices.size()) held_.erase(it);
   }
 }
@@ -296,9 +274,9 @@ void AsyncEngine::fail_generation(Pending& p, const std::string& message) {
   int64_t dropped_work = 0;
   for (size_t i = p.choices.size() - dropped; i < p.choices.size(); ++i)
     dropped_work += choice_work(p.choices[i], p.embed, max_model_len());
-  release_work(p.client, dropped_work);
+  limits_->release_work(p.client, dropped_work);
   p.taken = p.choices.size();
-  unstarted_ -= unstarted + static_cast<int64_t>(dropped);
+  limits_->started(unstarted + static_cast<int64_t>(dropped));
   p.channel->fail(message);
   finish_generation();
 }
@@ -311,8 +289,8 @@ size_t AsyncEngine::drop_held(uint64_t generation) {
   int64_t work = 0;
   for (size_t i = p.choices.size() - dropped; i < p.choices.size(); ++i)
     work += choice_work(p.choices[i], p.embed, max_model_len());
-  release_work(p.client, work);
-  unstarted_ -= static_cast<int64_t>(dropped);
+  limits_->release_work(p.client, work);
+  limits_->started(static_cast<int64_t>(dropped));
   held_.erase(held);
   return dropped;
 }
@@ -337,6 +315,7 @@ bool AsyncEngine::apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>&
     {
       std::lock_guard lock(channel->mu_);
       channel->remaining_ -= static_cast<int32_t>(dropped);
+      load_ -= static_cast<int64_t>(dropped);
       done = channel->remaining_ <= 0;
     }
     if (done && dropped > 0) finish_generation();
@@ -351,7 +330,7 @@ void AsyncEngine::deliver(std::vector<RequestOutput>& outputs) {
     Live& l = it->second;
     if (!l.started) {
       l.started = true;
-      --unstarted_;
+      limits_->started();
       fair_.started(o.id);
     }
     const bool finished = o.finished;
@@ -385,6 +364,7 @@ void AsyncEngine::publish_gauges(const EngineStats& s) {
   // requests not yet running).
   metrics_.num_requests_waiting.set(static_cast<double>(s.num_waiting + fair_.waiting_choices()));
   metrics_.kv_cache_usage_perc.set(s.kv_usage);
+  kv_usage_ = s.kv_usage;
   if (const PrefixCache* pc = engine_->core().scheduler().kv().prefix_cache())
     metrics_.prefix_cache_blocks.set(pc->num_cached_hashes());
   if (options_.kv_events) {
@@ -410,7 +390,7 @@ void AsyncEngine::fail_generation(const std::shared_ptr<GenerationChannel>& chan
     if (it == live_.end()) continue;
     engine_->abort(id);
     stats_.failed(id, now);
-    if (!it->second.started) --unstarted_;
+    if (!it->second.started) limits_->started();
     live_.erase(it);
   }
   channel->fail(message);
@@ -467,7 +447,8 @@ void AsyncEngine::die(const std::string& what) {
       stop = stopping_;
     }
     for (Pending& p : adds) {  // queued before accepting_ turned false
-      unstarted_ -= static_cast<int64_t>(p.choices.size());
+      limits_->started(static_cast<int64_t>(p.choices.size()));
+      limits_->release_work(p.client, p.work);
       p.channel->fail(message);
       finish_generation();
     }
@@ -484,7 +465,7 @@ void AsyncEngine::fail_all(const std::string& message) {
     engine_->abort(id);
     fair_.finished(id);
     stats_.failed(id, now);
-    if (!live.started) --unstarted_;
+    if (!live.started) limits_->started();
     bool seen = false;
     for (auto& c : channels) seen |= c == live.channel;
     if (!seen) channels.push_back(live.channel);
@@ -511,6 +492,14 @@ void AsyncEngine::step() {
 }
 
 void AsyncEngine::loop() {
+  // A GPU's current device is per thread: this thread's becomes the engine's own (a data-parallel
+  // replica's is not device 0).
+  try {
+    engine_->backend().synchronize();
+  } catch (const FatalDeviceError& e) {
+    die(e.what());
+    return;
+  }
   for (;;) {
     std::vector<Pending> adds;
     std::vector<std::shared_ptr<GenerationChannel>> cancels;

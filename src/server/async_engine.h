@@ -11,6 +11,9 @@
 // are retried with a growing pause (10 ms to 1 s), logged once per 10 s and counted in
 // pagoda:engine_step_failures_total. A FatalDeviceError ends the engine: everything in flight and
 // queued fails, serving() turns false (/health 503) and on_fatal is called once.
+//
+// Under data parallelism (server/data_parallel_engine.h) each replica is one AsyncEngine; they share
+// the waiting limits (server/waiting_limits.h) and the LoRA catalog, and each reports its load.
 #pragma once
 
 #include <atomic>
@@ -31,6 +34,7 @@
 #include "server/engine_metrics.h"
 #include "server/fair_queue.h"
 #include "server/request_stats.h"
+#include "server/waiting_limits.h"
 
 namespace pagoda::server {
 
@@ -72,6 +76,10 @@ class GenerationChannel {
   std::deque<ChoiceOutput> items_;
   int32_t remaining_;
   std::string error_;
+  // The engine's count of unfinished choices, kept with remaining_ (set before the engine thread
+  // sees the channel; only that thread changes remaining_ afterwards).
+  std::atomic<int64_t>* load_ = nullptr;
+  AsyncEngine* owner_ = nullptr;  // the engine that took it (set once, by enqueue)
   bool cancelled_ = false;  // guarded by AsyncEngine::mu_
   std::vector<int64_t> engine_ids_;  // engine thread only
   uint64_t generation_ = 0;          // its id in the fair queue
@@ -94,6 +102,9 @@ struct AsyncEngineOptions {
   std::function<void(const std::string& what)> on_fatal;
   // --kv-events-config: the prefix cache's events after each step, never blocking the engine.
   std::shared_ptr<KvEventPublisher> kv_events;
+  // Shared by data-parallel replicas: the server's limits, checked over all of them. Null = this
+  // engine's own, from max_waiting_requests and max_waiting_tokens.
+  std::shared_ptr<WaitingLimits> waiting_limits;
 };
 
 class AsyncEngine {
@@ -132,6 +143,13 @@ class AsyncEngine {
                                                       const std::string& client = "");
   // The client is gone: abort every choice still running. Safe to call more than once.
   void cancel(const std::shared_ptr<GenerationChannel>& channel);
+  // The engine that took `channel` (a data-parallel server routes its cancel there).
+  static AsyncEngine* owner_of(const GenerationChannel& channel) { return channel.owner_; }
+
+  // Load, for a data-parallel server's balancer; safe from any thread. Choices taken and not yet
+  // finished (waiting in any queue, or running); the KV cache's usage after the last step.
+  int64_t load() const { return load_.load(); }
+  double kv_usage() const { return kv_usage_.load(); }
 
   // Shutdown, in order: stop taking requests; wait for the live ones (up to `grace`); abort the rest
   // and wait for their final outputs; stop the thread.
@@ -174,7 +192,6 @@ class AsyncEngine {
   void fail_held(const std::string& message);
   // Drops what of a generation has not reached the engine; returns how many choices.
   size_t drop_held(uint64_t generation);
-  void release_work(const std::string& client, int64_t work);
   // Aborts the choices of `cancels` (or every live choice); true when anything was aborted.
   bool apply_cancels(std::vector<std::shared_ptr<GenerationChannel>>& cancels, bool all);
   void deliver(std::vector<RequestOutput>& outputs);
@@ -204,9 +221,9 @@ class AsyncEngine {
   bool abort_all_ = false;
   int64_t live_generations_ = 0;          // submitted, not yet fully finished
   std::condition_variable idle_cv_;
-  std::atomic<int64_t> unstarted_{0};     // choices submitted that have no output yet
-  int64_t waiting_work_ = 0;              // tokens of the choices not yet in the engine
-  std::unordered_map<std::string, int64_t> client_work_;  // the same, per named client
+  std::shared_ptr<WaitingLimits> limits_;  // choices with no output yet, tokens not yet in the engine
+  std::atomic<int64_t> load_{0};           // choices taken, not yet finished
+  std::atomic<double> kv_usage_{0};
   uint64_t next_generation_ = 1;
 
   FairQueue fair_;                         // engine thread only

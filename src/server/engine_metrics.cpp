@@ -39,7 +39,7 @@ void register_cache_info(MetricsRegistry& r, const std::string& prefix, const En
               {"cache_dtype", info.kv_cache_dtype},
               {"enable_prefix_caching", info.enable_prefix_caching ? "True" : "False"},
               {"num_gpu_blocks", std::to_string(info.num_kv_blocks)},
-              {"engine", "0"}};
+              {"engine", std::to_string(info.engine_index)}};
   r.gauge(prefix + "cache_config_info", "Information of the LLMEngine CacheConfig", l).set(1);
 }
 
@@ -65,7 +65,7 @@ std::vector<double> build_1_2_5_buckets(int64_t max_value) {
 
 EngineMetrics::EngineMetrics(MetricsRegistry& r, const EngineMetricsInfo& info)
     : prefix_(checked_prefix(info.metrics_prefix)),
-      labels_{{"model_name", info.model_name}, {"engine", "0"}},
+      labels_{{"model_name", info.model_name}, {"engine", std::to_string(info.engine_index)}},
       registry_(r),
       loras_(info.loras),
       max_loras_(info.max_loras),

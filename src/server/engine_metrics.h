@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "engine/engine_core.h"
-#include <vector>
 
 #include "engine/sequence.h"
 #include "server/metrics.h"
@@ -19,6 +18,8 @@ namespace pagoda::server {
 
 struct EngineMetricsInfo {
   std::string model_name;
+  // The `engine` label: the data-parallel rank (vLLM's engine index); one EngineMetrics per replica.
+  int32_t engine_index = 0;
   // Prometheus name prefix, written before ':' (--metrics-prefix). Letters, digits and '_'.
   std::string metrics_prefix = "vllm";
   int32_t max_model_len = 0;  // sets the buckets of the token-count histograms, as vLLM's

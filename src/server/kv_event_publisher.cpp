@@ -26,13 +26,15 @@ std::string be64(uint64_t v) {
   return s;
 }
 
-// vLLM's ZmqEventPublisher.offset_endpoint_port: rank r publishes on port + r (inproc: a suffix).
+// vLLM's ZmqEventPublisher.offset_endpoint_port: rank r publishes on port + r (inproc: a suffix). An
+// ipc:// path takes the inproc suffix too (vLLM refuses it under data parallelism; a path has no port).
 std::string offset_endpoint(const std::string& endpoint, int32_t rank) {
   if (rank == 0 || endpoint.empty()) return endpoint;
-  if (endpoint.find("inproc") != std::string::npos) return endpoint + "_dp" + std::to_string(rank);
+  if (endpoint.find("inproc") != std::string::npos || endpoint.rfind("ipc://", 0) == 0)
+    return endpoint + "_dp" + std::to_string(rank);
   const size_t colon = endpoint.rfind(':');
   check(endpoint.find("tcp") != std::string::npos && colon != std::string::npos,
-        "--kv-events-config: endpoint '" + endpoint + "' is neither tcp://HOST:PORT nor inproc://NAME");
+        "--kv-events-config: endpoint '" + endpoint + "' is neither tcp://HOST:PORT, ipc://PATH nor inproc://NAME");
   return endpoint.substr(0, colon + 1) + std::to_string(std::stoi(endpoint.substr(colon + 1)) + rank);
 }
 

@@ -53,7 +53,8 @@ std::string encode_kv_event_batch(double ts, const std::vector<KvEvent>& events,
 class KvEventPublisher {
  public:
   // Opens the sockets (throws pagoda::Error naming the endpoint when one cannot be bound) and starts
-  // the sending thread. The endpoint's port is offset by the data-parallel rank, as vLLM's.
+  // the sending thread. The endpoint's port is offset by the data-parallel rank, as vLLM's (ipc:// and
+  // inproc:// names get the suffix _dpN).
   KvEventPublisher(const KvEventsConfig& config, int32_t block_size, std::string medium,
                    int32_t data_parallel_rank = 0);
   ~KvEventPublisher();  // sends what is queued (up to a second), then closes

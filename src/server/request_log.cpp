@@ -132,7 +132,9 @@ bool StatsLogger::tick(Clock::time_point now, const SchedulerSnapshot& s) {
   // As vLLM: an interval idle like the one before it is noise on a quiet server.
   const bool idle = prompt_throughput == 0 && generation_throughput == 0 && last_prompt_throughput_ == 0 &&
                     last_generation_throughput_ == 0;
-  std::string line = "Engine 000: Avg prompt throughput: " + fixed1(prompt_throughput) +
+  char engine[32];
+  std::snprintf(engine, sizeof engine, "Engine %03d: ", options_.engine_index);
+  std::string line = engine + std::string("Avg prompt throughput: ") + fixed1(prompt_throughput) +
                      " tokens/s, Avg generation throughput: " + fixed1(generation_throughput) +
                      " tokens/s, Running: " + std::to_string(s.num_running) +
                      " reqs, Waiting: " + std::to_string(s.num_waiting) + " reqs, ";

@@ -25,6 +25,8 @@ struct RequestLogOptions {
   bool log_requests = false;         // --enable-log-requests (--disable-log-requests: false)
   bool log_stats = true;             // --disable-log-stats: false
   double stats_interval_s = 10.0;    // vLLM's VLLM_LOG_STATS_INTERVAL
+  // The stats line's "Engine NNN": the data-parallel rank, as vLLM's engine index (one line each).
+  int32_t engine_index = 0;
   // Where lines go; null = pagoda's log (stderr, PAGODA_LOG level). Tests inject one.
   std::function<void(LogLevel, const std::string&)> sink;
 };

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "server/async_engine.h"
+#include "server/data_parallel_engine.h"
 #include "server/chat_prompt.h"
 #include "server/cors.h"
 #include "server/metrics.h"
@@ -87,7 +87,7 @@ struct PoolingRunner;
 class ImageLoader;
 
 struct ServerContext {
-  AsyncEngine& engine;
+  DataParallelEngine& engine;  // one replica, or --data-parallel-size of them
   MetricsRegistry& metrics;
   const ChatPrompt* chat = nullptr;  // null: the model has no chat template
   ServerOptions options;

@@ -261,6 +261,34 @@ TEST(VllmMetrics, GatewayMetricsKeepVllmNames) {
   EXPECT_NE(text.find("\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.25\n"), std::string::npos);
 }
 
+// --data-parallel-size: one EngineMetrics per replica in one registry, told apart by `engine` (the
+// rank, as vLLM's engine index): each family once, a series per replica, each with its own value.
+TEST(VllmMetrics, DataParallelReplicasHaveASeriesEach) {
+  MetricsRegistry registry;
+  std::vector<std::unique_ptr<EngineMetrics>> replicas;
+  for (int32_t r = 0; r < 2; ++r) {
+    EngineMetricsInfo info;
+    info.model_name = "m";
+    info.engine_index = r;
+    info.num_kv_blocks = 100 + r;
+    replicas.push_back(std::make_unique<EngineMetrics>(registry, info));
+  }
+  replicas[0]->num_requests_running.set(3);
+  replicas[1]->num_requests_running.set(5);
+  replicas[1]->request_success(FinishReason::Length).inc();
+  const std::string text = registry.render();
+  EXPECT_NE(text.find("\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nvllm:num_requests_running{engine=\"1\",model_name=\"m\"} 5.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nvllm:request_success_total{engine=\"0\",finished_reason=\"length\",model_name=\"m\"} 0.0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("\nvllm:request_success_total{engine=\"1\",finished_reason=\"length\",model_name=\"m\"} 1.0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("engine=\"1\",num_gpu_blocks=\"101\"}"), std::string::npos) << text;
+  size_t types = 0;
+  for (size_t at = 0; (at = text.find("# TYPE vllm:num_requests_running gauge\n", at)) != std::string::npos; ++at) ++types;
+  EXPECT_EQ(types, 1u) << "the family is written once, its series under it";
+}
+
 TEST(VllmMetrics, DefaultPrefixIsVllmPagodaOptsInAndBadPrefixesAreRefused) {
   MetricsRegistry registry;
   EngineMetricsInfo info;
@@ -382,6 +410,20 @@ TEST(StatsLog, LineEveryIntervalWhileBusyThenOneIdleLine) {
   EXPECT_FALSE(log.next_tick().has_value());
   EXPECT_FALSE(log.tick(t0 + 500s, s));
   EXPECT_EQ(cap.lines.size(), 4u);
+}
+
+// A data-parallel replica's line names its rank, as vLLM's engine index.
+TEST(StatsLog, ADataParallelReplicaNamesItsRank) {
+  using namespace std::chrono_literals;
+  Captured cap;
+  RequestLogOptions o = cap.options();
+  o.engine_index = 3;
+  StatsLogger log(o);
+  const auto t0 = StatsLogger::Clock::time_point{} + 1000s;
+  log.record(t0, 10, 10);
+  ASSERT_TRUE(log.tick(t0 + 10s, SchedulerSnapshot{1, 0, 0.5, 0}));
+  ASSERT_EQ(cap.lines.size(), 1u);
+  EXPECT_EQ(cap.lines[0].second.rfind("Engine 003: Avg prompt throughput: 1.0 tokens/s, ", 0), 0u) << cap.lines[0].second;
 }
 
 // LoRA (the "the stats line shows them"): the adapters running and waiting, by name.

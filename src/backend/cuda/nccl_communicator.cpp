@@ -74,12 +74,13 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world) {
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int first_ordinal) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-  check(devices >= world, "--tensor-parallel-size " + std::to_string(world) + " on --device cuda: the NCCL group "
-                              "needs " + std::to_string(world) + " CUDA devices, " + std::to_string(devices) +
-                              " are visible (CUDA_VISIBLE_DEVICES)");
+  check(devices >= first_ordinal + world,
+        "--tensor-parallel-size " + std::to_string(world) + " on --device cuda: the NCCL group needs CUDA devices " +
+            std::to_string(first_ordinal) + ".." + std::to_string(first_ordinal + world - 1) + ", " +
+            std::to_string(devices) + " are visible (CUDA_VISIBLE_DEVICES)");
   setenv("NCCL_NVLS_ENABLE", "0", 1);  // multicast off, whatever the environment says
   auto group = std::make_shared<NcclGroup>();
   group->comms.assign(static_cast<size_t>(world), nullptr);
@@ -89,9 +90,9 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world) {
   // instead of waiting (the thread is left behind; the process is about to end).
   auto done = std::make_shared<std::promise<ncclResult_t>>();
   std::future<ncclResult_t> result = done->get_future();
-  std::thread([group, world, done] {
+  std::thread([group, world, first_ordinal, done] {
     std::vector<int> ordinals(static_cast<size_t>(world));
-    for (int i = 0; i < world; ++i) ordinals[static_cast<size_t>(i)] = i;
+    for (int i = 0; i < world; ++i) ordinals[static_cast<size_t>(i)] = first_ordinal + i;
     done->set_value(ncclCommInitAll(group->comms.data(), world, ordinals.data()));
   }).detach();
   if (result.wait_for(std::chrono::duration<double>(timeout)) != std::future_status::ready)
@@ -106,7 +107,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world) {
 
 #else
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world) {
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int) {
   throw Error("--tensor-parallel-size " + std::to_string(world) + " on --device cuda: this pagoda was built "
               "without NCCL (libnccl was not found beside the CUDA toolkit); install NCCL and rebuild, or use "
               "--tensor-parallel-size 1");

@@ -1,4 +1,5 @@
-// A tensor-parallel group over CUDA devices 0..world-1 of this process, through NCCL
+// A tensor-parallel group over CUDA devices first_ordinal..first_ordinal+world-1 of this process (a
+// data-parallel replica's devices), through NCCL
 // (nccl_communicator.cpp).
 #pragma once
 
@@ -9,6 +10,6 @@
 
 namespace pagoda {
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world);
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int first_ordinal = 0);
 
 }  // namespace pagoda
