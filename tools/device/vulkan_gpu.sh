@@ -2,7 +2,8 @@
 # Run ON the GPU machine (carry .deps/root.tar.xz with tools/device/fetch_vulkan_debs.sh's packages,
 # and .gl: the device tool's loader .debs, `apt-get download libvulkan1 libegl1 libglvnd0 libopengl0
 # libgl1 libglx0 libgles2` for amd64; PART=probe stops after the loader check, PART=build after the build, PART=run runs
-# on an earlier call's build; OFFLINE=0 skips the offline benchmark; .glv: the vulkan-validationlayers .deb, to run with the layer on): the Vulkan
+# on an earlier call's build; OFFLINE=0 skips the offline benchmark; PART=perf builds the
+# server alone and times the decode GEMV's two shaders beside CUDA, then profiles a Vulkan step; .glv: the vulkan-validationlayers .deb, to run with the layer on): the Vulkan
 # backend on the NVIDIA GPU through the driver's Vulkan ICD — the op table (large cases too) and the
 # engine tests against the CPU, then `pagoda bench offline` with --device vulkan beside --device
 # cuda on the same checkpoints, in one run. Logs under $OUT. (models/ need not be carried: the
@@ -42,10 +43,34 @@ grep -q "NVIDIA" "$out/probe.txt" || { echo "no NVIDIA Vulkan device (above)"; e
 [[ ${PART:-all} == probe ]] && exit 0
 if [[ ${PART:-all} != run ]]; then
   stamp build
-  BUILD=build-gpu TARGETS="pagoda pagoda_tests" tools/device/build.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  targets="pagoda pagoda_tests"
+  [[ ${PART:-all} == perf ]] && targets=pagoda
+  BUILD=build-gpu TARGETS="$targets" tools/device/build.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
   grep -i "vulkan" "$out/build.log" | head -5
 fi
 [[ ${PART:-all} == build ]] && exit 0
+if [[ ${PART:-all} == perf ]]; then
+  # The decode GEMV's A/B (gemv16.comp against gemv.comp) beside pagoda's CUDA backend, on a random
+  # Qwen3-0.6B-shaped checkpoint, then where a Vulkan decode step's device time goes (every dispatch
+  # waited for and timed: PAGODA_VULKAN_PROFILE=1).
+  stamp perf
+  python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --out /tmp/q06 > "$out/ckpt.log" 2>&1 || { tail "$out/ckpt.log"; exit 1; }
+  args=(--dtype float32 --kv-cache-memory 8GiB --max-model-len 4096 --batch-sizes 1 16 64)
+  for run in cuda vulkan vulkan_scalar; do
+    dev=${run%_scalar}
+    [[ $run == vulkan_scalar ]] && export PAGODA_VULKAN_GEMV=scalar
+    timeout 240 build-gpu/pagoda bench offline /tmp/q06 --device "$dev" "${args[@]}" --json "$out/perf_$run.json" \
+      > "$out/perf_$run.txt" 2>&1
+    echo "--- $run (rc $?)"; grep -E "^\| (pp|tg|B=)" "$out/perf_$run.txt"
+    unset PAGODA_VULKAN_GEMV
+  done
+  PAGODA_VULKAN_PROFILE=1 timeout 120 build-gpu/pagoda bench offline /tmp/q06 --device vulkan --dtype float32 \
+    --kv-cache-memory 8GiB --max-model-len 4096 --pp 0 --tg 32 --batch-sizes 1 --prompt-len 16 --gen-len 16 \
+    > "$out/profile.txt" 2>&1
+  echo "--- profile (rc $?)"; grep -iA40 "shader" "$out/profile.txt" | head -45
+  stamp done
+  exit 0
+fi
 # The devices, and the loader's errors when it finds none (the NVIDIA container's ICD, see docs).
 VK_LOADER_DEBUG=error build-gpu/pagoda info tests/fixtures/models/qwen3-tiny-tied 2>&1 |
   grep -iE "loader|vulkan dev|^ +vulkan:" | tee "$out/devices.txt"
