@@ -55,15 +55,20 @@ if [[ ${PART:-all} == perf ]]; then
   # waited for and timed: PAGODA_VULKAN_PROFILE=1).
   stamp perf
   python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --out /tmp/q06 > "$out/ckpt.log" 2>&1 || { tail "$out/ckpt.log"; exit 1; }
-  args=(--dtype float32 --kv-cache-memory 8GiB --max-model-len 4096 --batch-sizes 1 16 64)
-  for run in cuda vulkan vulkan_scalar; do
-    dev=${run%_scalar}
+  # PERF_RUNS: cuda, vulkan, vulkan_scalar (gemv.comp), vulkan_bN (PAGODA_VULKAN_BATCH=N commands a
+  # submitted batch); PERF_ARGS: the bench's points.
+  args=(--dtype float32 --kv-cache-memory 8GiB --max-model-len 4096)
+  read -r -a points <<< "${PERF_ARGS:---batch-sizes 1 16 64}"
+  for run in ${PERF_RUNS:-cuda vulkan vulkan_scalar}; do
+    dev=${run%%_*}
     [[ $run == vulkan_scalar ]] && export PAGODA_VULKAN_GEMV=scalar
-    timeout 240 build-gpu/pagoda bench offline /tmp/q06 --device "$dev" "${args[@]}" --json "$out/perf_$run.json" \
-      > "$out/perf_$run.txt" 2>&1
+    [[ $run == vulkan_b* ]] && export PAGODA_VULKAN_BATCH=${run#vulkan_b}
+    timeout 240 build-gpu/pagoda bench offline /tmp/q06 --device "$dev" "${args[@]}" "${points[@]}" \
+      --json "$out/perf_$run.json" > "$out/perf_$run.txt" 2>&1
     echo "--- $run (rc $?)"; grep -E "^\| (pp|tg|B=)" "$out/perf_$run.txt"
-    unset PAGODA_VULKAN_GEMV
+    unset PAGODA_VULKAN_GEMV PAGODA_VULKAN_BATCH
   done
+  [[ ${PROFILE:-1} == 1 ]] || { stamp done; exit 0; }
   PAGODA_VULKAN_PROFILE=1 timeout 120 build-gpu/pagoda bench offline /tmp/q06 --device vulkan --dtype float32 \
     --kv-cache-memory 8GiB --max-model-len 4096 --pp 0 --tg 32 --batch-sizes 1 --prompt-len 16 --gen-len 16 \
     > "$out/profile.txt" 2>&1

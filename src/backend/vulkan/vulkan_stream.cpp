@@ -1,13 +1,20 @@
 #include "backend/vulkan/vulkan_stream.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 
 namespace pagoda::vulkan {
 
 Stream::Stream(const Context& ctx, Memory& memory) : ctx_(ctx), memory_(memory) {
+  if (const char* b = std::getenv("PAGODA_VULKAN_BATCH"); b && *b) {
+    const long n = std::strtol(b, nullptr, 10);
+    check(n >= 1 && n <= 65536, std::string("PAGODA_VULKAN_BATCH=") + b + ": commands per submitted batch, 1..65536");
+    max_commands_ = static_cast<size_t>(n);
+  }
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = ctx_.queue_family;
@@ -72,7 +79,7 @@ void Stream::after_command() {
   ++b.commands;
   size_t staged = b.chunks.size() * kChunkBytes;
   for (const auto& a : b.dedicated) staged += a.bytes;
-  if (b.commands >= kMaxCommands || staged >= kMaxStagedBytes) flush();
+  if (b.commands >= max_commands_ || staged >= kMaxStagedBytes) flush();
 }
 
 void Stream::dispatch(VkPipeline pipeline, VkPipelineLayout layout, const void* push, uint32_t push_bytes,

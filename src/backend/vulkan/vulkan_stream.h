@@ -48,7 +48,10 @@ class Stream {
     size_t commands = 0;
   };
   static constexpr size_t kChunkBytes = size_t{8} << 20;
-  static constexpr size_t kMaxCommands = 512;           // submit a batch once it has this many
+  // Submit a batch once it has this many commands (PAGODA_VULKAN_BATCH overrides): small enough
+  // that the device starts on a step while the host still records the rest of it.
+  static constexpr size_t kDefaultMaxCommands = 512;
+  size_t max_commands_ = kDefaultMaxCommands;
   static constexpr size_t kMaxStagedBytes = size_t{256} << 20;  // or stages this much
 
   Batch& recording();          // the batch being recorded (begins one if none)
