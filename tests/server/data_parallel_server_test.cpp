@@ -21,6 +21,7 @@
 #include "backend/devices.h"
 #include "core/build_paths.h"
 #include "raw_http.h"
+#include "engine_greedy.h"
 #include "server_harness.h"
 
 namespace pagoda::server::test {
@@ -180,21 +181,6 @@ std::vector<int32_t> served_ids(const ServerProcess& s, const std::string& model
     ids.push_back(std::atoi(text.c_str() + text.find(':') + 1));
   }
   return ids;
-}
-
-std::vector<int32_t> engine_greedy(const std::string& dir, const std::vector<int32_t>& prompt) {
-  EngineConfig config;
-  config.max_model_len = 256;
-  Engine engine(dir, config);
-  SamplingParams p;
-  p.temperature = 0;
-  p.ignore_eos = true;
-  p.max_tokens = 8;
-  engine.add_request(prompt, p);
-  std::vector<int32_t> out;
-  for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps)
-    for (const RequestOutput& o : engine.step()) out.insert(out.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-  return out;
 }
 
 // Loaded through replica 0 (the shared catalog), the adapter serves on replica 1 with its weights'

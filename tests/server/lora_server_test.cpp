@@ -8,26 +8,12 @@
 
 #include "../model/lora_fixture.h"
 #include "engine/engine.h"
+#include "engine_greedy.h"
 #include "server_harness.h"
 #include "core/build_paths.h"
 
 namespace pagoda::server::test {
 namespace {
-
-std::vector<int32_t> greedy(const std::string& dir, const std::vector<int32_t>& prompt) {
-  EngineConfig config;
-  config.max_model_len = 256;
-  Engine engine(dir, config);
-  SamplingParams p;
-  p.temperature = 0;
-  p.ignore_eos = true;
-  p.max_tokens = 8;
-  engine.add_request(prompt, p);
-  std::vector<int32_t> out;
-  for (int steps = 0; engine.has_unfinished() && steps < 1000; ++steps)
-    for (const RequestOutput& o : engine.step()) out.insert(out.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-  return out;
-}
 
 TEST(ServerLora, TwoAdaptersAndTheBaseAnswerAsTheirWeightsThroughTheOpenAiClient) {
   const TestModelDir model_dir;
@@ -58,9 +44,9 @@ TEST(ServerLora, TwoAdaptersAndTheBaseAnswerAsTheirWeightsThroughTheOpenAiClient
   const size_t at = r.out.find("TOKENS ");
   ASSERT_NE(at, std::string::npos) << r.out;
   const nlohmann::json got = nlohmann::json::parse(r.out.substr(at + 7, r.out.find('\n', at) - at - 7));
-  EXPECT_EQ(got["tiny"].get<std::vector<int32_t>>(), greedy(testing::fixture_model_dir(fixture), prompt));
-  EXPECT_EQ(got["a0"].get<std::vector<int32_t>>(), greedy(merged[0], prompt));
-  EXPECT_EQ(got["a1"].get<std::vector<int32_t>>(), greedy(merged[1], prompt));
+  EXPECT_EQ(got["tiny"].get<std::vector<int32_t>>(), engine_greedy(testing::fixture_model_dir(fixture), prompt));
+  EXPECT_EQ(got["a0"].get<std::vector<int32_t>>(), engine_greedy(merged[0], prompt));
+  EXPECT_EQ(got["a1"].get<std::vector<int32_t>>(), engine_greedy(merged[1], prompt));
   EXPECT_NE(got["a0"], got["tiny"]);
   // vLLM's lora_requests_info, as the inference gateway reads it: a series per (running, waiting)
   // set, valued at the time it was last seen; a0 and a1 were each seen running.
