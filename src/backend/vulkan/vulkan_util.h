@@ -10,18 +10,25 @@
 
 namespace pagoda::vulkan {
 
-// Throws pagoda::Error "vulkan <op>: <what>" when cond is false.
+// Throws pagoda::Error "vulkan <op>: <what>" when cond is false. Every op checks its arguments on
+// every call: with a literal the check costs no allocation unless it fails.
+[[noreturn]] inline void fail(const char* op, const std::string& what) {
+  throw Error(std::string("vulkan ") + op + ": " + what);
+}
+inline void require(bool cond, const char* op, const char* what) {
+  if (!cond) fail(op, what);
+}
 inline void require(bool cond, const char* op, const std::string& what) {
-  if (!cond) throw Error(std::string("vulkan ") + op + ": " + what);
+  if (!cond) fail(op, what);
 }
 
 inline void require_f32(const Tensor& t, const char* op, const char* name) {
-  require(t.dtype == DType::F32, op, std::string(name) + " must be float32 (the Vulkan backend's activations), not " +
-                                         dtype_name(t.dtype));
+  if (t.dtype != DType::F32)
+    fail(op, std::string(name) + " must be float32 (the Vulkan backend's activations), not " + dtype_name(t.dtype));
 }
 
 inline void require_i32(const Tensor& t, const char* op, const char* name) {
-  require(t.dtype == DType::I32, op, std::string(name) + " must be int32");
+  if (t.dtype != DType::I32) fail(op, std::string(name) + " must be int32");
 }
 
 // The storage code of a float dtype in the shaders: 0 f32, 1 bf16, 2 f16.
@@ -30,7 +37,7 @@ inline uint32_t dtype_code(DType t, const char* op, const char* name) {
     case DType::F32: return 0;
     case DType::BF16: return 1;
     case DType::F16: return 2;
-    default: require(false, op, std::string(name) + " must be float32, bfloat16 or float16, not " + dtype_name(t));
+    default: fail(op, std::string(name) + " must be float32, bfloat16 or float16, not " + dtype_name(t));
   }
   return 0;
 }
