@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# Run ON the GPU machine (carry .deps/root.tar.xz with tools/device/fetch_vulkan_debs.sh's packages,
-# and .gl: the device tool's loader .debs, `apt-get download libvulkan1 libegl1 libglvnd0 libopengl0
-# libgl1 libglx0 libgles2` for amd64; PART=probe stops after the loader check, PART=build after the build, PART=run runs
-# on an earlier call's build; OFFLINE=0 skips the offline benchmark; PART=perf builds the
-# server alone and times the decode GEMV's two shaders beside CUDA, then profiles a Vulkan step; .glv: the vulkan-validationlayers .deb, to run with the layer on): the Vulkan
-# backend on the NVIDIA GPU through the driver's Vulkan ICD — the op table (large cases too) and the
-# engine tests against the CPU, then `pagoda bench offline` with --device vulkan beside --device
-# cuda on the same checkpoints, in one run. Logs under $OUT. (models/ need not be carried: the
-# hybrid fixture and a random Qwen3-0.6B-shaped checkpoint made here are benchmarked.)
+# Run ON the GPU machine: the Vulkan backend on the NVIDIA GPU through the driver's Vulkan ICD.
+#
+# Carry (each call under 64 MiB, so in turns):
+#   .deps/root.tar.xz  tools/device/fetch_debs.sh + fetch_vulkan_debs.sh (headers, glslc, libraries)
+#   .gl                the device tool's loader .debs (`apt-get download libvulkan1 libegl1 libglvnd0
+#                      libopengl0 libgl1 libglx0 libgles2` for amd64), unpacked into / every run
+#   .glv               the vulkan-validationlayers .deb: with it the tests run with the layer on
+#
+# PART (one call each, back to back on one machine; a build stays while the machine is held):
+#   probe   the loader finds the GPU? (seconds: tools/device/vulkan_probe.c)
+#   build   probe, then pagoda and pagoda_tests (carry .deps/root.tar.xz .gl)
+#   run     on that build (carry .gl .glv): the op table (large cases too), every family's fixture
+#           through the engine, serve --device vulkan, then (OFFLINE=0 skips it) `bench offline` on
+#           Vulkan beside CUDA
+#   perf    build pagoda alone, then PERF_RUNS (cuda, vulkan, vulkan_scalar = gemv.comp, vulkan_bN =
+#           N commands a submitted batch) on a random Qwen3-0.6B-shaped checkpoint with PERF_ARGS's
+#           points, then (PROFILE=0 skips it) every dispatch of a short Vulkan run timed
+#   all     (default) build, then run
+# Logs under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/vk_out}"
