@@ -118,7 +118,10 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
     wanted.push_back(d);
   }
   if (rows.empty()) return;
-  int32_t passes = 0;
+  // The catch-up pass runs even when no sequence drafts this step (k = 0: adaptive speculation,
+  // disable_by_batch_size, a sequence at its limit): the draft model's cache must hold every
+  // verified token, or the drafts of later steps attend to holes.
+  int32_t passes = 1;
   for (int32_t d : wanted) passes = std::max(passes, d);
   // Pass 1: catch up; then one token per drafting sequence per pass.
   std::vector<DraftRow> pass = rows;

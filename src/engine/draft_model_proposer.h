@@ -8,7 +8,8 @@
 // After every target step, for each sequence of the step: one catch-up pass feeds the draft model
 // every token the target verified in the step (and the token sampled after them), whose last
 // logits row gives draft 1; then k - 1 single-token passes feed each draft to get the next
-// (greedy: the drafts are the draft model's argmax). Tokens the target later rejects leave draft-KV
+// (greedy: the drafts are the draft model's argmax). The catch-up runs in every step, drafts or
+// not (k may be 0), so the draft cache never misses a verified token. Tokens the target later rejects leave draft-KV
 // entries past the verified length; the next catch-up, which starts where the target's step
 // started, overwrites them.
 #pragma once

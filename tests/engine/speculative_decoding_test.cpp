@@ -241,6 +241,32 @@ TEST(SpeculativeDraftModel, TheTargetDraftingForItselfIsAcceptedAlmostAlways) {
             0.97 * static_cast<double>(spec.stats.spec_num_draft_tokens));
 }
 
+// Steps that draft nothing (vLLM's disable_by_batch_size here; an adaptive k of 0 the same way)
+// still feed the draft model every verified token: when drafting resumes its cache has no holes,
+// and the target drafting for itself is right as often as when it drafted every step (above).
+TEST(SpeculativeDraftModel, TheDraftCacheHasNoHolesAfterStepsWithoutDrafts) {
+  const std::string dir = fixture_model_dir("qwen3-tiny-tied");
+  EngineConfig config;
+  config.max_model_len = 200;
+  config.speculative = parse_speculative_config(R"({"model": ")" + dir +
+                                                R"(", "num_speculative_tokens": 4, "adaptive": false, "disable_by_batch_size": 1})");
+  Engine engine(dir, config);
+  std::mt19937 rng(21);
+  SamplingParams p;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  // Both decode together for 40 steps without drafts; then the second drafts alone.
+  p.max_tokens = 40;
+  engine.add_request(random_tokens(rng, 12), p);
+  p.max_tokens = 140;
+  engine.add_request(random_tokens(rng, 12), p);
+  while (engine.has_unfinished()) engine.step();
+  const EngineStats s = engine.core().stats();
+  ASSERT_GT(s.spec_num_draft_tokens, 60) << "the second sequence drafts once alone";
+  EXPECT_GE(static_cast<double>(s.spec_num_accepted_tokens), 0.97 * static_cast<double>(s.spec_num_draft_tokens))
+      << s.spec_num_accepted_tokens << " of " << s.spec_num_draft_tokens;
+}
+
 TEST(SpeculativeDraftModel, SamplingKeepsTheTokenDistribution) {
   // The dense fixture drafting for itself (greedy drafts, often accepted); the acceptance rule is
   // the same for every proposer, and the hybrid target's case is tested with oracle drafts above.
