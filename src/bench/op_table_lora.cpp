@@ -1,7 +1,8 @@
 // Op table cases of lora_expand: rows of several slots and of the base model (-1) in one step, a
-// slot holding every row, N not a multiple of the CUDA kernel's 128-column blocks, each of its
-// row tiles (1, 8 and 32 rows a block), R a multiple of 8 (the 16-byte loads) and not, a wide R, a
-// strided out, prefill-sized runs of one slot (its tensor-core tiles); the base model's rows must keep what they held. A perf case at a Qwen3-8B shape.
+// slot holding every row, N not a multiple of the CUDA kernels' column blocks, each of their row
+// tiles (1, 8, 32 and 64 rows a block), many slots, R a multiple of 8 and not, a wide R, strided
+// outs, prefill-sized runs of one slot; the base model's rows must keep what they held. Perf cases
+// at a Qwen3-8B shape.
 #include <cmath>
 #include <random>
 #include <string>
@@ -72,6 +73,10 @@ void add_lora_cases(std::vector<OpCase>& out) {
     out.push_back(expand_case("runs of 40", 300, 3, 300, 32, wdt, slot_runs(300, 3, 40), 0, seed + 90));
     out.push_back(expand_case("runs of 64", 520, 2, 136, 48, wdt, slot_runs(520, 2, 64), 4, seed + 95));
     out.push_back(expand_case("wide", 40, 3, 33, 130, wdt, random_slots(seed + 4, 40, 3, true), 2, seed + 80));
+    // Many slots over 64-row tiles (the CUDA tile kernel's slot loop), R = 24 (a half last step),
+    // a strided out with an even stride.
+    out.push_back(expand_case("many slots", 130, 40, 200, 24, wdt, random_slots(seed + 5, 130, 40, true), 2,
+                              seed + 85));
     seed += 100;
   }
 }

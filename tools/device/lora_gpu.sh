@@ -2,13 +2,14 @@
 # Run ON the GPU machine (carry .deps/root.tar.xz): LoRA adapters on CUDA, checked and timed.
 #   PART=check: the PEFT-made adapters of the family fixtures (tools/make_lora_fixtures.py, with peft
 #     there; tars of tests/fixtures/lora/* into $OUT/lora, to commit; ONLY="name ..." makes just those),
-#     then pagoda_gpu_tests' LoRA cases (CudaLoraPeft: PEFT's references; CudaLora: adapters against
+#     (FIXTURES=0: the committed ones, not made again), then pagoda_gpu_tests' LoRA cases (CudaLoraPeft: PEFT's references; CudaLora: adapters against
 #     the merged weights, a mixed batch; fp32 with graphs) and the op table's lora_expand cases on cuda.
 #   PART=bench: a random Qwen3-8B-shape checkpoint (SHAPE) and 8 random rank-16 adapters
 #     (tools/make_random_lora.py); `bench serve` (random IN in / OUT out, N prompts at concurrency C)
 #     against the plain server, then a LoRA server with one adapter named by every request, then
 #     with the 8 adapters spread over the requests (--lora-modules): the issue's ratios. First the
-#     lora_expand kernel alone (`bench kernels --filter lora_expand`).
+#     8B gate_up kernels alone (`bench kernels --filter gate_up`: base GEMM, shrink, expand), the
+#     expand's legacy and tile kernels A/B (PAGODA_LORA_EXPAND); KERNELS_ONLY=1 stops there.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/out}
@@ -20,8 +21,10 @@ status=0
 if [[ ${PART:-check} == check ]]; then
   mkdir -p "$OUT/lora"
   # shellcheck disable=SC2086
-  python3 tools/make_lora_fixtures.py --out tests/fixtures/lora ${ONLY:+--only $ONLY} 2>&1 | grep -v Loading | tail -20 || status=1
-  for d in tests/fixtures/lora/*/; do tar -C tests/fixtures/lora -cf "$OUT/lora/$(basename "$d").tar" "$(basename "$d")"; done
+  if [[ ${FIXTURES:-1} == 1 ]]; then
+    python3 tools/make_lora_fixtures.py --out tests/fixtures/lora ${ONLY:+--only $ONLY} 2>&1 | grep -v Loading | tail -20 || status=1
+    for d in tests/fixtures/lora/*/; do tar -C tests/fixtures/lora -cf "$OUT/lora/$(basename "$d").tar" "$(basename "$d")"; done
+  fi
   tools/device/build.sh >/dev/null || exit 1
   build-gpu/pagoda_gpu_tests --gtest_filter='*Lora*' 2>&1 | grep -E "^\[ *(FAILED|PASSED|  OK) |Failure|rror" | cut -c1-300
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -34,7 +37,11 @@ fi
 shape="${SHAPE:-qwen3-8b}" ckpt="/tmp/ckpt_${SHAPE:-qwen3-8b}" adapters=/tmp/lora_adapters
 [[ -d $ckpt ]] || python3 tools/make_random_checkpoint.py --shape "$shape" --out "$ckpt" >/tmp/ckpt.log 2>&1 &
 tools/device/build.sh >/dev/null || exit 1
-build-gpu/pagoda bench kernels --device cuda --filter lora_expand 2>&1 | tail -8
+for impl in legacy tiles; do
+  echo "--- lora kernels, PAGODA_LORA_EXPAND=$impl"
+  PAGODA_LORA_EXPAND=$impl build-gpu/pagoda bench kernels --device cuda --filter '8B gate_up' 2>&1 | grep -v -E 'fp8|int4|FP8|INT4' | tail -24
+done
+[[ ${KERNELS_ONLY:-0} == 1 ]] && { wait; exit 0; }
 wait
 python3 tools/make_random_lora.py "$ckpt" "$adapters" --count 8 --rank 16 || exit 1
 modules=()

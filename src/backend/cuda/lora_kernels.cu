@@ -1,6 +1,7 @@
-// The LoRA expand kernel (lora_kernels.h). The shrink is a plain `linear` by every slot's A stacked,
+// The LoRA expand kernels (lora_kernels.h). The shrink is a plain `linear` by every slot's A stacked,
 // so this is the only LoRA-specific kernel.
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -125,6 +126,91 @@ __global__ void lora_expand_mma_kernel(const bf16* low, int64_t ld_low, const bf
   }
 }
 
+// Every step size (bf16, R a multiple of 8): tensor cores over tiles of 64 rows × 64 columns (4
+// warps of 16 columns), each row masked to its own slot. The delta is one GEMM of K = S·R, low's
+// columns outside a row's slot zero, but a block reads only the slots its rows use: a slot's B
+// columns are loaded once a warp and multiplied into every 16-row tile that has rows of that slot.
+// A row gets products of one slot only, the rest exact zeros, so the order over slots changes
+// nothing. Base-model rows (-1) are not written.
+constexpr int kTileRows = 64, kTileWarps = 4, kTileCols = kTileWarps * 16;
+
+__global__ void lora_expand_tile_kernel(const bf16* low, int64_t ld_low, const bf16* b, const int32_t* slots, int S,
+                                        int N, int R, int64_t T, bf16* out, int64_t ld_out) {
+  extern __shared__ uint32_t tiles_of_slot[];  // [S]: bit m set when 16-row tile m has a row of the slot
+  __shared__ int slot_sh[kTileRows];
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, i = lane & 3;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
+  for (int s = tid; s < S; s += kTileWarps * 32) tiles_of_slot[s] = 0;
+  __syncthreads();
+  if (tid < kTileRows) {
+    const int64_t t = t0 + tid;
+    int sl = t < T ? slots[t] : -1;
+    if (sl < 0 || sl >= S) sl = -1;
+    slot_sh[tid] = sl;
+    if (sl >= 0) atomicOr(&tiles_of_slot[sl], 1u << (tid >> 4));
+  }
+  __syncthreads();
+  const int n_warp = static_cast<int>(blockIdx.x) * kTileCols + warp * 16;
+  float c[4][2][4] = {};
+  for (int s = 0; s < S; ++s) {
+    const uint32_t m = tiles_of_slot[s];
+    if (m == 0) continue;
+    const bf16* bs = b + static_cast<int64_t>(s) * N * R;
+    const bf16* ls = low + static_cast<int64_t>(s) * R;
+    for (int k0 = 0; k0 < R; k0 += 16) {
+      const bool hi = k0 + 8 < R;  // R a multiple of 8, not 16: the last step's upper half is zero
+      uint32_t b0[2], b1[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int n = n_warp + j * 8 + g;
+        const bf16* brow = bs + static_cast<int64_t>(n) * R + k0 + 2 * i;
+        b0[j] = n < N ? *reinterpret_cast<const uint32_t*>(brow) : 0u;
+        b1[j] = n < N && hi ? *reinterpret_cast<const uint32_t*>(brow + 8) : 0u;
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt) {
+        if (!(m & (1u << mt))) continue;
+        const int r0 = mt * 16 + g, r1 = r0 + 8;
+        const bool in0 = slot_sh[r0] == s, in1 = slot_sh[r1] == s;
+        const bf16* l0 = ls + (t0 + r0) * ld_low + k0 + 2 * i;
+        const bf16* l1 = ls + (t0 + r1) * ld_low + k0 + 2 * i;
+        uint32_t a[4];
+        a[0] = in0 ? *reinterpret_cast<const uint32_t*>(l0) : 0u;
+        a[1] = in1 ? *reinterpret_cast<const uint32_t*>(l1) : 0u;
+        a[2] = in0 && hi ? *reinterpret_cast<const uint32_t*>(l0 + 8) : 0u;
+        a[3] = in1 && hi ? *reinterpret_cast<const uint32_t*>(l1 + 8) : 0u;
+        mma_bf16(c[mt][0], a, b0[0], b1[0]);
+        mma_bf16(c[mt][1], a, b0[1], b1[1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // rows g and g + 8
+      const int r = mt * 16 + g + 8 * h;
+      if (slot_sh[r] < 0) continue;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int n = n_warp + j * 8 + 2 * i;  // N is even: n + 1 < N with n
+        if (n >= N) continue;
+        __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(out + (t0 + r) * ld_out + n);
+        const float2 v = __bfloat1622float2(*o);
+        *o = __floats2bfloat162_rn(v.x + c[mt][j][2 * h], v.y + c[mt][j][2 * h + 1]);
+      }
+    }
+}
+
+// PAGODA_LORA_EXPAND=legacy: the row kernel and 16-row tensor-core kernel this one replaced (A/B).
+bool legacy_expand() {
+  static const bool legacy = [] {
+    const char* e = std::getenv("PAGODA_LORA_EXPAND");
+    return e != nullptr && std::string(e) == "legacy";
+  }();
+  return legacy;
+}
+
 }  // namespace
 
 void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out, cudaStream_t stream) {
@@ -141,6 +227,21 @@ void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots,
   require(b.dtype == DType::F32 || b.dtype == DType::BF16, op, "b must be F32 or BF16");
   require(N < (int64_t{1} << 31) && R < (int64_t{1} << 31) && S < (int64_t{1} << 31), op, "dimensions past 2^31");
   if (T == 0 || N == 0) return;
+  const bool bf16_all = low.dtype == DType::BF16 && b.dtype == DType::BF16;
+  if (bf16_all && !legacy_expand() && R % 8 == 0 && N % 2 == 0 && low.stride0() % 2 == 0 && out.stride0() % 2 == 0 &&
+      reinterpret_cast<uintptr_t>(low.data) % 4 == 0 && reinterpret_cast<uintptr_t>(b.data) % 4 == 0 &&
+      reinterpret_cast<uintptr_t>(out.data) % 4 == 0) {
+    const int64_t tiles = (T + kTileRows - 1) / kTileRows;
+    require(tiles <= 65535, op, "too many rows for one launch: " + std::to_string(T));
+    const dim3 grid(static_cast<unsigned>((N + kTileCols - 1) / kTileCols), static_cast<unsigned>(tiles));
+    const size_t shared = static_cast<size_t>(S) * sizeof(uint32_t);
+    require(shared <= 32 * 1024, op, "more than 8192 adapter slots");
+    lora_expand_tile_kernel<<<grid, kTileWarps * 32, shared, stream>>>(
+        low.ptr<const bf16>(), low.stride0(), b.ptr<const bf16>(), slots.ptr<const int32_t>(), static_cast<int>(S),
+        static_cast<int>(N), static_cast<int>(R), T, out.ptr<bf16>(), out.stride0());
+    PAGODA_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // (16-byte aligned rows: the mixed tiles' fallback reads 8 values at a time.)
   const bool mma = T > kRowKernelMaxRows && low.dtype == DType::BF16 && b.dtype == DType::BF16 && R % 16 == 0 &&
                    low.stride0() % 8 == 0 && reinterpret_cast<uintptr_t>(low.data) % 16 == 0 &&

@@ -9,9 +9,12 @@
 
 namespace pagoda::cuda {
 
-// A thread per output column n over a tile of rows (Punica's BGMV expand): each row reads its own
-// slot's B row n (R values, 16-byte loads where they line up) and its slot's R columns of low, sums
-// in fp32 and adds onto out. Rows of one slot in a tile read the same B rows, which stay in L1.
+// bf16 with R a multiple of 8 (every LoRA engine's case): tensor cores over 64-row × 64-column
+// tiles, each row masked to its own slot and each block reading only the slots its rows use (one
+// adapter costs one slot's B whatever --max-loras is). Otherwise (fp32, odd shapes, or
+// PAGODA_LORA_EXPAND=legacy for A/B) a thread per output column n over a tile of rows (Punica's
+// BGMV expand): each row reads its own slot's B row n and its slot's R columns of low, sums in fp32
+// and adds onto out.
 void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots, Tensor& out, cudaStream_t stream);
 
 }  // namespace pagoda::cuda
