@@ -128,20 +128,36 @@ __global__ void lora_expand_mma_kernel(const bf16* low, int64_t ld_low, const bf
 
 // Every step size (bf16, R a multiple of 8): tensor cores over tiles of 64 rows × 64 columns (4
 // warps of 16 columns), each row masked to its own slot. The delta is one GEMM of K = S·R, low's
-// columns outside a row's slot zero, but a block reads only the slots its rows use: a slot's B
-// columns are loaded once a warp and multiplied into every 16-row tile that has rows of that slot.
-// A row gets products of one slot only, the rest exact zeros, so the order over slots changes
-// nothing. Base-model rows (-1) are not written.
-constexpr int kTileRows = 64, kTileWarps = 4, kTileCols = kTileWarps * 16;
+// columns outside a row's slot zero, but a block reads only the slots its rows use. Latency, not
+// bytes, bounds it at decode sizes, so every load is issued up front: the block's out values into
+// registers, and for a group of its slots the 64 B rows and 64 low rows (zero-filled where a row
+// is of another slot) into shared memory by cp.async, all in flight at once. A row gets products
+// of one slot only, the rest exact zeros, so the order over slots changes nothing. Base-model rows
+// (-1) are not written.
+constexpr int kTileRows = 64, kTileWarps = 4, kTileThreads = kTileWarps * 32, kTileCols = kTileWarps * 16;
+constexpr int kTileSharedBytes = 48 * 1024;  // no opt-in needed up to here
 
-__global__ void lora_expand_tile_kernel(const bf16* low, int64_t ld_low, const bf16* b, const int32_t* slots, int S,
-                                        int N, int R, int64_t T, bf16* out, int64_t ld_out) {
-  extern __shared__ uint32_t tiles_of_slot[];  // [S]: bit m set when 16-row tile m has a row of the slot
+__device__ __forceinline__ uint32_t ld_shared32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__global__ void __launch_bounds__(kTileThreads)
+    lora_expand_tile_kernel(const bf16* __restrict__ low, int64_t ld_low, const bf16* __restrict__ b,
+                            const int32_t* __restrict__ slots, int S, int N, int R, int64_t T, int group,
+                            bf16* __restrict__ out, int64_t ld_out) {
+  // Dynamic shared memory: tiles_of_slot[S] (bit m: 16-row tile m has a row of the slot), the
+  // block's slots in order [S], then `group` stages of B [64][R + 8] and low [64][R + 8] (8 values
+  // of padding a row keep the fragment reads free of bank conflicts).
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint32_t* tiles_of_slot = reinterpret_cast<uint32_t*>(smem);
+  int* used = reinterpret_cast<int*>(tiles_of_slot + S);
+  const int ld_sh = R + 8;
+  bf16* stage = reinterpret_cast<bf16*>(smem + ((static_cast<size_t>(S) * 8 + 15) & ~size_t{15}));
   __shared__ int slot_sh[kTileRows];
+  __shared__ int used_count;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, i = lane & 3;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
-  for (int s = tid; s < S; s += kTileWarps * 32) tiles_of_slot[s] = 0;
+  const int n_block = static_cast<int>(blockIdx.x) * kTileCols;
+  for (int s = tid; s < S; s += kTileThreads) tiles_of_slot[s] = 0;
   __syncthreads();
   if (tid < kTileRows) {
     const int64_t t = t0 + tid;
@@ -151,55 +167,117 @@ __global__ void lora_expand_tile_kernel(const bf16* low, int64_t ld_low, const b
     if (sl >= 0) atomicOr(&tiles_of_slot[sl], 1u << (tid >> 4));
   }
   __syncthreads();
-  const int n_warp = static_cast<int>(blockIdx.x) * kTileCols + warp * 16;
-  float c[4][2][4] = {};
-  for (int s = 0; s < S; ++s) {
-    const uint32_t m = tiles_of_slot[s];
-    if (m == 0) continue;
-    const bf16* bs = b + static_cast<int64_t>(s) * N * R;
-    const bf16* ls = low + static_cast<int64_t>(s) * R;
-    for (int k0 = 0; k0 < R; k0 += 16) {
-      const bool hi = k0 + 8 < R;  // R a multiple of 8, not 16: the last step's upper half is zero
-      uint32_t b0[2], b1[2];
+  if (warp == 0) {  // the slots in use, in order (a ballot a 32 slots)
+    int count = 0;
+    for (int base = 0; base < S; base += 32) {
+      const int s = base + lane;
+      const bool in = s < S && tiles_of_slot[s] != 0;
+      const unsigned ballot = __ballot_sync(0xffffffffu, in);
+      if (in) used[count + __popc(ballot & ((1u << lane) - 1u))] = s;
+      count += __popc(ballot);
+    }
+    if (lane == 0) used_count = count;
+  }
+  __syncthreads();
+  const int used_n = used_count;
+  if (used_n == 0) return;  // the base model's rows only
+
+  // This thread's out values (rows g, g + 8 of each 16-row tile; columns 2i, 2i + 1 of each of its
+  // warp's two 8-column tiles), read before anything is written.
+  const int n_warp = n_block + warp * 16;
+  uint32_t old[4][2][2];
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const int n = n_warp + j * 8 + g;
-        const bf16* brow = bs + static_cast<int64_t>(n) * R + k0 + 2 * i;
-        b0[j] = n < N ? *reinterpret_cast<const uint32_t*>(brow) : 0u;
-        b1[j] = n < N && hi ? *reinterpret_cast<const uint32_t*>(brow + 8) : 0u;
+        const int r = mt * 16 + g + 8 * h, n = n_warp + j * 8 + 2 * i;  // N is even: n + 1 < N with n
+        old[mt][h][j] = slot_sh[r] >= 0 && n < N
+                            ? *reinterpret_cast<const uint32_t*>(out + (t0 + r) * ld_out + n)
+                            : 0u;
       }
-#pragma unroll
-      for (int mt = 0; mt < 4; ++mt) {
-        if (!(m & (1u << mt))) continue;
-        const int r0 = mt * 16 + g, r1 = r0 + 8;
-        const bool in0 = slot_sh[r0] == s, in1 = slot_sh[r1] == s;
-        const bf16* l0 = ls + (t0 + r0) * ld_low + k0 + 2 * i;
-        const bf16* l1 = ls + (t0 + r1) * ld_low + k0 + 2 * i;
-        uint32_t a[4];
-        a[0] = in0 ? *reinterpret_cast<const uint32_t*>(l0) : 0u;
-        a[1] = in1 ? *reinterpret_cast<const uint32_t*>(l1) : 0u;
-        a[2] = in0 && hi ? *reinterpret_cast<const uint32_t*>(l0 + 8) : 0u;
-        a[3] = in1 && hi ? *reinterpret_cast<const uint32_t*>(l1 + 8) : 0u;
-        mma_bf16(c[mt][0], a, b0[0], b1[0]);
-        mma_bf16(c[mt][1], a, b0[1], b1[1]);
+
+  float c[4][2][4] = {};
+  const int pieces = R / 8;  // 16-byte pieces a row
+  for (int u0 = 0; u0 < used_n; u0 += group) {
+    const int un = used_n - u0 < group ? used_n - u0 : group;
+    for (int q = tid; q < un * 2 * kTileRows * pieces; q += kTileThreads) {
+      const int p = q / (2 * kTileRows * pieces), rest = q % (2 * kTileRows * pieces);
+      const bool is_low = rest >= kTileRows * pieces;
+      const int row = (rest % (kTileRows * pieces)) / pieces, piece = rest % pieces;
+      const int s = used[u0 + p];
+      bf16* dst = stage + (static_cast<size_t>(2 * p + (is_low ? 1 : 0)) * kTileRows + row) * ld_sh + piece * 8;
+      if (is_low) {
+        const bool valid = slot_sh[row] == s;  // another slot's row (or none): zeros
+        cp_async16(dst, valid ? low + (t0 + row) * ld_low + static_cast<int64_t>(s) * R + piece * 8 : low, valid);
+      } else {
+        const int n = n_block + row;
+        const bool valid = n < N;
+        cp_async16(dst, valid ? b + (static_cast<int64_t>(s) * N + n) * R + piece * 8 : b, valid);
       }
     }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    for (int p = 0; p < un; ++p) {
+      const uint32_t m = tiles_of_slot[used[u0 + p]];
+      const bf16* bs = stage + static_cast<size_t>(2 * p) * kTileRows * ld_sh;
+      const bf16* ls = bs + static_cast<size_t>(kTileRows) * ld_sh;
+      for (int k0 = 0; k0 < R; k0 += 16) {
+        const bool hi = k0 + 8 < R;  // R a multiple of 8, not 16: the last step's upper half is zero
+        uint32_t b0[2], b1[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const bf16* brow = bs + (warp * 16 + j * 8 + g) * ld_sh + k0 + 2 * i;
+          b0[j] = ld_shared32(brow);
+          b1[j] = hi ? ld_shared32(brow + 8) : 0u;
+        }
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt) {
+          if (!(m & (1u << mt))) continue;
+          const bf16* l0 = ls + (mt * 16 + g) * ld_sh + k0 + 2 * i;
+          const bf16* l1 = l0 + 8 * ld_sh;
+          const uint32_t a[4] = {ld_shared32(l0), ld_shared32(l1), hi ? ld_shared32(l0 + 8) : 0u,
+                                 hi ? ld_shared32(l1 + 8) : 0u};
+          mma_bf16(c[mt][0], a, b0[0], b1[0]);
+          mma_bf16(c[mt][1], a, b0[1], b1[1]);
+        }
+      }
+    }
+    __syncthreads();  // the next group overwrites the stages
   }
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // rows g and g + 8
+    for (int h = 0; h < 2; ++h) {
       const int r = mt * 16 + g + 8 * h;
       if (slot_sh[r] < 0) continue;
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const int n = n_warp + j * 8 + 2 * i;  // N is even: n + 1 < N with n
+        const int n = n_warp + j * 8 + 2 * i;
         if (n >= N) continue;
-        __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(out + (t0 + r) * ld_out + n);
-        const float2 v = __bfloat1622float2(*o);
-        *o = __floats2bfloat162_rn(v.x + c[mt][j][2 * h], v.y + c[mt][j][2 * h + 1]);
+        __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&old[mt][h][j]);
+        const float2 f = __bfloat1622float2(v);
+        v = __floats2bfloat162_rn(f.x + c[mt][j][2 * h], f.y + c[mt][j][2 * h + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(out + (t0 + r) * ld_out + n) = v;
       }
     }
+}
+
+// Shared memory of the tile kernel for S slots: its slot tables, then as many slots' stages as fit
+// (0: not even one, R too wide for it).
+struct TilePlan {
+  size_t shared = 0;
+  int group = 0;
+};
+TilePlan tile_plan(int64_t S, int64_t R) {
+  const size_t tables = (static_cast<size_t>(S) * 8 + 15) & ~size_t{15};
+  const size_t per_slot = static_cast<size_t>(2 * kTileRows) * static_cast<size_t>(R + 8) * sizeof(bf16);
+  if (tables + per_slot > static_cast<size_t>(kTileSharedBytes)) return {};
+  const int64_t fit = static_cast<int64_t>((kTileSharedBytes - tables) / per_slot);
+  const int group = static_cast<int>(fit < S ? fit : S);
+  return {tables + static_cast<size_t>(group) * per_slot, group};
 }
 
 // PAGODA_LORA_EXPAND=legacy: the row kernel and 16-row tensor-core kernel this one replaced (A/B).
@@ -228,17 +306,16 @@ void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots,
   require(N < (int64_t{1} << 31) && R < (int64_t{1} << 31) && S < (int64_t{1} << 31), op, "dimensions past 2^31");
   if (T == 0 || N == 0) return;
   const bool bf16_all = low.dtype == DType::BF16 && b.dtype == DType::BF16;
-  if (bf16_all && !legacy_expand() && R % 8 == 0 && N % 2 == 0 && low.stride0() % 2 == 0 && out.stride0() % 2 == 0 &&
-      reinterpret_cast<uintptr_t>(low.data) % 4 == 0 && reinterpret_cast<uintptr_t>(b.data) % 4 == 0 &&
-      reinterpret_cast<uintptr_t>(out.data) % 4 == 0) {
+  const TilePlan plan = tile_plan(S, R);
+  if (bf16_all && !legacy_expand() && plan.group > 0 && R % 8 == 0 && N % 2 == 0 && low.stride0() % 8 == 0 &&
+      out.stride0() % 2 == 0 && reinterpret_cast<uintptr_t>(low.data) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(b.data) % 16 == 0 && reinterpret_cast<uintptr_t>(out.data) % 4 == 0) {
     const int64_t tiles = (T + kTileRows - 1) / kTileRows;
     require(tiles <= 65535, op, "too many rows for one launch: " + std::to_string(T));
     const dim3 grid(static_cast<unsigned>((N + kTileCols - 1) / kTileCols), static_cast<unsigned>(tiles));
-    const size_t shared = static_cast<size_t>(S) * sizeof(uint32_t);
-    require(shared <= 32 * 1024, op, "more than 8192 adapter slots");
-    lora_expand_tile_kernel<<<grid, kTileWarps * 32, shared, stream>>>(
+    lora_expand_tile_kernel<<<grid, kTileThreads, plan.shared, stream>>>(
         low.ptr<const bf16>(), low.stride0(), b.ptr<const bf16>(), slots.ptr<const int32_t>(), static_cast<int>(S),
-        static_cast<int>(N), static_cast<int>(R), T, out.ptr<bf16>(), out.stride0());
+        static_cast<int>(N), static_cast<int>(R), T, plan.group, out.ptr<bf16>(), out.stride0());
     PAGODA_CUDA_CHECK_LAUNCH();
     return;
   }
