@@ -6,7 +6,7 @@
 #     the merged weights, a mixed batch; fp32 with graphs) and the op table's lora_expand cases on cuda.
 #   PART=bench: a random Qwen3-8B-shape checkpoint (SHAPE) and 8 random rank-16 adapters
 #     (tools/make_random_lora.py); `bench serve` (random IN in / OUT out, N prompts at concurrency C)
-#     against the plain server, then a LoRA server with one adapter named by every request, then
+#     against the plain server, then a LoRA server with one adapter named by every request (--max-loras 1, then 8), then
 #     with the 8 adapters spread over the requests (--lora-modules): the ratios. First the
 #     8B gate_up kernels alone (`bench kernels --filter gate_up`: base GEMM, shrink, expand), the
 #     expand's legacy and tile kernels A/B (PAGODA_LORA_EXPAND); KERNELS_ONLY=1 stops there.
@@ -60,6 +60,10 @@ serve() {
 }
 serve || exit 1
 bench base
+kill $pid; wait $pid
+# One adapter as a single-adapter deployment runs it (vLLM's default --max-loras 1), then in 8 slots.
+serve --lora-modules a0="$adapters/a0" --max-loras 1 --max-lora-rank 16 || exit 1
+bench one_adapter_max_loras_1 --lora-modules a0
 kill $pid; wait $pid
 serve --lora-modules "${modules[@]}" --max-loras 8 --max-lora-rank 16 || exit 1
 bench one_adapter --lora-modules a0

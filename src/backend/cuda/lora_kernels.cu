@@ -14,6 +14,8 @@ namespace {
 constexpr int kExpandThreads = 128;
 // Steps of more rows than this (prefills) take the tensor-core kernel where it applies.
 constexpr int64_t kRowKernelMaxRows = 256;
+// Steps of at most this many rows take the row kernel rather than the tile kernel.
+constexpr int64_t kRowKernelFewRows = 16;
 
 // R values of a B row and of low, in fp32: 8 at a time through 16-byte loads when both are bf16 and
 // R is a multiple of 8 (the row starts are then 16-byte aligned), else one at a time.
@@ -135,7 +137,8 @@ __global__ void lora_expand_mma_kernel(const bf16* low, int64_t ld_low, const bf
 // of one slot only, the rest exact zeros, so the order over slots changes nothing. Base-model rows
 // (-1) are not written.
 constexpr int kTileRows = 64, kTileWarps = 4, kTileThreads = kTileWarps * 32, kTileCols = kTileWarps * 16;
-constexpr int kTileSharedBytes = 48 * 1024;  // no opt-in needed up to here
+// Room for 8 slots of R = 32 (8 adapters of rank 16 on gate|up) in one group: past 48 KiB, an opt-in.
+constexpr int kTileSharedBytes = 96 * 1024;
 
 __device__ __forceinline__ uint32_t ld_shared32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -307,12 +310,16 @@ void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots,
   if (T == 0 || N == 0) return;
   const bool bf16_all = low.dtype == DType::BF16 && b.dtype == DType::BF16;
   const TilePlan plan = tile_plan(S, R);
-  if (bf16_all && !legacy_expand() && plan.group > 0 && R % 8 == 0 && N % 2 == 0 && low.stride0() % 8 == 0 &&
+  // A few rows (single-stream decode): the row kernel's shorter chain of loads wins.
+  if (bf16_all && !legacy_expand() && T > kRowKernelFewRows && plan.group > 0 && R % 8 == 0 && N % 2 == 0 && low.stride0() % 8 == 0 &&
       out.stride0() % 2 == 0 && reinterpret_cast<uintptr_t>(low.data) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(b.data) % 16 == 0 && reinterpret_cast<uintptr_t>(out.data) % 4 == 0) {
     const int64_t tiles = (T + kTileRows - 1) / kTileRows;
     require(tiles <= 65535, op, "too many rows for one launch: " + std::to_string(T));
     const dim3 grid(static_cast<unsigned>((N + kTileCols - 1) / kTileCols), static_cast<unsigned>(tiles));
+    if (plan.shared > 48 * 1024)
+      PAGODA_CUDA_CHECK(cudaFuncSetAttribute(lora_expand_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(plan.shared)));
     lora_expand_tile_kernel<<<grid, kTileThreads, plan.shared, stream>>>(
         low.ptr<const bf16>(), low.stride0(), b.ptr<const bf16>(), slots.ptr<const int32_t>(), static_cast<int>(S),
         static_cast<int>(N), static_cast<int>(R), T, plan.group, out.ptr<bf16>(), out.stride0());
