@@ -77,7 +77,7 @@ void add_lora_cases(std::vector<OpCase>& out) {
     // a strided out with an even stride.
     out.push_back(expand_case("many slots", 130, 40, 200, 24, wdt, random_slots(seed + 5, 130, 40, true), 2,
                               seed + 85));
-    // Decode-sized, 8 slots of R = 32 (the CUDA tile kernel's shared memory past 48 KiB).
+    // Decode-sized, 8 slots of R = 32 (the CUDA tile kernel in two groups of slots).
     out.push_back(expand_case("decode", 64, 8, 192, 32, wdt, random_slots(seed + 6, 64, 8, true), 0, seed + 87));
     seed += 100;
   }

@@ -137,8 +137,9 @@ __global__ void lora_expand_mma_kernel(const bf16* low, int64_t ld_low, const bf
 // of one slot only, the rest exact zeros, so the order over slots changes nothing. Base-model rows
 // (-1) are not written.
 constexpr int kTileRows = 64, kTileWarps = 4, kTileThreads = kTileWarps * 32, kTileCols = kTileWarps * 16;
-// Room for 8 slots of R = 32 (8 adapters of rank 16 on gate|up) in one group: past 48 KiB, an opt-in.
-constexpr int kTileSharedBytes = 96 * 1024;
+// More room (all 8 slots of R = 32 in one group, 82 KiB) was slower on an H200: fewer blocks an SM.
+constexpr int kTileSharedBytes = 48 * 1024;
+static_assert(kTileRows == kTileCols, "one (row, piece) loop stages B's column rows and low's rows");
 
 __device__ __forceinline__ uint32_t ld_shared32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -205,19 +206,17 @@ __global__ void __launch_bounds__(kTileThreads)
   const int pieces = R / 8;  // 16-byte pieces a row
   for (int u0 = 0; u0 < used_n; u0 += group) {
     const int un = used_n - u0 < group ? used_n - u0 : group;
-    for (int q = tid; q < un * 2 * kTileRows * pieces; q += kTileThreads) {
-      const int p = q / (2 * kTileRows * pieces), rest = q % (2 * kTileRows * pieces);
-      const bool is_low = rest >= kTileRows * pieces;
-      const int row = (rest % (kTileRows * pieces)) / pieces, piece = rest % pieces;
-      const int s = used[u0 + p];
-      bf16* dst = stage + (static_cast<size_t>(2 * p + (is_low ? 1 : 0)) * kTileRows + row) * ld_sh + piece * 8;
-      if (is_low) {
-        const bool valid = slot_sh[row] == s;  // another slot's row (or none): zeros
-        cp_async16(dst, valid ? low + (t0 + row) * ld_low + static_cast<int64_t>(s) * R + piece * 8 : low, valid);
-      } else {
-        const int n = n_block + row;
-        const bool valid = n < N;
-        cp_async16(dst, valid ? b + (static_cast<int64_t>(s) * N + n) * R + piece * 8 : b, valid);
+    // A thread's (row, piece) pairs are the same for every slot and for B and low: one division each.
+    for (int q = tid; q < kTileRows * pieces; q += kTileThreads) {
+      const int row = q / pieces, piece = q - row * pieces;
+      const int n = n_block + row, row_slot = slot_sh[row];
+      for (int p = 0; p < un; ++p) {
+        const int s = used[u0 + p];
+        bf16* dst = stage + (static_cast<size_t>(2 * p) * kTileRows + row) * ld_sh + piece * 8;
+        cp_async16(dst, n < N ? b + (static_cast<int64_t>(s) * N + n) * R + piece * 8 : b, n < N);
+        const bool mine = row_slot == s;  // another slot's row (or none): zeros
+        cp_async16(dst + static_cast<size_t>(kTileRows) * ld_sh,
+                   mine ? low + (t0 + row) * ld_low + static_cast<int64_t>(s) * R + piece * 8 : low, mine);
       }
     }
     cp_async_commit();
@@ -317,9 +316,6 @@ void launch_lora_expand(const Tensor& low, const Tensor& b, const Tensor& slots,
     const int64_t tiles = (T + kTileRows - 1) / kTileRows;
     require(tiles <= 65535, op, "too many rows for one launch: " + std::to_string(T));
     const dim3 grid(static_cast<unsigned>((N + kTileCols - 1) / kTileCols), static_cast<unsigned>(tiles));
-    if (plan.shared > 48 * 1024)
-      PAGODA_CUDA_CHECK(cudaFuncSetAttribute(lora_expand_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(plan.shared)));
     lora_expand_tile_kernel<<<grid, kTileThreads, plan.shared, stream>>>(
         low.ptr<const bf16>(), low.stride0(), b.ptr<const bf16>(), slots.ptr<const int32_t>(), static_cast<int>(S),
         static_cast<int>(N), static_cast<int>(R), T, plan.group, out.ptr<bf16>(), out.stride0());
