@@ -152,6 +152,14 @@ class Eagle3HeadModel final : public DecoderBase {
     const std::string& p = lay.layer;
     opt_.qk_norm = false;
     opt_.qkv_bias = opt_.o_bias = lay.attention_bias;
+    std::vector<std::string> required = {"fc.weight", "norm.weight", "lm_head.weight"};
+    for (const char* n : {"input_layernorm", "hidden_norm", "post_attention_layernorm"}) required.push_back(p + n + ".weight");
+    for (const char* n : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                          "mlp.up_proj", "mlp.down_proj"}) {
+      required.push_back(p + n + ".weight");
+      if (lay.attention_bias && std::string(n).rfind("self_attn.", 0) == 0) required.push_back(p + n + ".bias");
+    }
+    for (const std::string& name : required) require_tensor(name);
     // The shapes a head for this target must have, checked here so the message says what they mean.
     expect_shape("fc.weight", {H, n_aux * Ht},
                  "fc maps the concatenated hidden states of the target's layers " + aux_list() + " (" +
@@ -273,10 +281,14 @@ class Eagle3HeadModel final : public DecoderBase {
   }
 
  private:
-  void expect_shape(const std::string& name, const std::vector<int64_t>& shape, const std::string& why) {
+  void require_tensor(const std::string& name) const {
     check(ws_.has(name), lay_.where + " has no tensor '" + name + "' (" + ckpt_files() +
-                             "); an EAGLE-3 head holds fc.weight, midlayer.* (one decoder layer), norm.weight, "
-                             "lm_head.weight and d2t: is it an EAGLE-3 checkpoint?");
+                             "); an EAGLE-3 head holds fc.weight, midlayer.* (one decoder layer" +
+                             (lay_.attention_bias ? ", with q/k/v/o biases as config.json's attention_bias says" : "") +
+                             "), norm.weight, lm_head.weight and d2t: is it an EAGLE-3 checkpoint?");
+  }
+  void expect_shape(const std::string& name, const std::vector<int64_t>& shape, const std::string& why) {
+    require_tensor(name);
     const std::vector<int64_t>& got = ws_.shape_of(name);
     check(got == shape, lay_.where + ": tensor '" + name + "' is " + shape_text(got) + ", expected " +
                             shape_text(shape) + " (" + why + ")");
