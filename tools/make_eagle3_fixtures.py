@@ -35,6 +35,11 @@ transformers (float32, eager attention, CPU). For each prompt (seeded random ids
     row of the first pass; draft j + 1 from a pass at position n - 1 + j fed draft j (a target id)
     and the head's own pre-norm output of the pass before (vLLM's eagle proposer).
     draft_ids: the same in draft ids; draft_margins: top-1 minus top-2 logit of each decision.
+The reference is checked against an independent float64 implementation in this file (Python's
+standard library: the target from transformers' modeling_qwen3 / modeling_llama, the head from
+vLLM's source; stdlib_f64_check): logits within 1e-3 and the same greedy decisions, or nothing is
+written. `--stdlib-reference` writes reference.json from that implementation alone (no torch), a
+stand-in in the sense of docs/testing (its made_by says so).
 The head is computed by an independent fp32 torch implementation written from vLLM's
 model_executor/models/llama_eagle3.py (LlamaDecoderLayer with layer_idx 0, LlamaModel, Eagle3
 LlamaForCausalLM.compute_logits) and v1/spec_decode/eagle.py (the proposer's shifted inputs):
@@ -57,6 +62,9 @@ import os
 import random
 import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eagle3_f64 import F64Target, f64_case  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
@@ -232,6 +240,36 @@ def write_weights(spec, out_root):
 
 
 # ---------------------------------------------------------------------------------------------
+# An independent float64 implementation in the standard library: the target (Qwen3 / Llama, from
+# transformers' modeling_qwen3.py / modeling_llama.py) and the head (from vLLM's llama_eagle3.py).
+# The full run checks the torch reference against it (stdlib_f64_check in reference.json);
+# --stdlib-reference writes reference.json from it alone, where torch cannot be had.
+
+def stdlib_reference(spec, out_dir, c, tensors):
+    target = F64Target(os.path.join(MODELS, spec["target"]))
+    ids_aux = aux_layer_ids(c, target.c["num_hidden_layers"])
+    rng = random.Random(spec["seed"] * 7 + 1)
+    V = c["vocab_size"]
+    cases = []
+    for n in PROMPT_LENGTHS:
+        for attempt in range(20):
+            prompt = [rng.randrange(3, V) for _ in range(n)]
+            case = f64_case(c, tensors, target, ids_aux, prompt, NUM_DRAFTS)
+            if min([case["first_pass_min_margin"], case["target_next_margin"]] + case["draft_margins"]) >= 1e-3:
+                break
+        case["seed_attempt"] = attempt
+        cases.append(case)
+    ref = {"made_by": "tools/make_eagle3_fixtures.py --stdlib-reference (float64, Python's standard library; a "
+                      "stand-in until the torch reference is made)",
+           "target": "tests/fixtures/models/" + spec["target"], "aux_layer_ids": ids_aux,
+           "num_drafts": NUM_DRAFTS, "cases": cases}
+    with open(os.path.join(out_dir, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    print("wrote %s/reference.json (stdlib float64): drafts %s" % (out_dir, [cs["draft_tokens"] for cs in cases]))
+
+
+# ---------------------------------------------------------------------------------------------
 # Reference part (torch + transformers).
 
 def reference(spec, out_dir, c, tensors):
@@ -269,7 +307,8 @@ def reference(spec, out_dir, c, tensors):
         lc = transformers.LlamaConfig(hidden_size=H, num_attention_heads=Hq, num_key_value_heads=Hkv,
                                       head_dim=D, max_position_embeddings=c["max_position_embeddings"],
                                       rope_parameters=dict(c["rope_parameters"]))
-        rot = transformers.models.llama.modeling_llama.LlamaRotaryEmbedding(config=lc)
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+        rot = LlamaRotaryEmbedding(config=lc)
         inv_freq = rot.inv_freq.detach().double()
         rope_scale = float(getattr(rot, "attention_scaling", 1.0))
     else:
@@ -403,12 +442,25 @@ def reference(spec, out_dir, c, tensors):
             })
     for h in handles:
         h.remove()
+    # The independent float64 implementation must agree: same greedy decisions, logits within 1e-3.
+    f64_target = F64Target(tdir)
+    worst, same = 0.0, True
+    for case in cases:
+        f = f64_case(c, tensors, f64_target, ids_aux, case["prompt"], NUM_DRAFTS)
+        for a, b in zip(case["first_pass_logits"], f["first_pass_logits"]):
+            worst = max(worst, max(abs(x - y) for x, y in zip(a, b)))
+        for key in ("target_next", "first_pass_argmax", "draft_ids", "draft_tokens"):
+            same = same and case[key] == f[key]
+    print("stdlib float64 check: first-pass logits within %.3g, same greedy decisions: %s" % (worst, same))
+    if worst > 1e-3 or not same:
+        raise SystemExit("the torch reference and the float64 implementation disagree; not writing reference.json")
     ref = {
         "made_by": "tools/make_eagle3_fixtures.py (transformers %s, torch %s)" % (transformers.__version__,
                                                                                 torch.__version__),
         "target": "tests/fixtures/models/" + spec["target"],
         "aux_layer_ids": ids_aux,
         "aux_matches_output_hidden_states": bool(matches),
+        "stdlib_f64_check": {"max_first_pass_logit_diff": float("%.3g" % worst), "same_greedy_decisions": same},
         "num_drafts": NUM_DRAFTS,
         "note": "first pass position p: fc(aux[p]) and token p + 1 (target_next at the last); drafts in "
                 "target ids (draft id + d2t); see the tool's docstring",
@@ -428,13 +480,17 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "eagle3"))
     ap.add_argument("--weights-only", action="store_true",
                     help="config.json + model.safetensors only (Python's standard library, no reference)")
+    ap.add_argument("--stdlib-reference", action="store_true",
+                    help="reference.json from the float64 standard-library implementation alone (no torch)")
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     for spec in HEADS:
         if args.only and spec["name"] not in args.only:
             continue
         d, c, tensors = write_weights(spec, args.out)
-        if not args.weights_only:
+        if args.stdlib_reference:
+            stdlib_reference(spec, d, c, tensors)
+        elif not args.weights_only:
             reference(spec, d, c, tensors)
 
 
