@@ -29,6 +29,9 @@ struct RandomEagle3Head {
   int64_t fc_cols = 0;       // 0: 3 × the target's hidden size
   std::string drop;          // a tensor left out of the file
   int64_t bad_d2t = -1;      // this draft id maps past the end of the vocabulary
+  // >= 0: norm.weight is all zeros, so every logit is 0 and the greedy draft is always draft id 0,
+  // mapped by d2t to this target token (drafts the target accepts whenever it produces that token).
+  int64_t constant_draft = -1;
   std::string architecture = "LlamaForCausalLMEagle3";
   uint32_t seed = 1;
 };
@@ -80,7 +83,10 @@ inline void write_random_eagle3_head(const std::string& dir, const ModelConfig& 
   matrix(p + "mlp.gate_proj.weight", I, H);
   matrix(p + "mlp.up_proj.weight", I, H);
   matrix(p + "mlp.down_proj.weight", H, I);
-  add("norm.weight", {H}, 1, 0.25f);
+  if (o.constant_draft >= 0)
+    tensors.push_back({"norm.weight", "F32", {H}, io_test::bytes_of(std::vector<float>(static_cast<size_t>(H), 0.0f))});
+  else
+    add("norm.weight", {H}, 1, 0.25f);
   matrix("lm_head.weight", Vd, H, 4.0f);
   // The draft vocabulary: every other target token (d2t[i] = i), then t2d's mask.
   std::vector<int64_t> d2t(static_cast<size_t>(Vd));
@@ -90,6 +96,7 @@ inline void write_random_eagle3_head(const std::string& dir, const ModelConfig& 
     t2d[static_cast<size_t>(i * (V / Vd))] = 1;
   }
   if (o.bad_d2t >= 0) d2t[static_cast<size_t>(o.bad_d2t)] = V;
+  if (o.constant_draft >= 0) d2t[0] = o.constant_draft;
   // First: the builder packs tensors back to back, and I64 must be 8-byte aligned.
   if (o.drop != "d2t") tensors.insert(tensors.begin(), {"d2t", "I64", {Vd}, io_test::bytes_of(d2t)});
   tensors.push_back({"t2d", "BOOL", {V}, io_test::bytes_of(t2d)});
