@@ -19,17 +19,9 @@ using testing::eagle3_fixture_dir;
 using testing::fixture_model_dir;
 using testing::spec::expect_same;
 using testing::spec::Knobs;
-using testing::spec::prompts;
+using testing::spec::prompts_in;
 using testing::spec::run;
 using testing::spec::RunOutput;
-
-// The scenarios' prompts in a smaller vocabulary.
-std::vector<std::vector<int32_t>> prompts_in(int64_t vocab) {
-  std::vector<std::vector<int32_t>> out = prompts();
-  for (auto& p : out)
-    for (int32_t& t : p) t = static_cast<int32_t>(t % vocab);
-  return out;
-}
 
 void expect_lossless(const std::string& target, const std::string& head) {
   const auto reqs = prompts_in(load_model_config(fixture_model_dir(target)).vocab_size);

@@ -156,6 +156,14 @@ inline std::vector<std::vector<int32_t>> prompts() {
   return out;
 }
 
+// The same prompts in a smaller vocabulary (fixtures of fewer than 512 tokens).
+inline std::vector<std::vector<int32_t>> prompts_in(int64_t vocab) {
+  std::vector<std::vector<int32_t>> out = prompts();
+  for (auto& p : out)
+    for (int32_t& t : p) t = static_cast<int32_t>(t % vocab);
+  return out;
+}
+
 inline void expect_same(const RunOutput& with, const RunOutput& without) {
   ASSERT_EQ(with.tokens.size(), without.tokens.size());
   for (size_t i = 0; i < with.tokens.size(); ++i) {
