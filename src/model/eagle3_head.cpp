@@ -133,6 +133,7 @@ ModelConfig read_head_config(Eagle3Layout& lay, const ModelConfig& target) {
   j["model_type"] = "llama";
   j["num_hidden_layers"] = 1;
   j.erase("layer_types");
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"}) j.erase(k);  // the target's tokens
   ModelConfig cfg = parse_model_config(j.dump(), "");
   cfg.architecture = arch;
   cfg.family = "EAGLE-3 head";

@@ -64,6 +64,27 @@ TEST(Eagle3Head, TheCommittedHeadsLoadWithTheirLayersAndDraftVocabularies) {
   }
 }
 
+// A config.json as the published Qwen3-8B heads write theirs (transformers 4 keys, rope_scaling
+// null, explicit head_dim, token ids, an integer rope_theta) loads; the weights are a committed head's.
+TEST(Eagle3Head, APublishedStyleConfigLoads) {
+  io_test::TempDir dir;
+  const std::string src = eagle3_fixture_dir("qwen3-gqa4-eagle3");
+  std::filesystem::copy_file(src + "/model.safetensors", dir.file("model.safetensors"));
+  io_test::write_file(dir.file("config.json"), R"({
+    "architectures": ["LlamaForCausalLMEagle3"], "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 24,
+    "hidden_act": "silu", "hidden_size": 96, "initializer_range": 0.02, "intermediate_size": 160,
+    "max_position_embeddings": 40960, "model_type": "llama", "num_attention_heads": 4, "num_hidden_layers": 1,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000,
+    "tie_word_embeddings": false, "torch_dtype": "float32", "transformers_version": "4.51.0", "use_cache": true,
+    "vocab_size": 256, "draft_vocab_size": 64})");
+  auto backend = make_backend("cpu");
+  auto target = load_model(fixture_model_dir("qwen3-tiny-untied-gqa4"), *backend);
+  const Eagle3Head head = load_eagle3_head(dir.path(), *target, *backend);
+  EXPECT_EQ(head.aux_layers, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(head.model->config().head_dim, 24);
+  EXPECT_EQ(head.model->config().rope_theta, 10000.0);
+}
+
 // ---- refusals ----------------------------------------------------------------------------------
 
 std::string load_error(const std::string& target_name, const testing::RandomEagle3Head& o) {
