@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 #include "../model/eagle3_fixture.h"
+#include "../model/eagle3_reference_check.h"
 #include "core/error.h"
 #include "engine/speculative_config.h"
 #include "speculative_scenarios.h"
@@ -98,6 +100,54 @@ TEST(SpeculativeEagle3, AcceptedDraftsGiveThePlainGreedyTokens) {
     EXPECT_GT(spec.stats.spec_num_accepted_tokens, 0) << "token " << frequent << " appears " << count[frequent]
                                                       << " times in the plain outputs";
     EXPECT_LT(spec.stats.spec_num_accepted_tokens, spec.stats.spec_num_draft_tokens);
+  }
+}
+
+// The drafts the engine's proposer makes after a chunked prefill (catch-up passes over each chunk,
+// reading the target's aux rows of the step, then a chain of single-token passes) are the head's
+// greedy chain computed directly with runners (the chain eagle3_head_test.cpp holds to the reference).
+TEST(SpeculativeEagle3, TheProposersDraftsAreTheHeadsGreedyChain) {
+  io_test::TempDir tmp;
+  testing::RandomEagle3Head o;
+  o.aux_ids = {0, 1, 2};
+  o.hidden = 48;
+  testing::write_random_eagle3_head(tmp.path(), load_model_config(fixture_model_dir("qwen3-tiny-tied")), o);
+  struct Case {
+    std::string target, head;
+  };
+  for (const Case& c : {Case{"qwen3-tiny-untied-gqa4", eagle3_fixture_dir("qwen3-gqa4-eagle3")},
+                        Case{"llama3-tiny-untied", eagle3_fixture_dir("llama3-untied-eagle3")},
+                        Case{"qwen3-tiny-tied", tmp.path()}}) {
+    SCOPED_TRACE(c.head);
+    const std::string target_dir = fixture_model_dir(c.target);
+    std::mt19937 rng(5);
+    std::vector<int32_t> prompt = testing::random_tokens(rng, 41);
+    for (int32_t& t : prompt) t %= static_cast<int32_t>(load_model_config(target_dir).vocab_size);
+    constexpr int32_t k = 4;
+    const std::vector<int32_t> want = testing::eagle3_direct_drafts(target_dir, c.head, prompt, k);
+    EngineConfig config;
+    config.max_num_batched_tokens = 16;  // three chunks of prefill
+    config.max_num_seqs = 2;
+    config.max_model_len = 128;
+    config.num_gpu_blocks_override = 32;
+    config.speculative.method = SpeculativeMethod::Eagle3;
+    config.speculative.model = c.head;
+    config.speculative.num_speculative_tokens = k;
+    config.speculative.adaptive = false;
+    Engine engine(target_dir, config);
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 8;
+    p.ignore_eos = true;
+    engine.add_request(prompt, p);
+    std::vector<int32_t> got;
+    for (int steps = 0; got.empty() && steps < 10; ++steps)
+      for (const RequestOutput& out : engine.step()) got = out.new_token_ids;
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(engine.scheduler().running().size(), 1u);
+    got.insert(got.end(), engine.scheduler().running()[0]->draft_tokens.begin(),
+               engine.scheduler().running()[0]->draft_tokens.end());
+    EXPECT_EQ(got, want) << "the sampled token, then the drafts";
   }
 }
 

@@ -147,4 +147,47 @@ inline void expect_eagle3_reference(const std::string& name, const std::string& 
   }
 }
 
+// The head's greedy chain computed directly (runners, no scheduler or proposer): the target's
+// greedy token after `prompt`, then `k` drafts in target ids. What the engine's proposer must draft
+// after prefilling `prompt` (eagle3_speculative_test.cpp).
+inline std::vector<int32_t> eagle3_direct_drafts(const std::string& target_dir, const std::string& head_dir,
+                                                 const std::vector<int32_t>& prompt, int32_t k) {
+  using namespace eagle3_detail;
+  auto backend = make_backend("cpu");
+  const ModelConfig cfg = load_model_config(target_dir);
+  auto target = load_model(cfg, Checkpoint::open_dir(target_dir), *backend);
+  Eagle3Head head = load_eagle3_head(head_dir, *target, *backend);
+  target->set_aux_hidden_layers(head.aux_layers);
+  const ModelConfig& hc = head.model->config();
+  const auto n = static_cast<int32_t>(prompt.size());
+  const int32_t blocks = (n + k + kBlockSize) / kBlockSize + 1;
+  PagedKvCache kv(*backend, {static_cast<int32_t>(cfg.num_layers), blocks, kBlockSize,
+                             static_cast<int32_t>(cfg.num_kv_heads), static_cast<int32_t>(cfg.head_dim), DType::F32});
+  PagedKvCache head_kv(*backend, {1, blocks, kBlockSize, static_cast<int32_t>(hc.num_kv_heads),
+                                  static_cast<int32_t>(hc.head_dim), DType::F32});
+  ModelRunner runner(*backend, *target, n, 1, blocks);
+  ModelRunner head_runner(*backend, *head.model, n, 1, blocks, n);
+  SingleSequence seq{kBlockSize, std::vector<int32_t>(static_cast<size_t>(blocks)), 0};
+  std::iota(seq.blocks.begin(), seq.blocks.end(), 0);
+  SingleSequence head_seq = seq;
+  std::vector<int32_t> out = {argmax(runner.execute(seq.step(prompt), kv))};
+  std::vector<int32_t> fed(prompt.begin() + 1, prompt.end());
+  fed.push_back(out[0]);
+  StepBatch b = head_seq.step(fed);
+  b.hidden_rows.resize(static_cast<size_t>(n));
+  std::iota(b.hidden_rows.begin(), b.hidden_rows.end(), 0);
+  b.logits_rows = {n - 1};
+  head.model->set_aux_hidden_input(target->aux_hidden(n));
+  int32_t d = argmax(head_runner.execute(b, head_kv));
+  for (int32_t j = 0; j < k; ++j) {
+    out.push_back(head.draft_to_target[static_cast<size_t>(d)]);
+    if (j + 1 == k) break;
+    StepBatch next = head_seq.step({out.back()});
+    next.hidden_rows = {0};
+    head.model->set_hidden_input(head.model->draft_hidden_rows(1));
+    d = argmax(head_runner.execute(next, head_kv));
+  }
+  return out;
+}
+
 }  // namespace pagoda::testing
