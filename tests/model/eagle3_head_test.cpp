@@ -6,22 +6,17 @@
 // ids. And the refusals: a head for another target, with a tensor missing, d2t outside the vocabulary.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <numeric>
 
 #include "backend/backend.h"
 #include "core/error.h"
 #include "eagle3_fixture.h"
 #include "eagle3_reference_check.h"
-#include "engine/model_runner.h"
 #include "io/model_config.h"
 #include "model/eagle3_head.h"
 #include "model/model.h"
 #include "reference_fixture.h"
-#include "single_sequence.h"
 
 namespace pagoda {
 namespace {
