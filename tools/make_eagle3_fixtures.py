@@ -264,7 +264,7 @@ def stdlib_reference(spec, out_dir, c, tensors):
            "target": "tests/fixtures/models/" + spec["target"], "aux_layer_ids": ids_aux,
            "num_drafts": NUM_DRAFTS, "cases": cases}
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
-        json.dump(ref, f, indent=1)
+        json.dump(ref, f, separators=(",", ":"))
         f.write("\n")
     print("wrote %s/reference.json (stdlib float64): drafts %s" % (out_dir, [cs["draft_tokens"] for cs in cases]))
 
@@ -469,7 +469,7 @@ def reference(spec, out_dir, c, tensors):
     if not matches:
         print("WARNING: the hooked residual streams differ from output_hidden_states (see docstring)")
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
-        json.dump(ref, f, indent=1)
+        json.dump(ref, f, separators=(",", ":"))
         f.write("\n")
     print("wrote %s/reference.json: %d prompts, aux layers %s, drafts %s" % (
         out_dir, len(cases), ids_aux, [cs["draft_tokens"] for cs in cases]))

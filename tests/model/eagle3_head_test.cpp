@@ -1,6 +1,7 @@
-// EAGLE-3 draft heads (model/eagle3_head.h) against the reference of tools/make_eagle3_fixtures.py:
-// an fp32 torch head written from vLLM's llama_eagle3.py, fed the target's residual stream taken
-// from transformers (tests/fixtures/eagle3/<head>/reference.json). For every prompt: the target's
+// EAGLE-3 draft heads (model/eagle3_head.h) against the reference of tools/make_eagle3_fixtures.py
+// (tests/fixtures/eagle3/<head>/reference.json): an fp32 torch head written from vLLM's
+// llama_eagle3.py, fed the target's residual stream taken from transformers — or, until that is
+// made on the GPU machine, the tool's float64 standard-library stand-in (its made_by says which). For every prompt: the target's
 // aux hidden states and greedy next token, the head's first-pass logits at every prompt position
 // (in one pass and in chunks of 7, as a chunked prefill feeds it) and its greedy drafts in target
 // ids. And the refusals: a head for another target, with a tensor missing, d2t outside the vocabulary.
