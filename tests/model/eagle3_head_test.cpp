@@ -116,6 +116,16 @@ TEST(Eagle3Head, AMissingTensorIsNamed) {
   }
 }
 
+TEST(Eagle3Head, ANarrowerHeadWithoutItsOwnEmbeddingIsRefused) {
+  testing::RandomEagle3Head o;
+  o.aux_ids = {0, 1, 2};
+  o.hidden = 48;  // the target's embedding rows are 64 wide
+  o.drop = "embed_tokens.weight";
+  const std::string msg = load_error("qwen3-tiny-tied", o);
+  EXPECT_TRUE(io_test::contains(msg, "has no embed_tokens.weight, so it shares the target's embedding, but its "
+                                     "hidden size 48 differs from the target's (64)")) << msg;
+}
+
 TEST(Eagle3Head, D2tOutsideTheVocabularyIsRefused) {
   testing::RandomEagle3Head o;
   o.aux_ids = {0, 1, 2};
