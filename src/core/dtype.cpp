@@ -11,6 +11,7 @@ bool parse_safetensors_dtype(std::string_view s, DType* out) {
   else if (s == "BF16") *out = DType::BF16;
   else if (s == "F8_E4M3") *out = DType::F8_E4M3;
   else if (s == "I32") *out = DType::I32;
+  else if (s == "I64") *out = DType::I64;  // index tables (an EAGLE-3 head's d2t)
   else return false;
   return true;
 }

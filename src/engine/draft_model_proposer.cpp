@@ -64,6 +64,10 @@ DraftModelProposer::DraftModelProposer(const std::string& dir, const ModelConfig
 DraftModelProposer::DraftModelProposer(std::unique_ptr<Model> mtp_head, Model& target, Backend& backend)
     : model_(std::move(mtp_head)), target_(&target), shift_(1), backend_(backend) {}
 
+DraftModelProposer::DraftModelProposer(Eagle3Head head, Model& target, Backend& backend)
+    : model_(std::move(head.model)), target_(&target), shift_(1), aux_input_(true),
+      draft_to_target_(std::move(head.draft_to_target)), backend_(backend) {}
+
 DraftModelProposer::~DraftModelProposer() = default;
 
 int64_t DraftModelProposer::kv_bytes_per_token(DType kv_dtype) const {
@@ -131,10 +135,11 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
   int32_t prev_rows = 0;  // logits rows of the pass before
   for (int32_t j = 1; j <= passes && !pass.empty(); ++j) {
     const StepBatch batch = build_draft_batch(scheduler, pass, bs, shift_);
-    // MTP: the first pass reads the target's hidden states, later ones the head's own output
-    // rows of the pass before.
-    if (shift_) model_->set_hidden_input(j == 1 ? target_->final_hidden(step.batch.num_tokens())
-                                                : model_->last_hidden_rows(prev_rows));
+    // MTP, EAGLE-3: the first pass reads the target's hidden states (EAGLE-3: at its aux
+    // layers), later ones the head's own output rows of the pass before.
+    if (shift_ && j > 1) model_->set_hidden_input(model_->draft_hidden_rows(prev_rows));
+    else if (aux_input_) model_->set_aux_hidden_input(target_->aux_hidden(step.batch.num_tokens()));
+    else if (shift_) model_->set_hidden_input(target_->final_hidden(step.batch.num_tokens()));
     check_invariant(batch.num_tokens() <= max_tokens_ && batch.num_seqs() <= max_seqs_,
                     "a draft pass exceeds the draft runner's reserved sizes");
     const StepLogits& out = runner_->execute_greedy(batch, *kv_, nullptr, {});
@@ -142,7 +147,8 @@ void DraftModelProposer::propose(Scheduler& scheduler, const SchedulerOutput& st
     std::vector<size_t> next_owner;
     for (size_t r = 0; r < owner.size(); ++r) {
       const size_t i = owner[r];
-      const int32_t token = out.argmax[r];
+      int32_t token = out.argmax[r];
+      if (!draft_to_target_.empty()) token = draft_to_target_[static_cast<size_t>(token)];
       rows[i].seq->draft_tokens.push_back(token);
       if (j >= wanted[i]) continue;
       // Draft j goes in at the position after the previous one.

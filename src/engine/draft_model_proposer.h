@@ -1,7 +1,10 @@
 // Drafts from a smaller model with the same vocabulary (vLLM's draft-model method, e.g.
-// Qwen3-0.6B drafting for Qwen3-8B), or from the target's own multi-token-prediction head
-// (method "mtp", model/mtp_head.h): the same passes, with the head's input shifted by one token
-// (at position t it reads token t + 1 and the target's hidden state at t). The draft model keeps a KV cache of its own, indexed by the
+// Qwen3-0.6B drafting for Qwen3-8B), from the target's own multi-token-prediction head
+// (method "mtp", model/mtp_head.h) or from an EAGLE-3 head (method "eagle3", model/eagle3_head.h):
+// the same passes, with a head's input shifted by one token (at position t it reads token t + 1
+// and the target's hidden state at t: its final-norm one for MTP, its residual stream at three
+// layers for EAGLE-3; later passes read the head's own output row of the pass before). An EAGLE-3
+// head's logits are over its draft vocabulary: its argmax d is target token d + d2t[d]. The draft model keeps a KV cache of its own, indexed by the
 // target's block tables (same block ids, its own pools), so it needs no allocator of its own: the
 // scheduler lends it slots past a sequence's verified tokens ("lookahead") for the draft tokens.
 //
@@ -24,6 +27,7 @@
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
 #include "kv/paged_kv_cache.h"
+#include "model/eagle3_head.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -35,6 +39,9 @@ class DraftModelProposer final : public Proposer {
   DraftModelProposer(const std::string& dir, const ModelConfig& target, Backend& backend);
   // The target's MTP head (Model::load_mtp_head); `target` must outlive the proposer.
   DraftModelProposer(std::unique_ptr<Model> mtp_head, Model& target, Backend& backend);
+  // An EAGLE-3 head (load_eagle3_head); `target` must outlive the proposer and have been told the
+  // head's aux layers (Model::set_aux_hidden_layers) before its workspace was reserved.
+  DraftModelProposer(Eagle3Head head, Model& target, Backend& backend);
   ~DraftModelProposer();
 
   const ModelConfig& config() const { return model_->config(); }
@@ -53,8 +60,10 @@ class DraftModelProposer final : public Proposer {
 
  private:
   std::unique_ptr<Model> model_;
-  Model* target_ = nullptr;  // MTP: whose hidden states the head reads
-  int32_t shift_ = 0;        // MTP: 1 (position t is fed token t + 1)
+  Model* target_ = nullptr;  // MTP, EAGLE-3: whose hidden states the head reads
+  int32_t shift_ = 0;        // MTP, EAGLE-3: 1 (position t is fed token t + 1)
+  bool aux_input_ = false;   // EAGLE-3: the first pass reads the target's aux hidden states
+  std::vector<int32_t> draft_to_target_;  // EAGLE-3: target token of each draft id
   Backend& backend_;
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<ModelRunner> runner_;

@@ -25,6 +25,7 @@ const char* speculative_method_name(SpeculativeMethod m) {
     case SpeculativeMethod::Ngram: return "ngram";
     case SpeculativeMethod::Mtp: return "mtp";
     case SpeculativeMethod::DraftModel: return "draft_model";
+    case SpeculativeMethod::Eagle3: return "eagle3";
   }
   return "?";
 }
@@ -32,7 +33,7 @@ const char* speculative_method_name(SpeculativeMethod m) {
 std::string SpeculativeConfig::describe() const {
   if (!enabled()) return "off";
   std::string s = speculative_method_name(method);
-  if (method == SpeculativeMethod::DraftModel) s += " " + model;
+  if (method == SpeculativeMethod::DraftModel || method == SpeculativeMethod::Eagle3) s += " " + model;
   s += " k=" + std::to_string(num_speculative_tokens);
   if (method == SpeculativeMethod::Ngram)
     s += " lookup " + std::to_string(prompt_lookup_min) + ".." + std::to_string(prompt_lookup_max);
@@ -76,13 +77,21 @@ SpeculativeConfig parse_speculative_config(const std::string& text) {
   if (method == "ngram") c.method = SpeculativeMethod::Ngram;
   else if (method == "mtp" || method == "qwen3_next_mtp" || method == "qwen3_5_mtp") c.method = SpeculativeMethod::Mtp;
   else if (method == "draft_model") c.method = SpeculativeMethod::DraftModel;
+  else if (method == "eagle3") c.method = SpeculativeMethod::Eagle3;
+  else if (method == "eagle")
+    throw Error("--speculative-config: method \"eagle\" (EAGLE-1 heads) is not supported yet; pagoda takes EAGLE-3 "
+                "heads: {\"method\": \"eagle3\", \"model\": DIR, \"num_speculative_tokens\": k}");
   else
     throw Error("--speculative-config: method \"" + method +
-                "\" is not supported; choose \"ngram\", \"mtp\" or a draft model (\"model\": DIR)");
-  check(c.method != SpeculativeMethod::DraftModel || !c.model.empty(),
-        "--speculative-config: method \"draft_model\" needs \"model\": the draft model's directory");
-  check(c.method == SpeculativeMethod::DraftModel || c.model.empty(),
-        "--speculative-config: \"model\" is only for a draft model; method \"" + method + "\" takes none");
+                "\" is not supported; choose \"ngram\", \"mtp\", \"eagle3\" (with \"model\": the head's "
+                "directory) or a draft model (\"model\": DIR)");
+  const bool takes_model = c.method == SpeculativeMethod::DraftModel || c.method == SpeculativeMethod::Eagle3;
+  check(!takes_model || !c.model.empty(), "--speculative-config: method \"" + method + "\" needs \"model\": the " +
+                                              (c.method == SpeculativeMethod::Eagle3 ? "EAGLE-3 head's" : "draft model's") +
+                                              " directory");
+  check(takes_model || c.model.empty(),
+        "--speculative-config: \"model\" is only for a draft model or an EAGLE-3 head; method \"" + method +
+            "\" takes none");
   check(j.contains("num_speculative_tokens"), "--speculative-config: \"num_speculative_tokens\" is required");
   c.num_speculative_tokens = int_field(j, "num_speculative_tokens", 0, 1, kMaxSpeculativeTokens);
   c.disable_by_batch_size = int_field(j, "disable_by_batch_size", 0, 0, 1 << 20);

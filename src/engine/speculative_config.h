@@ -2,6 +2,7 @@
 //   {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": a, "prompt_lookup_max": b}
 //   {"method": "mtp", "num_speculative_tokens": k}
 //   {"model": DIR, "num_speculative_tokens": k}        (a draft model; method "draft_model")
+//   {"method": "eagle3", "model": DIR, "num_speculative_tokens": k}   (an EAGLE-3 head, model/eagle3_head.h)
 // and with any of them "disable_by_batch_size": n (vLLM's: no drafts past n running sequences) and
 // "adaptive": false (ours: k drafts every step; by default the engine picks 0..k each step from the
 // measured acceptance and step times, engine/speculation_controller.h).
@@ -15,21 +16,21 @@
 
 namespace pagoda {
 
-enum class SpeculativeMethod { None, Ngram, Mtp, DraftModel };
+enum class SpeculativeMethod { None, Ngram, Mtp, DraftModel, Eagle3 };
 
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::None;
   int32_t num_speculative_tokens = 0;  // k: drafts per sequence per step
   int32_t prompt_lookup_min = 1;       // ngram: shortest suffix looked up
   int32_t prompt_lookup_max = 0;       // ngram: longest suffix looked up (0 = prompt_lookup_min)
-  std::string model;                   // draft model directory
+  std::string model;                   // draft model / EAGLE-3 head directory
   // Drafts per step chosen from measurements (speculation_controller.h). The flag turns it on
   // unless "adaptive": false; a config built in code gets the static k unless it sets this.
   bool adaptive = false;
   int32_t disable_by_batch_size = 0;   // no drafts past this many running sequences (0: never)
 
   bool enabled() const { return method != SpeculativeMethod::None && num_speculative_tokens > 0; }
-  // "ngram k=4 lookup 2..5 adaptive", "mtp k=2", "draft model DIR k=4", "off"
+  // "ngram k=4 lookup 2..5 adaptive", "mtp k=2", "draft_model DIR k=4", "eagle3 DIR k=3", "off"
   std::string describe() const;
 };
 

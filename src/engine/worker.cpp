@@ -67,6 +67,11 @@ Worker::Worker(const std::string& model_dir, const ModelConfig& model_config, co
   const SpeculativeConfig& spec_cfg = config_.speculative;
   if (spec_.driver && spec_cfg.enabled() && spec_cfg.method == SpeculativeMethod::Mtp)
     draft_ = std::make_unique<DraftModelProposer>(model_->load_mtp_head(ckpt), *model_, *backend_);
+  if (spec_.driver && spec_cfg.enabled() && spec_cfg.method == SpeculativeMethod::Eagle3) {
+    Eagle3Head head = load_eagle3_head(spec_cfg.model, *model_, *backend_);
+    model_->set_aux_hidden_layers(head.aux_layers);  // before plan() reserves the target's workspace
+    draft_ = std::make_unique<DraftModelProposer>(std::move(head), *model_, *backend_);
+  }
   if (spec_.driver && spec_cfg.enabled() && spec_cfg.method == SpeculativeMethod::DraftModel) {
     draft_ = std::make_unique<DraftModelProposer>(spec_cfg.model, model_config, *backend_);
     check(draft_->config().max_position_embeddings >= config_.max_model_len,

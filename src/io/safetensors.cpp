@@ -93,7 +93,9 @@ struct Span {
 };
 
 // Checks one header entry against the data section and fills `view` (data pointer included).
-void parse_tensor(const std::string& name, const json& entry, const uint8_t* data,
+// Returns false for a BOOL tensor: checked like the others (its bytes take part in the overlap
+// check) but not listed, as no model loads one (an EAGLE-3 head's t2d mask is one).
+bool parse_tensor(const std::string& name, const json& entry, const uint8_t* data,
                   uint64_t data_size, const std::string& where, TensorView* view, Span* span) {
   const std::string tw = where + ": tensor " + in_quotes(name);
   check(entry.is_object(), tw + " is not an object with dtype, shape and data_offsets");
@@ -107,8 +109,11 @@ void parse_tensor(const std::string& name, const json& entry, const uint8_t* dat
   const json& offsets = field("data_offsets");
   check(dtype.is_string(), tw + ": dtype is not a string");
   const std::string dtype_str = dtype.get<std::string>();
-  check(parse_safetensors_dtype(dtype_str, &view->dtype),
-        tw + " has dtype " + dtype_str + "; pagoda loads BF16, F16 and F32 (and F8_E4M3 / I32 for quantized weights)");
+  const bool listed = dtype_str != "BOOL";
+  if (!listed) view->dtype = DType::F8_E4M3;  // one byte per element, for the size checks below
+  check(!listed || parse_safetensors_dtype(dtype_str, &view->dtype),
+        tw + " has dtype " + dtype_str +
+            "; pagoda loads BF16, F16 and F32 (and F8_E4M3 / I32 / I64 for quantized weights and index tables)");
   check(shape.is_array(), tw + ": shape is not an array");
   // Every running product must fit int64, so TensorView::numel() cannot overflow either.
   int64_t numel = 1;
@@ -138,6 +143,7 @@ void parse_tensor(const std::string& name, const json& entry, const uint8_t* dat
   check(reinterpret_cast<uintptr_t>(view->data) % elem == 0,
         tw + " is not aligned to its " + std::to_string(elem) +
             "-byte element size; re-save the checkpoint with the safetensors library");
+  return listed;
 }
 
 // Tensors must not share bytes; empty tensors occupy none and cannot overlap anything.
@@ -185,7 +191,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, si
 
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = label;
-  std::vector<Span> spans;
+  std::vector<Span> spans, unlisted_spans;
+  std::vector<TensorView> unlisted;  // BOOL tensors: only for the overlap check
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       file->metadata_ = parse_metadata(entry, label);
@@ -194,11 +201,22 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, si
     TensorView view;
     view.name = name;
     Span span{};
-    parse_tensor(name, entry, data, data_size, label, &view, &span);
-    file->tensors_.push_back(std::move(view));
-    spans.push_back(span);
+    if (parse_tensor(name, entry, data, data_size, label, &view, &span)) {
+      file->tensors_.push_back(std::move(view));
+      spans.push_back(span);
+    } else {
+      unlisted.push_back(std::move(view));
+      unlisted_spans.push_back(span);
+    }
   }
-  check_no_overlap(file->tensors_, spans, label);
+  if (unlisted.empty()) {
+    check_no_overlap(file->tensors_, spans, label);
+  } else {
+    std::vector<TensorView> all = file->tensors_;
+    all.insert(all.end(), unlisted.begin(), unlisted.end());
+    spans.insert(spans.end(), unlisted_spans.begin(), unlisted_spans.end());
+    check_no_overlap(all, spans, label);
+  }
   return file;
 }
 

@@ -18,6 +18,7 @@ class DecoderBase : public Model {
   size_t weight_bytes() const override { return ws_.bytes() + ws_.mapped_bytes(); }
   Tensor last_hidden_rows(int32_t num_rows) const override;
   Tensor final_hidden(int32_t num_tokens) const override;
+  Tensor input_embeddings() const override { return embed_; }
   // The embedding, the norms and residual adds, the logits rows and greedy sampling; a family adds
   // its layers' ops (layers.h, gated_delta_net_layer.h).
   std::vector<OpUse> required_ops() const override;

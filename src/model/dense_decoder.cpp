@@ -78,7 +78,30 @@ class DenseDecoder final : public DecoderBase {
       moe_ = reserve_moe(local_, T, be_.activation_dtype(),
                          [this](int64_t rows, int64_t cols, DType dt) { return scratch(rows, cols, dt); });
     if (opt_.sandwich_norms) sublayer_out_ = scratch(T, cfg_.hidden_size);
+    aux_.clear();
+    for (size_t j = 0; j < aux_layers_.size(); ++j) aux_.push_back(scratch(T, cfg_.hidden_size));
     return scratch_bytes();
+  }
+
+  void set_aux_hidden_layers(const std::vector<int>& layers) override {
+    std::string list;
+    for (int id : layers) list += (list.empty() ? "" : ", ") + std::to_string(id);
+    for (size_t j = 0; j < layers.size(); ++j)
+      check(layers[j] >= 0 && layers[j] <= cfg_.num_layers && (j == 0 || layers[j] > layers[j - 1]),
+            "--speculative-config: EAGLE-3 aux hidden-state layers [" + list + "] must be distinct and ascending in [0, " +
+                std::to_string(cfg_.num_layers) + "] (the target has " + std::to_string(cfg_.num_layers) +
+                " layers; " + std::to_string(cfg_.num_layers) + " = after the last one)");
+    aux_layers_ = layers;
+    aux_slot_.assign(static_cast<size_t>(cfg_.num_layers) + 1, -1);
+    for (size_t j = 0; j < layers.size(); ++j) aux_slot_[static_cast<size_t>(layers[j])] = static_cast<int>(j);
+    aux_.clear();  // allocated by the next reserve()
+  }
+
+  std::vector<Tensor> aux_hidden(int32_t num_tokens) const override {
+    check_invariant(aux_.size() == aux_layers_.size(), "EAGLE-3 aux layers set after reserve()");
+    std::vector<Tensor> out;
+    for (const Tensor& a : aux_) out.push_back(a.rows(0, num_tokens));
+    return out;
   }
 
   void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) override {
@@ -93,6 +116,7 @@ class DenseDecoder final : public DecoderBase {
       // The previous layer's MLP output is added to the residual stream by the fused norm.
       if (i == 0) be_.rms_norm(s.h, l.input_norm, s.x, eps, zc);
       else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
+      keep_aux(static_cast<int>(i), s.h);  // the residual stream at the input of layer i
       const int a = attention_index_[i];
       attention_forward(be_, local_, l.attn, attention_options(static_cast<int>(i)), meta,
                         state.kv.k(a), state.kv.v(a), s.x, s_, raw);
@@ -103,9 +127,18 @@ class DenseDecoder final : public DecoderBase {
       if (opt_.sandwich_norms) be_.rms_norm(raw, l.mlp_out_norm, s.y, eps, zc);
     }
     finish_forward(meta, s, zc, logits);
+    keep_aux(static_cast<int>(layers_.size()), s.h);  // after the last layer, before the final norm
   }
 
  private:
+  // EAGLE-3: a copy of the residual stream `h` when `layer` is one of the aux layers.
+  void keep_aux(int layer, const Tensor& h) {
+    if (aux_.empty() || aux_slot_[static_cast<size_t>(layer)] < 0) return;
+    Tensor dst = aux_[static_cast<size_t>(aux_slot_[static_cast<size_t>(layer)])];
+    check_invariant(h.is_contiguous() && dst.size(0) >= h.size(0), "the residual stream outgrew its aux buffer");
+    be_.copy_on_device(dst.data, h.data, h.nbytes());
+  }
+
   const AttentionOptions& attention_options(int layer) const {
     return opt_.layer_attention.empty() ? opt_.attention
                                         : opt_.layer_attention[static_cast<size_t>(layer)];
@@ -117,6 +150,10 @@ class DenseDecoder final : public DecoderBase {
   int num_sparse_ = 0;  // layers with experts
   MoeScratch moe_;
   Tensor sublayer_out_;  // [T, H]: a sub-layer's output before its norm (sandwich norms)
+  // EAGLE-3 targets: the layer ids whose residual stream is kept (ascending), each one's slot in
+  // aux_ by layer id (-1: none; num_layers + 1 entries), and the [max_tokens, H] copies.
+  std::vector<int> aux_layers_, aux_slot_;
+  std::vector<Tensor> aux_;
 };
 
 }  // namespace

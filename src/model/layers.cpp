@@ -94,12 +94,17 @@ MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::strin
 void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
                        const AttentionOptions& opt, const StepMeta& meta, Tensor& k_cache,
                        Tensor& v_cache, const Tensor& x, LayerScratch& s, Tensor& out) {
+  Tensor qkv = s.qkv.rows(0, meta.num_tokens);
+  w.qkv.forward(be, x, qkv);  // with the q/k/v biases
+  attention_from_qkv(be, cfg, w, opt, meta, k_cache, v_cache, qkv, s, out);
+}
+
+void attention_from_qkv(Backend& be, const ModelConfig& cfg, const AttentionWeights& w, const AttentionOptions& opt,
+                        const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, Tensor& qkv, LayerScratch& s,
+                        Tensor& out) {
   const bool gated = opt.gated;
   const int64_t T = meta.num_tokens, D = cfg.head_dim, Hq = cfg.num_heads, Hkv = cfg.num_kv_heads;
   const int64_t q_cols = Hq * D * (gated ? 2 : 1);
-  Tensor qkv = s.qkv.rows(0, T);
-  w.qkv.forward(be, x, qkv);  // with the q/k/v biases
-
   Tensor qv = qkv.cols(0, Hq * D).reshape({T, Hq, D});
   Tensor k = qkv.cols(q_cols, q_cols + Hkv * D).reshape({T, Hkv, D});
   Tensor v = qkv.cols(q_cols + Hkv * D, q_cols + 2 * Hkv * D).reshape({T, Hkv, D});

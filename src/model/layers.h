@@ -86,6 +86,13 @@ void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeigh
                        const AttentionOptions& opt,
                        const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, const Tensor& x,
                        LayerScratch& s, Tensor& out);
+// attention_forward after its q/k/v projection: `qkv` [T, qkv rows] (T = meta.num_tokens) holds this
+// step's projected q | gate | k | v with their biases, as w.qkv would have written them into s.qkv (a
+// layer whose input is not one tensor, e.g. an EAGLE-3 head's [embedding; hidden], projects it
+// itself). RoPE and q/k norms are applied in place; w.qkv is not used.
+void attention_from_qkv(Backend& be, const ModelConfig& cfg, const AttentionWeights& w, const AttentionOptions& opt,
+                        const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, Tensor& qkv, LayerScratch& s,
+                        Tensor& out);
 void mlp_forward(Backend& be, const MlpWeights& w, const Tensor& x, LayerScratch& s, Tensor& out,
                  GluActivation activation = GluActivation::Silu);
 // The MLP's projections alone, with caller-given scratch: gate_up [T, 2I] and act [T, I].

@@ -57,6 +57,15 @@ std::unique_ptr<Model> Model::load_mtp_head(const Checkpoint&) {
               "(mtp.*, e.g. Qwen3.5); " + config().architecture + " has none");
 }
 
+void Model::set_aux_hidden_layers(const std::vector<int>& layers) {
+  if (layers.empty()) return;
+  throw Error("--speculative-config: method \"eagle3\" needs the target's hidden states at three of its layers; "
+              "pagoda exports them from dense decoders (Qwen3, Llama, Qwen2, Mistral, Gemma 3, Qwen3-MoE), not from " +
+              config().architecture + " (use \"mtp\", \"ngram\" or a draft model)");
+}
+
+std::vector<Tensor> Model::aux_hidden(int32_t) const { return {}; }
+
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend) {
   const ModelConfig config = load_model_config(dir);
   const Checkpoint ckpt = Checkpoint::open_dir(dir);

@@ -56,6 +56,25 @@ class Model {
   virtual std::unique_ptr<Model> load_mtp_head(const Checkpoint& ckpt);
   // For MTP heads: where the next forward's hidden states come from. Others ignore it.
   virtual void set_hidden_input(const Tensor& hidden) { (void)hidden; }
+
+  // ---- EAGLE-3 (model/eagle3_head.h) ----------------------------------------------------------
+  // A target: from the next reserve() on, every forward keeps the residual stream at each of
+  // `layers` (ascending, in [0, num_layers]): id i < num_layers is the stream at the INPUT of layer
+  // i (transformers' output_hidden_states[i]; 0 = the embeddings), id num_layers the stream after
+  // the last layer, before the final norm. Throws pagoda::Error for a model that cannot.
+  virtual void set_aux_hidden_layers(const std::vector<int>& layers);
+  // Those states of every token of the last forward: one [num_tokens, hidden_size] tensor per layer
+  // in the order set, on the device, valid until the next forward. Empty when none were set.
+  virtual std::vector<Tensor> aux_hidden(int32_t num_tokens) const;
+  // The input embedding table [vocab, hidden] on the device (a head without its own shares it);
+  // empty when the model has none to share.
+  virtual Tensor input_embeddings() const { return {}; }
+  // A head: the target's aux states its next forward reads (rows by StepMeta::hidden_rows) instead
+  // of set_hidden_input's. Others ignore it.
+  virtual void set_aux_hidden_input(const std::vector<Tensor>& aux) { (void)aux; }
+  // A head: per logits row of the last forward, the hidden state a next draft pass reads (MTP: the
+  // final-norm row, last_hidden_rows; EAGLE-3: the pre-norm one).
+  virtual Tensor draft_hidden_rows(int32_t num_rows) const { return last_hidden_rows(num_rows); }
   // Index among the full-attention layers of each layer (-1 for other kinds): the KV pool it uses.
   int attention_index(int layer) const;
 

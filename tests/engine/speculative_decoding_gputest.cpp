@@ -1,7 +1,7 @@
 // Speculative decoding on the CUDA backend (fp32, CUDA graphs on for plain decode steps): the
 // scenarios of the CPU test (speculative_scenarios.h) give the same greedy tokens and logprobs with
 // and without drafts — n-gram, drafts right / partly wrong / absent in one batch, a draft model, the
-// MTP head — through chunked prefill, preemption and prefix caching, on a dense and a hybrid
+// MTP head, EAGLE-3 heads — through chunked prefill, preemption and prefix caching, on a dense and a hybrid
 // fixture; and the target drafting for itself is accepted almost always.
 #include <gtest/gtest.h>
 
@@ -60,6 +60,31 @@ TEST(CudaSpeculativeDecodingMtp, TheMtpHeadGivesTheSameTokens) {
   const RunOutput spec = run("qwen3_5-tiny-mtp", reqs, kn);
   expect_same(spec, plain);
   EXPECT_GT(spec.stats.spec_num_drafts, 0);
+}
+
+// EAGLE-3 heads (tests/fixtures/eagle3) on their targets: the target keeps its aux hidden states
+// inside the captured decode graphs too.
+TEST(CudaSpeculativeDecodingEagle3, TheCommittedHeadsGiveTheSameTokens) {
+  for (const auto& [target, head] : {std::pair<std::string, std::string>{"qwen3-tiny-untied-gqa4", "qwen3-gqa4-eagle3"},
+                                     std::pair<std::string, std::string>{"llama3-tiny-untied", "llama3-untied-eagle3"}}) {
+    SCOPED_TRACE(head);
+    const auto reqs = prompts_in(load_model_config(pagoda::testing::fixture_model_dir(target)).vocab_size);
+    const RunOutput plain = run(target, reqs, on_cuda());
+    for (int32_t k : {1, 3}) {
+      Knobs kn = on_cuda();
+      kn.k = k;
+      kn.eagle3 = std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/eagle3/" + head;
+      const RunOutput spec = run(target, reqs, kn);
+      expect_same(spec, plain);
+      EXPECT_GT(spec.stats.spec_num_drafts, 0);
+      kn.max_num_seqs = 8;
+      kn.num_blocks = 12;
+      kn.max_model_len = 96;
+      const RunOutput tight = run(target, reqs, kn);
+      expect_same(tight, plain);
+      EXPECT_GT(tight.preemptions, 0);
+    }
+  }
 }
 
 TEST(CudaSpeculativeDecodingDraft, TheTargetDraftingForItselfIsAcceptedAlmostAlways) {

@@ -38,6 +38,7 @@ struct Knobs {
   bool together = true;          // all requests queued at once, else each after the previous finished
   std::string draft_model;       // a fixture drafting for the target (method draft_model)
   bool mtp = false;              // the target's own MTP head drafts
+  std::string eagle3;            // an EAGLE-3 head's directory drafts (method eagle3)
   bool adaptive = false;         // drafts per step chosen by the speculation controller
   EngineCore::DraftProposer proposer;  // when set: the drafts (overrides oracle)
   int32_t workers = 1;           // EngineConfig::replicated_workers (the executor's test double)
@@ -88,6 +89,10 @@ inline RunOutput run(const std::string& model, const std::vector<std::vector<int
     config.speculative.prompt_lookup_max = 3;
     config.speculative.adaptive = kn.adaptive;
     if (kn.mtp) config.speculative.method = SpeculativeMethod::Mtp;
+    if (!kn.eagle3.empty()) {
+      config.speculative.method = SpeculativeMethod::Eagle3;
+      config.speculative.model = kn.eagle3;
+    }
     if (!kn.draft_model.empty()) {
       config.speculative.method = SpeculativeMethod::DraftModel;
       config.speculative.model = fixture_model_dir(kn.draft_model);
@@ -148,6 +153,14 @@ inline std::vector<std::vector<int32_t>> prompts() {
     p.insert(p.end(), tail.begin(), tail.end());
     out.push_back(p);
   }
+  return out;
+}
+
+// The same prompts in a smaller vocabulary (fixtures of fewer than 512 tokens).
+inline std::vector<std::vector<int32_t>> prompts_in(int64_t vocab) {
+  std::vector<std::vector<int32_t>> out = prompts();
+  for (auto& p : out)
+    for (int32_t& t : p) t = static_cast<int32_t>(t % vocab);
   return out;
 }
 

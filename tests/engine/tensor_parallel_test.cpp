@@ -117,6 +117,20 @@ TEST(TensorParallelSpeculative, TheMtpHeadDraftsForTheRanks) {
   EXPECT_GT(two.stats.spec_num_drafts, 0);
 }
 
+// An EAGLE-3 head (whole, on rank 0) reads the aux hidden states of rank 0's shard (the residual
+// stream is whole on every rank) and the whole embedding table.
+TEST(TensorParallelSpeculative, AnEagle3HeadDraftsForTheRanks) {
+  const auto prompts = testing::spec::prompts_in(256);
+  testing::spec::Knobs k;
+  const testing::spec::RunOutput plain = testing::spec::run("qwen3-tiny-untied-gqa4", prompts, k);
+  k.k = 2;
+  k.eagle3 = std::string(PAGODA_SOURCE_DIR) + "/tests/fixtures/eagle3/qwen3-gqa4-eagle3";
+  k.tp = 2;
+  const testing::spec::RunOutput two = testing::spec::run("qwen3-tiny-untied-gqa4", prompts, k);
+  testing::spec::expect_same(two, plain);
+  EXPECT_GT(two.stats.spec_num_drafts, 0);
+}
+
 std::string load_error(const std::string& fixture, int32_t tp) {
   EngineConfig config;
   config.tensor_parallel_size = tp;

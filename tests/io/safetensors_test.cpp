@@ -95,6 +95,27 @@ TEST(Safetensors, ReadsF8E4m3AndI32TensorsAsStored) {
   EXPECT_EQ(reinterpret_cast<const int32_t*>(p.data)[2], 1 << 30);
 }
 
+// EAGLE-3 heads as published: d2t is I64 (read as stored), t2d a BOOL mask no model loads
+// (checked, overlaps included, but not listed).
+TEST(Safetensors, ReadsI64TensorsAndSkipsBoolOnes) {
+  const std::vector<int64_t> d2t = {0, 5, int64_t{1} << 40};
+  const std::vector<uint8_t> t2d = {1, 0, 1, 1, 0, 0, 0, 0};
+  TempDir dir;
+  auto file = open_image(dir, build({{"d2t", "I64", {3}, bytes_of(d2t)}, {"t2d", "BOOL", {8}, bytes_of(t2d)}}));
+  ASSERT_EQ(file->tensors().size(), 1u);
+  const TensorView& d = file->tensors()[0];
+  EXPECT_EQ(d.name, "d2t");
+  EXPECT_EQ(d.dtype, DType::I64);
+  EXPECT_EQ(d.nbytes, 24u);
+  EXPECT_EQ(reinterpret_cast<const int64_t*>(d.data)[2], int64_t{1} << 40);
+  // A BOOL tensor is still checked: its size against its shape, its bytes against the others'.
+  EXPECT_TRUE(contains(open_error(image(one_tensor("BOOL", "[3]", "[0, 4]"), std::string(8, '\0'))),
+                       "needs 3"));
+  const std::string overlapping = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                  R"("m":{"dtype":"BOOL","shape":[4],"data_offsets":[2,6]}})";
+  EXPECT_TRUE(contains(open_error(image(overlapping, std::string(8, '\0'))), "overlap"));
+}
+
 TEST(Safetensors, AcceptsScalarsEmptyTensorsAndNoTensors) {
   TempDir dir;
   auto file = open_image(dir, build({{"s", "F32", {}, bytes_of(std::vector<float>{4.0f})},
@@ -193,11 +214,12 @@ TEST(Safetensors, RejectsBadShapes) {
 }
 
 TEST(Safetensors, RejectsUnsupportedDtypesNamingTensorAndDtype) {
-  for (const char* dtype : {"I64", "I8", "U8", "BOOL", "F8_E5M2", "F64"}) {
+  for (const char* dtype : {"I8", "U8", "I16", "F8_E5M2", "F64"}) {
     const std::string msg =
         open_error(image(one_tensor(dtype, "[1]", "[0, 8]"), std::string(8, '\0')));
     EXPECT_TRUE(contains(msg, std::string("tensor 'w' has dtype ") + dtype +
-                               "; pagoda loads BF16, F16 and F32 (and F8_E4M3 / I32 for quantized weights)"))
+                               "; pagoda loads BF16, F16 and F32 (and F8_E4M3 / I32 / I64 for quantized weights "
+                               "and index tables)"))
         << msg;
   }
   EXPECT_TRUE(contains(open_error(image(R"({"w":{"dtype":7,"shape":[],"data_offsets":[0,4]}})",
