@@ -30,6 +30,12 @@ CONFIG = {
 }
 
 
+# Qwen3-8B's shape (untied lm_head), for GPU runs where a model that repeats itself is wanted
+# (speculative decoding at a known acceptance: its drafts are right).
+CONFIG_8B = dict(CONFIG, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                 num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)
+
+
 CONFIG_35 = {
     "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "vocab_size": 248320,
     "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24,
@@ -104,6 +110,8 @@ def tensors(c):
         yield p + "mlp.up_proj.weight", [I, H]
         yield p + "mlp.down_proj.weight", [H, I]
     yield "model.norm.weight", [H]
+    if not c["tie_word_embeddings"]:
+        yield "lm_head.weight", [c["vocab_size"], H]
 
 
 def bf16(x):
@@ -114,10 +122,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--shape", choices=["qwen3-0.6b", "qwen3.5-0.8b"], default="qwen3-0.6b")
+    ap.add_argument("--shape", choices=["qwen3-0.6b", "qwen3-8b", "qwen3.5-0.8b"], default="qwen3-0.6b")
     args = ap.parse_args()
-    config, layout = (CONFIG, list(tensors_3(CONFIG))) if args.shape == "qwen3-0.6b" else \
-        (CONFIG_35, list(tensors_35(CONFIG_35)))
+    config = {"qwen3-0.6b": CONFIG, "qwen3-8b": CONFIG_8B, "qwen3.5-0.8b": CONFIG_35}[args.shape]
+    layout = list(tensors_35(config)) if config is CONFIG_35 else list(tensors_3(config))
     rng = random.Random(args.seed)
     block = struct.pack("<65536H", *(bf16(rng.gauss(0.0, 0.02)) for _ in range(65536)))
     fills = {("BF16", "one"): struct.pack("<H", bf16(1.0)), ("BF16", "zero"): b"\0\0",
