@@ -455,6 +455,46 @@ TEST(NgramProposer, ProposesWhatFollowedTheLongestEarlierMatch) {
   EXPECT_TRUE(propose_ngram(std::vector<int32_t>{}, 3, 1, 3).empty());
 }
 
+// The rule as the header states it, position by position for each n (O(length · n) a call): what
+// the one-pass proposer must agree with.
+std::vector<int32_t> ngram_by_the_rule(const std::vector<int32_t>& t, int32_t k, int32_t min_n, int32_t max_n) {
+  const auto len = static_cast<int64_t>(t.size());
+  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n && n >= 1; --n) {
+    int64_t best_from = -1, best_count = 0;
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(t.end() - n, t.end(), t.begin() + start)) continue;
+      const int64_t count = std::min<int64_t>(k, len - start - n);
+      if (count > best_count) best_from = start + n, best_count = count;
+      if (count == k) break;
+    }
+    if (best_count > 0) return {t.begin() + best_from, t.begin() + best_from + best_count};
+  }
+  return {};
+}
+
+TEST(NgramProposer, AgreesWithTheRuleOnRandomAndPeriodicTokens) {
+  std::mt19937 rng(20261129);
+  int64_t proposed = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const auto alphabet = static_cast<int32_t>(1 + rng() % 6);
+    const auto len = static_cast<size_t>(rng() % 60);
+    std::vector<int32_t> t(len);
+    const auto period = static_cast<size_t>(1 + rng() % 7);
+    const bool periodic = trial % 3 == 0;
+    for (size_t i = 0; i < len; ++i)
+      t[i] = periodic && i >= period ? t[i - period] : static_cast<int32_t>(rng() % static_cast<uint32_t>(alphabet));
+    if (periodic && len > 3 && rng() % 2) t[rng() % len] = 99;  // a break in the period
+    const auto k = static_cast<int32_t>(rng() % 7);
+    const auto min_n = static_cast<int32_t>(rng() % 4);
+    const auto max_n = static_cast<int32_t>(min_n + rng() % 5);
+    const std::vector<int32_t> want = ngram_by_the_rule(t, k, min_n, max_n);
+    ASSERT_EQ(propose_ngram(t, k, min_n, max_n), want)
+        << "trial " << trial << " k " << k << " n " << min_n << ".." << max_n << " length " << len;
+    proposed += want.empty() ? 0 : 1;
+  }
+  EXPECT_GT(proposed, 1000);  // the cases exercised matches, not just their absence
+}
+
 TEST(SpeculativeConfig, ParsesVllmsJson) {
   SpeculativeConfig c = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 4})");
   EXPECT_EQ(c.method, SpeculativeMethod::Ngram);
