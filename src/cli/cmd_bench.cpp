@@ -121,6 +121,7 @@ void run_offline(const OfflineArgs& a) {
     check(static_cast<bool>(out), "cannot write --json file '" + a.json_file + "'");
     out << offline_json(points, a.model_dir, engine.backend().name()) << "\n";
   }
+  if (const StepProfiler* p = engine.step_profiler()) std::printf("\n%s", p->report().c_str());
 }
 
 struct KernelArgs {

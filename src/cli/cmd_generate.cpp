@@ -227,6 +227,7 @@ void run_single(Engine& engine, const GenerateArgs& args, const PromptText& prom
                "%.1f tok/s after it\n",
                ids.size(), generated, reason.c_str(), ttft * 1e3,
                generated > 1 ? (generated - 1) / std::max(secs - ttft, 1e-9) : 0.0);
+  if (const StepProfiler* p = engine.step_profiler()) std::fprintf(stderr, "%s", p->report().c_str());
 }
 
 void run_generate(GenerateArgs args, const CLI::App* cmd) {

@@ -101,6 +101,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "(docs/architecture.md, \"Speculative decoding\")");
   cmd->add_flag("--enforce-eager", c.enforce_eager,
                 "cuda: run every step eagerly (no CUDA graphs for decode steps)");
+  cmd->add_option("--profile-steps", c.profile_steps,
+                  "Time every N-th step op by op on the device (run eagerly) and print where the step time "
+                  "goes, against the device's measured copy and GEMM rates, at the end (0 = off; "
+                  "docs/performance.md, \"The step profiler\")")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_lora_flags(CLI::App* cmd, EngineFlags& f) {

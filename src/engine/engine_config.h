@@ -58,6 +58,7 @@ struct EngineConfig {
   int64_t num_gpu_blocks_override = 0;  // force a pool of N blocks (either device)
   uint64_t seed = 0;
   bool enforce_eager = false;  // cuda: no CUDA graphs for decode steps (as vLLM's --enforce-eager)
+  int32_t profile_steps = 0;   // --profile-steps N: every N-th step timed op by op (engine/step_profiler.h); 0 = off
   std::string tokenizer_dir;   // where tokenizer.json is (vLLM's --tokenizer); "" = the model directory
   bool enable_prefix_caching = true;            // vLLM's default
   double state_snapshot_memory_fraction = 0.1;  // hybrid models: share of the cache budget for snapshots
@@ -97,6 +98,7 @@ struct ResolvedEngineConfig {
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
   bool enforce_eager = false;
+  int32_t profile_steps = 0;
   std::string tokenizer_dir;
   bool enable_prefix_caching = true;
   double state_snapshot_memory_fraction = 0;  // 0 unless prefix caching is on for a hybrid model

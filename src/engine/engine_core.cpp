@@ -494,6 +494,8 @@ void EngineCore::refresh_state(EngineStats& s) const {
   s.num_step_failures = step_failures_;
 }
 
+const StepProfiler* EngineCore::step_profiler() const { return executor_->profiler(); }
+
 StepTimes EngineCore::step_times() const {
   StepTimes t = executor_->times();
   t.steps = steps_;

@@ -114,6 +114,8 @@ class EngineCore {
   size_t workspace_bytes() const { return executor_->workspace_bytes(); }
   // Where the steps' wall time went so far (bench offline prints it per decode step).
   StepTimes step_times() const;
+  // --profile-steps' tables so far (engine/step_profiler.h), else null.
+  const StepProfiler* step_profiler() const;
   // The state now (the stats of a step with nothing in it).
   EngineStats stats() const;
   // Sets the state fields of `s` (running, waiting, KV usage, preemptions) to the state now, e.g.

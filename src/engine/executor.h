@@ -55,6 +55,7 @@ class Executor {
   size_t state_bytes() const { return driver().state_bytes(); }
   size_t workspace_bytes() const { return driver().workspace_bytes(); }
   StepTimes times() const { return driver().times(); }
+  const StepProfiler* profiler() const { return driver().profiler(); }
 
  private:
   // Runs fn(rank) on every rank at once (tensor parallelism), rank 0 on this thread; rethrows the

@@ -25,6 +25,7 @@
 #include "kv/paged_kv_cache.h"
 #include "kv/recurrent_state.h"
 #include "model/lora.h"
+#include "engine/step_profiler.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -103,6 +104,8 @@ class ModelRunner {
   // however many chunks or requests read it.
   void set_vision(VisionEncoder* vision, int64_t cache_tokens);
   int64_t images_encoded() const { return images_encoded_; }
+  // Every profiler->every()-th execute_greedy runs eagerly with its ops timed (engine/step_profiler.h).
+  void set_profiler(StepProfiler* profiler) { profiler_ = profiler; }
   // prepare_s and gpu_wait_s of every execute_greedy so far (steps and total_s are the Engine's).
   const StepTimes& times() const { return times_; }
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
@@ -128,6 +131,7 @@ class ModelRunner {
 
   Backend& be_;
   Model& model_;
+  StepProfiler* profiler_ = nullptr;
   int32_t max_tokens_, max_seqs_, max_blocks_per_seq_, max_rows_;
   int32_t dummy_state_slot_ = -1;
   int32_t block_size_ = 16;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "backend/devices.h"
+#include "backend/timed_backend.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/draft_model_proposer.h"
@@ -36,6 +37,8 @@ Worker::Worker(const std::string& model_dir, const ModelConfig& model_config, co
                const WorkerSpec& spec)
     : config_(config), spec_(spec) {
   backend_ = make_backend(config_.device, config_.num_threads, config_.dtype_flag, config_.device_ordinal(spec_.index));
+  // --profile-steps: the driver's ops go through a timing wrapper (engine/step_profiler.h).
+  if (config_.profile_steps > 0 && spec_.driver) backend_ = std::make_unique<TimedBackend>(std::move(backend_));
   // A bf16 model on the CPU: prefill GEMMs take x rounded to bf16 (as CUDA's bf16 activations);
   // --dtype float32 keeps every product exact.
   backend_->set_bf16_prefill(config_.model_dtype == DType::BF16);
@@ -95,6 +98,10 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
   runner_ = std::make_unique<ModelRunner>(*backend_, *model_, sc.max_num_batched_tokens, sc.max_num_seqs,
                                           max_blocks_per_seq, max_rows);
   runner_->set_lora(lora_.get());
+  if (auto* timed = dynamic_cast<TimedBackend*>(backend_.get())) {  // before the KV cache takes the memory
+    profiler_ = std::make_unique<StepProfiler>(*timed, config_.profile_steps);
+    runner_->set_profiler(profiler_.get());
+  }
   runner_->set_vision(vision_.get(), config_.multimodal.encoder_cache_tokens);
 
   MemoryPlanInputs in;

@@ -77,6 +77,8 @@ class Worker {
   size_t state_bytes() const { return state_ ? state_->bytes() : 0; }
   size_t workspace_bytes() const { return runner_ ? runner_->workspace_bytes() : 0; }
   const StepTimes& times() const { return runner_->times(); }
+  // --profile-steps' profiler (the driver's), else null.
+  const StepProfiler* profiler() const { return profiler_.get(); }
 
  private:
   ResolvedEngineConfig config_;
@@ -87,6 +89,7 @@ class Worker {
   std::unique_ptr<VisionEncoder> vision_;  // images (ResolvedEngineConfig::images), else null
   std::unique_ptr<DraftModelProposer> draft_;
   std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<StepProfiler> profiler_;
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<RecurrentState> state_;  // hybrid models only
   int32_t state_slots_ = 0;    // live slots (max_num_seqs, + 1 padding slot under decode graphs)

@@ -192,7 +192,10 @@ void AsyncEngine::stop() {
     stopping_ = true;
   }
   cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  thread_.join();
+  // --profile-steps: where the steps' time went, once the engine thread is done with them.
+  if (const StepProfiler* p = engine_->step_profiler()) LOG_INFO("engine " << options_.logging.engine_index << " " << p->report());
 }
 
 void AsyncEngine::finish_generation() {

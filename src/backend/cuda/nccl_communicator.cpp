@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/timed_backend.h"
 #include "core/error.h"
 
 #ifdef PAGODA_HAS_NCCL
@@ -46,7 +47,7 @@ class NcclCommunicator final : public Communicator {
   int world() const override { return static_cast<int>(group_->comms.size()); }
 
   void all_reduce_sum(Backend& be, Tensor& x) override {
-    auto* cuda = dynamic_cast<CudaBackend*>(&be);
+    auto* cuda = dynamic_cast<CudaBackend*>(&unwrap_timed(be));  // the profiler may wrap it
     check(cuda != nullptr, "the NCCL communicator sums tensors of the CUDA backend, not " + be.name());
     check(x.is_contiguous(), "the NCCL communicator sums contiguous tensors");
     ncclDataType_t type = ncclFloat32;
