@@ -224,6 +224,11 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   if (!std::isinf(opt.request_rate))
     for (size_t i = 1; i < at.size(); ++i) at[i] = at[i - 1] + arrivals.exponential(opt.request_rate);
 
+  if (opt.profile) {
+    const auto [status, text] = http_post_empty(url, "/start_profile", opt.api_key);
+    check(status == 200, "bench serve --profile: POST " + base + "/start_profile answered " + std::to_string(status) +
+                             " (" + text + "); a pagoda server profiles with serve --profile-steps N");
+  }
   // The server's speculative-decoding counters around the run (when it exposes them).
   const std::optional<std::string> metrics_before = http_get(url, "/metrics", opt.api_key);
   const std::optional<SpecDecodeCounters> spec_before =
@@ -262,6 +267,10 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
   const double duration = std::chrono::duration<double>(Clock::now() - t0).count();
   bar.finish();
   run.summary = summarize(run.results, duration, opt.percentiles);
+  if (opt.profile) {
+    const auto [status, text] = http_post_empty(url, "/stop_profile", opt.api_key);
+    run.profile = status == 200 ? text : "POST /stop_profile answered " + std::to_string(status) + ": " + text + "\n";
+  }
   run.summary.max_concurrency = opt.max_concurrency;
   run.summary.request_rate = opt.request_rate;
   if (spec_before) {
@@ -282,6 +291,7 @@ ServeBenchRun run_serve_bench(const ServeBenchOptions& opt) {
 void serve_bench_main(const ServeBenchOptions& opt) {
   const ServeBenchRun run = run_serve_bench(opt);
   std::printf("%s", summary_table(run.summary).c_str());
+  if (!run.profile.empty()) std::printf("\n%s", run.profile.c_str());
   std::fflush(stdout);
   if (!opt.result_file.empty()) {
     nlohmann::ordered_json j;

@@ -32,6 +32,9 @@ struct ServeBenchOptions {
   // the dataset's seed), as vLLM's `bench serve --lora-modules`. Empty: every request names model.
   std::vector<std::string> lora_modules;
   int32_t num_warmups = 0;
+  // vLLM's --profile: POST /start_profile before the measured requests and /stop_profile after
+  // (pagoda's server answers with its step profiler's tables: serve --profile-steps N).
+  bool profile = false;
   std::vector<double> percentiles{99};
   std::string result_file, plot_file, label;
   bool progress = true;
@@ -41,6 +44,7 @@ struct ServeBenchRun {
   BenchSummary summary;
   std::vector<RequestResult> results;
   std::string model;
+  std::string profile;  // /stop_profile's text (--profile)
 };
 
 // Sends the requests and measures them; prints nothing but the progress bar (stderr).

@@ -164,4 +164,13 @@ std::optional<std::string> http_get(const ServerUrl& url, const std::string& pat
   return r->body;
 }
 
+std::pair<int, std::string> http_post_empty(const ServerUrl& url, const std::string& path, const std::string& api_key) {
+  httplib::Client cli(url.scheme_host_port);
+  cli.set_connection_timeout(10);
+  cli.set_read_timeout(60);
+  auto r = cli.Post(url.path_prefix + path, auth_headers(api_key), "", "application/json");
+  if (!r) return {0, "no answer"};
+  return {r->status, r->body};
+}
+
 }  // namespace pagoda::bench

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "bench/serve_stats.h"
 
@@ -42,5 +43,7 @@ void stream_request(const ServerUrl& url, const StreamCall& call, std::chrono::s
 
 // The text of GET `path` (e.g. "/metrics"), or nullopt when the server does not answer 200.
 std::optional<std::string> http_get(const ServerUrl& url, const std::string& path, const std::string& api_key);
+// POST `path` with no body: the status (0 when the server did not answer) and the text.
+std::pair<int, std::string> http_post_empty(const ServerUrl& url, const std::string& path, const std::string& api_key);
 
 }  // namespace pagoda::bench

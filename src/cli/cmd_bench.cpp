@@ -210,6 +210,9 @@ void add_serve_bench(CLI::App* bench, int* exit_code) {
       ->expected(1, -1);
   sv->add_option("--num-warmups", o->num_warmups, "Requests sent (one at a time) before measuring")
       ->capture_default_str();
+  sv->add_flag("--profile", o->profile,
+               "POST /start_profile before the measured requests and /stop_profile after, and print what the "
+               "server answers (pagoda's: its step profiler's tables; start it with --profile-steps N)");
   sv->add_option("--metric-percentiles", o->percentiles, "Percentiles reported besides mean and median")
       ->delimiter(',');
   sv->add_option("--result-file", o->result_file, "Write the results as JSON (vLLM's keys)");

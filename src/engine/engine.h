@@ -44,6 +44,7 @@ class Engine {
   size_t workspace_bytes() const { return core_->workspace_bytes(); }
   StepTimes step_times() const { return core_->step_times(); }
   const StepProfiler* step_profiler() const { return core_->step_profiler(); }
+  StepProfiler* step_profiler() { return core_->step_profiler(); }
   // The stats of the last step, its state fields as after the step's stop-string aborts.
   const EngineStats& stats() const { return stats_; }
 

@@ -495,6 +495,7 @@ void EngineCore::refresh_state(EngineStats& s) const {
 }
 
 const StepProfiler* EngineCore::step_profiler() const { return executor_->profiler(); }
+StepProfiler* EngineCore::step_profiler() { return executor_->profiler(); }
 
 StepTimes EngineCore::step_times() const {
   StepTimes t = executor_->times();

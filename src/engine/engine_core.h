@@ -116,6 +116,7 @@ class EngineCore {
   StepTimes step_times() const;
   // --profile-steps' tables so far (engine/step_profiler.h), else null.
   const StepProfiler* step_profiler() const;
+  StepProfiler* step_profiler();
   // The state now (the stats of a step with nothing in it).
   EngineStats stats() const;
   // Sets the state fields of `s` (running, waiting, KV usage, preemptions) to the state now, e.g.

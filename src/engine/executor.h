@@ -56,6 +56,7 @@ class Executor {
   size_t workspace_bytes() const { return driver().workspace_bytes(); }
   StepTimes times() const { return driver().times(); }
   const StepProfiler* profiler() const { return driver().profiler(); }
+  StepProfiler* profiler() { return driver().profiler(); }
 
  private:
   // Runs fn(rank) on every rank at once (tensor parallelism), rank 0 on this thread; rethrows the

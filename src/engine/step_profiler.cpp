@@ -81,6 +81,7 @@ void StepProfiler::begin() {
 
 void StepProfiler::end(bool decode, int64_t tokens, int64_t seqs) {
   const std::vector<TimedOp> ops = be_.end();
+  std::lock_guard lock(mu_);
   StepKindProfile& k = kinds_[decode ? "decode" : "mixed"];
   ++k.steps;
   k.tokens += static_cast<double>(tokens);
@@ -98,9 +99,17 @@ void StepProfiler::end(bool decode, int64_t tokens, int64_t seqs) {
   }
 }
 
+void StepProfiler::restart() {
+  std::lock_guard lock(mu_);
+  kinds_.clear();
+  seen_ = 0;
+}
+
 std::string StepProfiler::report() const {
+  std::lock_guard lock(mu_);
   std::ostringstream o;
-  o << "step profile: " << seen_ << " steps, every " << every_ << (every_ == 1 ? "st" : "th")
+  o << "step profile: " << seen_.load() << " steps; "
+    << (every_ == 1 ? std::string("each") : "one in " + std::to_string(every_))
     << " run eagerly with its ops timed on the device";
   if (!clock_) return o.str() + ": this backend has no device clock (no op times)\n";
   o << "; roofline " << fmt("%.1f", roofline_.copy_gbs) << " GB/s copy, " << fmt("%.2f", roofline_.gemm_tflops)

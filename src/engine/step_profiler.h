@@ -7,8 +7,10 @@
 // difference between an eager and a graph step.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,16 +57,20 @@ class StepProfiler {
   int64_t steps_seen() const { return seen_; }
   int32_t every() const { return every_; }
   const Roofline& roofline() const { return roofline_; }
-  // decode / mixed, when any step of the kind was timed.
+  // decode / mixed, when any step of the kind was timed. Read it on the engine's thread (or once
+  // the engine is idle); report() and restart() may be called from any thread.
   const std::map<std::string, StepKindProfile>& kinds() const { return kinds_; }
   // The tables, for people (docs/performance.md, "The step profiler").
   std::string report() const;
+  // Forgets the steps summed so far (POST /start_profile): the next report covers what follows.
+  void restart();
 
  private:
   TimedBackend& be_;
   std::unique_ptr<DeviceClock> clock_;
   int32_t every_;
-  int64_t seen_ = 0;
+  std::atomic<int64_t> seen_{0};
+  mutable std::mutex mu_;  // kinds_ between the engine's thread and a server's report / restart
   Roofline roofline_;
   double begin_ms_ = 0;
   std::map<std::string, StepKindProfile> kinds_;

@@ -79,6 +79,7 @@ class Worker {
   const StepTimes& times() const { return runner_->times(); }
   // --profile-steps' profiler (the driver's), else null.
   const StepProfiler* profiler() const { return profiler_.get(); }
+  StepProfiler* profiler() { return profiler_.get(); }
 
  private:
   ResolvedEngineConfig config_;

@@ -114,6 +114,8 @@ class AsyncEngine {
 
   // Read-only engine facts, safe from any thread.
   const Tokenizer* tokenizer() const { return engine_->tokenizer(); }
+  // --profile-steps' profiler (engine/step_profiler.h: thread-safe report and restart), else null.
+  StepProfiler* step_profiler() { return engine_->step_profiler(); }
   const ModelConfig& model_config() const { return engine_->model_config(); }
   int32_t max_model_len() const { return engine_->config().max_model_len; }
   // Images in: the model has a vision tower and --limit-mm-per-prompt does not turn it off.

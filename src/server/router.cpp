@@ -42,6 +42,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/detokenize", handle_detokenize, false, true},
     {"POST", "/v1/load_lora_adapter", handle_load_lora_adapter, false, true},
     {"POST", "/v1/unload_lora_adapter", handle_unload_lora_adapter, false, true},
+    {"POST", "/start_profile", handle_start_profile, false, false},
+    {"POST", "/stop_profile", handle_stop_profile, false, false},
 };
 
 // Equal length and bytes, in time that depends only on the length of `given`.

@@ -19,5 +19,7 @@ HttpReply handle_detokenize(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_metrics(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_load_lora_adapter(ServerContext& ctx, const HttpRequest& req);
 HttpReply handle_unload_lora_adapter(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_start_profile(ServerContext& ctx, const HttpRequest& req);
+HttpReply handle_stop_profile(ServerContext& ctx, const HttpRequest& req);
 
 }  // namespace pagoda::server

@@ -521,6 +521,36 @@ TEST(ServeBench, SpeculativeDecodingSectionIsTheServersCounters) {
   EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
+// --profile as vLLM's: POST /start_profile and /stop_profile around the run, and the server's step
+// profiler tables printed (serve --profile-steps); a server without the flag is a clear error.
+TEST(ServeBench, ProfilePrintsTheServersStepProfile) {
+  using server::test::ServerProcess;
+  const server::test::DefaultModelDir model_dir;
+  ASSERT_FALSE(model_dir.path.empty());
+  ServerProcess s;
+  ASSERT_TRUE(s.start(model_dir.path, {"--max-model-len", "512", "--profile-steps", "2"})) << s.log();
+  const std::string bin = std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" +
+                          std::to_string(s.port()) + " --vocab-size 4096 --seed 5 --disable-tqdm --max-concurrency 4 "
+                          "--dataset-name random --num-prompts 8 --random-input-len 32 --random-output-len 16 --ignore-eos";
+  auto r = server::test::run_command(bin + " --profile 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out << "\n--- server log ---\n" << s.log();
+  EXPECT_NE(r.out.find("step profile:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode steps:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| paged_attention |"), std::string::npos) << r.out;
+  EXPECT_EQ(s.stop(), 0) << s.log();
+  EXPECT_NE(s.log().find("step profile:"), std::string::npos) << "serve logs the tables when it stops";
+
+  ServerProcess plain;
+  ASSERT_TRUE(plain.start(model_dir.path, {"--max-model-len", "512"})) << plain.log();
+  EXPECT_EQ(plain.request("POST", "/start_profile", "", {}).status, 404);
+  r = server::test::run_command(std::string(PAGODA_BINARY) + " bench serve --base-url http://127.0.0.1:" +
+                                std::to_string(plain.port()) + " --vocab-size 4096 --num-prompts 2 "
+                                "--random-input-len 8 --random-output-len 2 --profile 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--profile-steps"), std::string::npos) << r.out;
+  EXPECT_EQ(plain.stop(), 0) << plain.log();
+}
+
 // A run where requests fail says so and exits non-zero, after printing its report.
 TEST(ServeBench, FailedRequestsExitNonZero) {
   using server::test::ServerProcess;
