@@ -5,6 +5,8 @@
 # Qwen3's tokenizer padded to its vocabulary), as vLLM's figures for that profile were measured:
 # --max-num-seqs 512.
 #   SHAPE=qwen3.5-9b PRESET=throughput [SERVE_ARGS=...] [BENCH_ARGS=...] tools/device/serve_profile_run.sh
+# PROFILE_STEPS=N: the server times every N-th step op by op (serve --profile-steps) and the bench
+# prints its tables for the measured requests (bench serve --profile; docs/performance.md).
 # Results: $OUT/profile_<shape>_<preset>.json (vLLM's keys) and the table on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,13 +24,14 @@ NO_GGUF=1 tools/device/make_gguf_checkpoint.sh "$shape" "$work/$shape" /tmp "${T
 port=8123
 # shellcheck disable=SC2086
 build-gpu/pagoda serve "$work/$shape" --device cuda --host 127.0.0.1 --port "$port" --max-num-seqs 512 \
-  --max-model-len 4096 --served-model-name m ${SERVE_ARGS:-} > "$out/serve.log" 2>&1 &
+  --max-model-len 4096 --served-model-name m ${PROFILE_STEPS:+--profile-steps $PROFILE_STEPS} ${SERVE_ARGS:-} \
+  > "$out/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 600); do curl -sf "127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
 grep -E "engine:|Memory plan|graphs" "$out/serve.log" | head -5
 # shellcheck disable=SC2086
 build-gpu/pagoda bench serve --preset "$preset" --port "$port" --model m --disable-tqdm \
-  --result-file "$out/profile_${shape}_${preset}.json" ${BENCH_ARGS:-}
+  --result-file "$out/profile_${shape}_${preset}.json" ${PROFILE_STEPS:+--profile} ${BENCH_ARGS:-}
 status=$?
 grep -E "Avg prompt throughput|stats" "$out/serve.log" | tail -3
 kill "$server"; wait "$server" 2>/dev/null
