@@ -236,6 +236,23 @@ const std::vector<float>& ModelRunner::execute(const StepBatch& batch, PagedKvCa
   return host_logits_;
 }
 
+StepFloor ModelRunner::step_floor(const StepBatch& batch, const PagedKvCache& kv, const RecurrentState* recurrent) const {
+  const ModelConfig& cfg = model_.config();
+  StepFloor f;
+  f.weights = static_cast<double>(model_.weight_bytes());
+  // An untied embedding table is read a row a token, not whole.
+  if (!cfg.tie_word_embeddings)
+    f.weights -= static_cast<double>(cfg.vocab_size * cfg.hidden_size) * static_cast<double>(dtype_size(cfg.dtype));
+  const KvCacheShape& ks = kv.shape();
+  double context = 0;
+  for (int32_t len : batch.seq_lens) context += len;
+  f.kv = 2.0 * context * ks.num_layers * ks.num_kv_heads * ks.head_dim * static_cast<double>(dtype_size(ks.dtype));
+  if (recurrent != nullptr && recurrent->shape().num_slots > 0)
+    f.state = 2.0 * batch.num_seqs() * static_cast<double>(recurrent->shape().total_bytes()) /
+              recurrent->shape().num_slots;
+  return f;
+}
+
 const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCache& kv,
                                               RecurrentState* recurrent,
                                               std::span<const uint8_t> host_rows,
@@ -278,7 +295,7 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
   step_.host_logits.resize(static_cast<size_t>(n_host) * static_cast<size_t>(vocab));
   const auto t1 = clock::now();
   if (R > 0) be_.copy_to_host(step_.argmax.data(), argmax_buf_.data(), static_cast<size_t>(R) * sizeof(int32_t));
-  if (timed) profiler_->end(one_token_each, batch.num_tokens(), S);
+  if (timed) profiler_->end(one_token_each, batch.num_tokens(), S, step_floor(batch, kv, recurrent));
   times_.prepare_s += std::chrono::duration<double>(t1 - t0).count();
   times_.gpu_wait_s += std::chrono::duration<double>(clock::now() - t1).count();
   const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);

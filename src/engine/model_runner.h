@@ -128,6 +128,8 @@ class ModelRunner {
   void prepare_images(const StepBatch& batch, StepMeta& meta);
   // Brings the flagged rows of the model's last hidden rows to the host as fp32.
   void copy_hidden_rows(std::span<const uint8_t> hidden_rows);
+  // What a profiled step had to move at least (engine/step_profiler.h).
+  StepFloor step_floor(const StepBatch& batch, const PagedKvCache& kv, const RecurrentState* recurrent) const;
 
   Backend& be_;
   Model& model_;

@@ -79,7 +79,7 @@ void StepProfiler::begin() {
   be_.begin(clock_.get());
 }
 
-void StepProfiler::end(bool decode, int64_t tokens, int64_t seqs) {
+void StepProfiler::end(bool decode, int64_t tokens, int64_t seqs, const StepFloor& floor) {
   const std::vector<TimedOp> ops = be_.end();
   std::lock_guard lock(mu_);
   StepKindProfile& k = kinds_[decode ? "decode" : "mixed"];
@@ -87,6 +87,9 @@ void StepProfiler::end(bool decode, int64_t tokens, int64_t seqs) {
   k.tokens += static_cast<double>(tokens);
   k.seqs += static_cast<double>(seqs);
   k.wall_ms += now_ms() - begin_ms_;
+  k.floor.weights += floor.weights;
+  k.floor.kv += floor.kv;
+  k.floor.state += floor.state;
   for (const TimedOp& op : ops) {
     OpStat& s = k.ops[{op.op, op.shape}];
     s.op = op.op;
@@ -119,6 +122,14 @@ std::string StepProfiler::report() const {
     o << "\n" << kind << " steps: " << k.steps << " timed, " << fmt("%.1f", k.tokens / n) << " tokens and "
       << fmt("%.1f", k.seqs / n) << " sequences a step; " << fmt("%.3f", k.wall_ms / n) << " ms a step on the host, "
       << fmt("%.3f", k.op_ms / n) << " ms of it in ops\n";
+    if (k.floor.total() > 0 && roofline_.copy_gbs > 0) {
+      const double floor_ms = k.floor.total() / n / (roofline_.copy_gbs * 1e6);
+      o << "bytes-moved floor: " << fmt("%.1f", k.floor.total() / n / 1e6) << " MB a step (weights "
+        << fmt("%.1f", k.floor.weights / n / 1e6) << ", KV " << fmt("%.1f", k.floor.kv / n / 1e6) << ", state "
+        << fmt("%.1f", k.floor.state / n / 1e6) << ") = " << fmt("%.3f", floor_ms)
+        << " ms at the copy rate; the ops took " << fmt("%.2f", floor_ms > 0 ? k.op_ms / n / floor_ms : 0)
+        << "x that\n";
+    }
     o << "| op | shape | calls/step | ms/step | % of ops | GB/s | % copy | TFLOP/s | % GEMM |\n"
       << "|---|---|---|---|---|---|---|---|---|\n";
     std::vector<const OpStat*> rows;

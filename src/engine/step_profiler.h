@@ -29,6 +29,14 @@ struct Roofline {
 // Times a copy and a GEMM on `be` (before the KV cache takes its memory: it allocates ~100 MB on a GPU).
 Roofline measure_roofline(Backend& be, DeviceClock& clock);
 
+// The bytes a step cannot avoid moving: every weight it multiplies by read once, every sequence's
+// keys and values read once, every sequence's recurrent state read and written once. At the
+// device's copy rate, the floor of the step's time (issue 30's "bytes-moved floor").
+struct StepFloor {
+  double weights = 0, kv = 0, state = 0;
+  double total() const { return weights + kv + state; }
+};
+
 struct OpStat {
   std::string op, shape;
   int64_t calls = 0;
@@ -40,6 +48,7 @@ struct StepKindProfile {
   double tokens = 0, seqs = 0;
   double wall_ms = 0;  // host time from the step's start to its results on the host
   double op_ms = 0;    // the ops' device time
+  StepFloor floor;     // summed over the timed steps
   std::map<std::pair<std::string, std::string>, OpStat> ops;
 };
 
@@ -52,7 +61,7 @@ class StepProfiler {
   bool due();
   // Around a timed step: begin before its first op, end once its results are on the host.
   void begin();
-  void end(bool decode, int64_t tokens, int64_t seqs);
+  void end(bool decode, int64_t tokens, int64_t seqs, const StepFloor& floor = {});
 
   int64_t steps_seen() const { return seen_; }
   int32_t every() const { return every_; }

@@ -75,9 +75,27 @@ TEST(StepProfiler, OpTimesFitInTheStepAndTheRooflineIsMeasured) {
     EXPECT_GT(k.op_ms, 0.0) << kind;
     EXPECT_LE(k.op_ms, k.wall_ms * 1.001 + 1e-3) << kind << ": ops are timed inside the step";
   }
+  // The bytes-moved floor: a tied model reads every weight once a step, and the KV of its contexts.
+  const StepKindProfile& d = p->kinds().at("decode");
+  EXPECT_DOUBLE_EQ(d.floor.weights, static_cast<double>(d.steps) * static_cast<double>(engine.memory_plan().weight_bytes));
+  EXPECT_GT(d.floor.kv, 0.0);
+  EXPECT_EQ(d.floor.state, 0.0);  // no recurrent layers
   const std::string report = p->report();
+  EXPECT_NE(report.find("bytes-moved floor:"), std::string::npos) << report;
   EXPECT_NE(report.find("decode steps:"), std::string::npos) << report;
   EXPECT_NE(report.find("| paged_attention |"), std::string::npos) << report;
+}
+
+TEST(StepProfiler, AHybridModelsFloorCountsItsRecurrentState) {
+  const auto cases = load_reference("qwen3_5-tiny-text");
+  Engine engine(fixture_model_dir("qwen3_5-tiny-text"), profiled(2));
+  const auto out = run_all(engine, cases, greedy(32));
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(out[i], cases[i].generated_ids) << "case " << i;
+  const StepKindProfile& d = engine.step_profiler()->kinds().at("decode");
+  EXPECT_GT(d.floor.state, 0.0);
+  bool delta_rule = false;
+  for (const auto& [key, s] : d.ops) delta_rule = delta_rule || s.op == std::string("gated_delta_rule");
+  EXPECT_TRUE(delta_rule);
 }
 
 TEST(StepProfiler, OnlyEveryNthStepIsTimed) {
