@@ -5,6 +5,14 @@
 # "pagoda pagoda_gpu_tests").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The carried forms, unpacked here: the whole .deps/root (root.tar.xz) or, to stay under the device's
+# 64 MiB transfer limit beside a tokenizer, the CUDA build's part of it (root-cuda.tar.xz: no Vulkan);
+# Qwen3's full tokenizer for the random checkpoints (qwen3-tokenizer.tar.xz).
+for t in root root-cuda; do
+  [[ -d .deps/root || ! -f .deps/$t.tar.xz ]] || tar -C .deps -xJf ".deps/$t.tar.xz"
+done
+[[ -d tests/data/qwen3-tokenizer || ! -f .deps/qwen3-tokenizer.tar.xz ]] ||
+  { mkdir -p tests/data && tar -C tests/data -xJf .deps/qwen3-tokenizer.tar.xz; }
 root="$PWD/.deps/root"
 [[ -d $root/usr ]] || { echo "missing .deps/root: run tools/device/fetch_debs.sh where there is network" >&2; exit 2; }
 export PKG_CONFIG_PATH="$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/share/pkgconfig"
