@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run ON the GPU machine (carry .deps): the chunked gated delta rule checked and timed — the op table's
 # gated_delta_rule cases (large ones included) and the GDN GPU tests, then `bench kernels` on the
-# GDN shapes with the chunk's tensor-core products off (PAGODA_GDN_TC=0) and on, alternating ROUNDS times.
+# GDN shapes with AB_VAR (default PAGODA_GDN_SPLIT: the split chunked form; PAGODA_GDN_TC: the one-pass
+# kernel's tensor cores) at 0 and 1, alternating ROUNDS times. TESTS=0 skips the tests, OPTABLE=0 the op table.
 #   bash tools/device/gdn_chunk_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -9,20 +10,25 @@ export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu" PATH="/usr/loc
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 git log -1 --format='commit %h' 2>/dev/null
 tools/device/build.sh >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" --target pagoda_tests 2>&1 | grep -E "error|FAILED" && exit 1
 status=0
+ab="${AB_VAR:-PAGODA_GDN_SPLIT}"
+if [ "${TESTS:-1}" = 1 ]; then
+if [ "${OPTABLE:-1}" = 1 ]; then
+cmake --build build-gpu -j"$(nproc)" --target pagoda_tests 2>&1 | grep -E "error|FAILED" && exit 1
 echo "== op table: gated_delta_rule"
 PAGODA_OPTABLE_LARGE=1 build-gpu/pagoda_tests --gtest_filter='Backends/OpTable.*' 2>&1 |
   grep -E "gated_delta_rule.*(differ|Failure)|FAILED|PASSED" || true
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 echo "== pagoda_gpu_tests"
 build-gpu/pagoda_gpu_tests --gtest_filter="${GPU_FILTER:-*}" 2>&1 |
   grep -E "^\[ *(FAILED|PASSED) |differ" | cut -c1-400 || true
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 for r in $(seq "${ROUNDS:-2}"); do
-  for tc in 0 1; do
-    echo "== bench kernels gated_delta_rule PAGODA_GDN_TC=$tc round $r"
-    PAGODA_GDN_TC=$tc build-gpu/pagoda bench kernels --device cuda --filter gated_delta_rule 2>&1 | grep "^| gated"
+  for on in 0 1; do
+    echo "== bench kernels gated_delta_rule $ab=$on round $r"
+    env "$ab=$on" build-gpu/pagoda bench kernels --device cuda --filter gated_delta_rule 2>&1 | grep "^| gated"
   done
 done
 exit $status

@@ -60,6 +60,7 @@ CudaBackend::~CudaBackend() {
   if (split_workspace_) cudaFree(split_workspace_);
   if (dequant_weight_scratch_.ptr) cudaFree(dequant_weight_scratch_.ptr);
   if (fp8_act_scratch_.ptr) cudaFree(fp8_act_scratch_.ptr);
+  if (gdn_split_scratch_.ptr) cudaFree(gdn_split_scratch_.ptr);
   if (gemm_workspace_) cudaFree(gemm_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -217,7 +218,7 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   PAGODA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
   if (capturing != cudaStreamCaptureStatusNone)
-    throw Error("internal: a quantized linear needs a larger scratch buffer inside a CUDA graph capture");
+    throw Error("internal: an op needs a larger scratch buffer inside a CUDA graph capture");
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be read
   if (s.ptr) PAGODA_CUDA_CHECK(cudaFree(s.ptr));
   s.ptr = nullptr;

@@ -143,7 +143,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   void* gemm_workspace_ = nullptr;
   float* split_workspace_ = nullptr;
-  // The quantized linears' scratch, grown on first use (the memory plan's profiling pass runs the
+  // Scratch grown on first use (the memory plan's profiling pass runs the
   // largest step), never inside a capture: the dense copy of an FP8 or 4-bit weight matrix
   // (activation dtype) for the shapes the skinny GEMMs and the FP8 tensor-core GEMM do not take,
   // and x quantized per token.
@@ -153,6 +153,7 @@ class CudaBackend final : public Backend {
   };
   void* scratch(Scratch& s, size_t bytes);
   Scratch dequant_weight_scratch_, fp8_act_scratch_;
+  Scratch gdn_split_scratch_;  // the split chunked gated delta rule's per-window products
   bool fp8_tensor_cores_ = false;  // compute capability 8.9+ and PAGODA_FP8_GEMM not 0
   // Tokens up to which per-channel FP8 weights take the skinny GEMM rather than the tensor cores.
   static constexpr int64_t kFp8GemvMaxTokensBesideTensorCores = 2;

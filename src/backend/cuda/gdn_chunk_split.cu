@@ -1,0 +1,442 @@
+// The chunked gated delta rule split in two passes, as fla's chunk_gated_delta_rule_fwd: what a chunk
+// computes from its own tokens runs in parallel over every chunk of the step, and only the state
+// recurrence runs chunk after chunk. The one-pass kernel (gdn_delta_rule.cu) did all of it in the
+// sequential loop; its forward substitution and row-by-row loads held a 9B prefill step's 24 GDN layers
+// at ~80 ms of ~260 (the step profiler, docs/benchmarks.md 2026-11-29).
+//
+// Chunks are the step's windows of 64 rows (rows 64 w .. 64 w + 63) cut at sequence boundaries: a
+// segment is a window's rows of one sequence longer than kGdnRecurrentMaxLen (shorter ones are the
+// recurrent kernel's), so one sequence's chunks are its windows in order. Per segment (γ = cumsum g
+// from the segment's first row, γ_L its last):
+//   A  = strictly lower β_r e^{γ_r−γ_s} k̂_r·k̂_s   (zero across segments)
+//   W  = (I + A)⁻¹ (β e^γ ⊙ K̂)     U = (I + A)⁻¹ (β ⊙ V)     QK = lower e^{γ_r−γ_s} q̃_r·k̂_s
+// and then, chunk after chunk, carrying S:
+//   Vnew = U − W S     O = (e^γ ⊙ Q̃) S + QK Vnew     S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew
+// the one-pass kernel's math with Vnew = (I+A)⁻¹ β (V − e^γ ⊙ K̂ S) unfolded. Every product on tensor
+// cores in 3xTF32 (fp32's accuracy); bf16 activations only.
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/gdn_common.cuh"
+#include "backend/cuda/gdn_kernels.cuh"
+
+namespace pagoda::cuda {
+namespace gdn {
+namespace {
+
+constexpr int kWin = kChunk;            // 64 rows a window
+constexpr int kXs = kMaxDk + 16;        // row stride of X (substitution: the two lanes of a column hit other banks)
+constexpr int kPadDv = 128;             // U's rows are dv rounded up to this (the prepare kernel's column tile)
+
+// Where each array of the scratch starts, in floats; a record is one (window, value head).
+struct SplitLayout {
+  int64_t records, dvp;
+  __host__ __device__ int64_t w_off() const { return 0; }
+  __host__ __device__ int64_t q_off() const { return records * kWin * kMaxDk; }
+  __host__ __device__ int64_t k_off() const { return 2 * records * kWin * kMaxDk; }
+  __host__ __device__ int64_t qk_off() const { return 3 * records * kWin * kMaxDk; }
+  __host__ __device__ int64_t g_off() const { return qk_off() + records * kWin * kWin; }
+  __host__ __device__ int64_t u_off() const { return g_off() + records * kWin; }
+  __host__ __device__ int64_t floats() const { return u_off() + records * kWin * dvp; }
+};
+
+SplitLayout split_layout(int64_t rows, int64_t hv, int64_t dv) {
+  return {(rows + kWin - 1) / kWin * hv, (dv + kPadDv - 1) / kPadDv * kPadDv};
+}
+
+// ---- pass 1: per window and value head (grid: windows, Hv, 1 + dv tiles of 128) -------------------------
+// z = 0 writes W, e^γ Q̃, e^{γ_L−γ} K̂, QK and γ; z ≥ 1 writes U's columns 128 (z − 1) ... Both build A.
+// Shared memory: K̂ [64][kKs], X [64][kXs] (Q̃ first, for z = 0, then the right-hand sides), A [64][kMs].
+constexpr int kPrepOffK = 0;
+constexpr int kPrepOffX = kPrepOffK + kWin * kKs;
+constexpr int kPrepOffA = kPrepOffX + kWin * kXs;
+constexpr int kPrepOffRow = kPrepOffA + kWin * kMs;  // γ, β, scan buffer
+constexpr size_t kPrepSmemBytes = sizeof(float) * (kPrepOffRow + 3 * kWin) + sizeof(int) * 3 * kWin;
+
+template <typename T>
+__global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(const GdnArgs p, int nseq, SplitLayout lay,
+                                                                            float* __restrict__ ws) {
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float* Ks = sm + kPrepOffK;
+  float* Xs = sm + kPrepOffX;  // Q̃ (stride kKs) until the products are done, then X (stride kXs)
+  float* As = sm + kPrepOffA;
+  float* gam = sm + kPrepOffRow;
+  float* bet = gam + kWin;
+  float* buf = bet + kWin;
+  int* seg = reinterpret_cast<int*>(buf + kWin);  // the row's sequence, or -1: not a chunked row
+  int* sst = seg + kWin;                          // the row's segment: first and last row of the window
+  int* slast = sst + kWin;
+
+  const int w = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y), z = static_cast<int>(blockIdx.z);
+  const int kh = h / p.group;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int64_t row0 = static_cast<int64_t>(w) * kWin;
+  const int64_t rec = static_cast<int64_t>(w) * p.hv + h;
+
+  // (1) Each row's sequence and segment, β and g.
+  bool mine = false;
+  float gv = 0.0f;
+  if (tid < kWin) {
+    const int64_t t = row0 + tid;
+    int s = -1, first = tid, last = tid;
+    if (t < p.cu_seqlens[nseq]) {
+      int lo = 0, hi = nseq - 1;  // the last sequence starting at or before t (empty ones skipped)
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (p.cu_seqlens[mid] <= t) lo = mid;
+        else hi = mid - 1;
+      }
+      const int64_t b = p.cu_seqlens[lo], e = p.cu_seqlens[lo + 1];
+      if (e - b > kGdnRecurrentMaxLen) {
+        s = lo;
+        first = static_cast<int>(max(b, row0) - row0);
+        last = static_cast<int>(min(e, row0 + kWin) - row0 - 1);
+      }
+    }
+    seg[tid] = s, sst[tid] = first, slast[tid] = last;
+    float beta = 0.0f;
+    if (s >= 0) beta_and_g<T>(p, t, h, beta, gv);
+    bet[tid] = beta;
+    mine = s >= 0;
+  }
+  if (!__syncthreads_or(mine)) return;  // no chunked row here: nothing reads this window's record
+
+  // (2) γ: an inclusive scan of g within each segment (Hillis-Steele over the window's 64 rows).
+  for (int o = 1; o < kWin; o <<= 1) {
+    if (tid < kWin) buf[tid] = gv;
+    __syncthreads();
+    if (tid < kWin && tid - o >= sst[tid]) gv += buf[tid - o];
+    __syncthreads();
+  }
+  if (tid < kWin) gam[tid] = gv;
+  __syncthreads();
+
+  // (3) K̂ and Q̃ rows (a warp a row); z = 0 also writes e^γ Q̃ and e^{γ_L−γ} K̂. z ≥ 1: X = β V.
+  float* q_out = ws + lay.q_off() + rec * kWin * kMaxDk;
+  float* k_out = ws + lay.k_off() + rec * kWin * kMaxDk;
+  for (int r = warp; r < kWin; r += kChunkThreads / 32) {
+    float qv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (seg[r] >= 0) load_qk_normed<T>(p, row0 + r, kh, qv, kv);
+    const float eq = expf(gam[r]), ek = expf(gam[slast[r]] - gam[r]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = lane + 32 * e;
+      Ks[r * kKs + i] = kv[e];
+      if (z == 0) {
+        Xs[r * kKs + i] = qv[e];
+        q_out[r * kMaxDk + i] = eq * qv[e];
+        k_out[r * kMaxDk + i] = ek * kv[e];
+      }
+    }
+  }
+  const int c0 = (z - 1) * kPadDv;  // z ≥ 1: this block's columns of V
+  if (z > 0) {
+    const T* vg = static_cast<const T*>(p.v);
+    for (int idx = tid; idx < kWin * kPadDv; idx += kChunkThreads) {
+      const int r = idx / kPadDv, j = idx % kPadDv;
+      float v = 0.0f;
+      if (seg[r] >= 0 && c0 + j < p.dv)
+        v = bet[r] * to_f32(vg[(row0 + r) * p.v_stride + static_cast<int64_t>(h) * p.dv + c0 + j]);
+      Xs[r * kXs + j] = v;
+    }
+  }
+  __syncthreads();
+
+  // (4) A = β e^{γ_r−γ_s} K̂K̂ᵀ (strictly lower, one segment) and, for z = 0, QK (lower) straight to the
+  // scratch. Warp w: rows 16 (w / 2) .., columns 32 (w % 2) ..
+  {
+    const int m0 = 16 * (warp >> 1), n0 = 32 * (warp & 1);
+    const int dk8 = (p.dk + 7) & ~7;
+    float acc_a[1][4][4], acc_q[1][4][4];
+    zero_acc(acc_a);
+    zero_acc(acc_q);
+    const int g = lane >> 2, t = lane & 3;
+    for (int k0 = 0; k0 < dk8; k0 += 8) {
+      Tf32x2 ka[4], kb[4][2];
+      const int r = m0 + g;
+      ka[0] = split_tf32(Ks[r * kKs + k0 + t]), ka[1] = split_tf32(Ks[(r + 8) * kKs + k0 + t]);
+      ka[2] = split_tf32(Ks[r * kKs + k0 + t + 4]), ka[3] = split_tf32(Ks[(r + 8) * kKs + k0 + t + 4]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = n0 + 8 * j + g;
+        kb[j][0] = split_tf32(Ks[c * kKs + k0 + t]);
+        kb[j][1] = split_tf32(Ks[c * kKs + k0 + t + 4]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mma_3xtf32(acc_a[0][j], ka, kb[j]);
+      if (z == 0) {
+        Tf32x2 qa[4];
+        qa[0] = split_tf32(Xs[r * kKs + k0 + t]), qa[1] = split_tf32(Xs[(r + 8) * kKs + k0 + t]);
+        qa[2] = split_tf32(Xs[r * kKs + k0 + t + 4]), qa[3] = split_tf32(Xs[(r + 8) * kKs + k0 + t + 4]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_3xtf32(acc_q[0][j], qa, kb[j]);
+      }
+    }
+    float* qk_out = ws + lay.qk_off() + rec * kWin * kWin;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = acc_row(m0, 0, e, lane), c = acc_col(n0, j, e, lane);
+        const bool same = seg[r] >= 0 && c >= sst[r] && c <= r;
+        const float dec = same ? expf(gam[r] - gam[c]) : 0.0f;
+        As[r * kMs + c] = same && c < r ? bet[r] * dec * acc_a[0][j][e] : 0.0f;
+        if (z == 0) qk_out[r * kWin + c] = dec * acc_q[0][j][e];
+      }
+  }
+  __syncthreads();  // Q̃ is read; X takes its place
+
+  // (5) z = 0: X = β e^γ ⊙ K̂ (zero past dk, as K̂).
+  if (z == 0) {
+    for (int idx = tid; idx < kWin * kMaxDk; idx += kChunkThreads) {
+      const int r = idx / kMaxDk, i = idx % kMaxDk;
+      Xs[r * kXs + i] = bet[r] * expf(gam[r]) * Ks[r * kKs + i];
+    }
+    __syncthreads();
+  }
+
+  // (6) X ← (I + A)⁻¹ X by blocks of 16 rows: what the rows above a block contribute is one product
+  // (warp w: columns 16 w ..), then the block's own rows in order, two lanes a column (row s of a
+  // column is written and later read by lane s mod 2 of its pair, so only the pair's sum is shared).
+  const int col = tid >> 1, part = tid & 1;
+  for (int b0 = 0; b0 < kWin; b0 += 16) {
+    if (b0 > 0) {
+      float acc[1][2][4];
+      zero_acc(acc);
+      warp_mma(acc, b0, 16 * warp, b0, [&](int r, int s2) { return As[r * kMs + s2]; },
+               [&](int s2, int c) { return Xs[s2 * kXs + c]; }, lane);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          Xs[acc_row(b0, 0, e, lane) * kXs + acc_col(16 * warp, j, e, lane)] -= acc[0][j][e];
+      __syncthreads();
+    }
+    for (int r = b0 + 1; r < b0 + 16; ++r) {
+      float acc = 0.0f;
+      for (int s2 = b0 + part; s2 < r; s2 += 2) acc = fmaf(As[r * kMs + s2], Xs[s2 * kXs + col], acc);
+      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+      if (part == (r & 1)) Xs[r * kXs + col] -= acc;
+    }
+    __syncthreads();
+  }
+
+  // (7) Out: z = 0 writes W and γ, z ≥ 1 its 128 columns of U.
+  if (z == 0) {
+    float* w_out = ws + lay.w_off() + rec * kWin * kMaxDk;
+    for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kChunkThreads) {
+      const int r = idx / (kMaxDk / 4), i = 4 * (idx % (kMaxDk / 4));
+      *reinterpret_cast<float4*>(w_out + r * kMaxDk + i) = *reinterpret_cast<const float4*>(Xs + r * kXs + i);
+    }
+    if (tid < kWin) ws[lay.g_off() + rec * kWin + tid] = gam[tid];
+  } else {
+    float* u_out = ws + lay.u_off() + rec * kWin * lay.dvp + c0;
+    for (int idx = tid; idx < kWin * kPadDv / 4; idx += kChunkThreads) {
+      const int r = idx / (kPadDv / 4), j = 4 * (idx % (kPadDv / 4));
+      *reinterpret_cast<float4*>(u_out + r * lay.dvp + j) = *reinterpret_cast<const float4*>(Xs + r * kXs + j);
+    }
+  }
+}
+
+// ---- pass 2: the state recurrence (grid: dv tiles of kCols, Hv, sequences) ------------------------------
+// A block carries its tile of S [dk, kCols] through the sequence's segments in order; per segment it
+// loads W, e^γ Q̃, e^{γ_L−γ} K̂, QK, U's tile and γ (rows outside the segment as zeros) with cp.async.
+template <int kCols>
+struct ScanLayout {
+  static constexpr int kSs = kCols + 4;
+  static constexpr int kUs = kCols + 8;
+  static constexpr int kOffS = 0;
+  static constexpr int kOffW = kOffS + kMaxDk * kSs;
+  static constexpr int kOffQ = kOffW + kWin * kKs;
+  static constexpr int kOffK = kOffQ + kWin * kKs;
+  static constexpr int kOffU = kOffK + kWin * kKs;
+  static constexpr int kOffQK = kOffU + kWin * kUs;
+  static constexpr int kOffG = kOffQK + kWin * kMs;
+  static constexpr size_t kSmemBytes = sizeof(float) * (kOffG + kWin);
+  static_assert(kOffW % 4 == 0 && kOffU % 4 == 0 && kOffQK % 4 == 0 && kOffG % 4 == 0, "16-byte rows");
+};
+
+template <int kCols>
+__global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const GdnArgs p, SplitLayout lay,
+                                                                         const float* __restrict__ ws) {
+  using L = ScanLayout<kCols>;
+  constexpr int kSs = L::kSs, kUs = L::kUs;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float* Ss = sm + L::kOffS;
+  float* Ws = sm + L::kOffW;
+  float* Qs = sm + L::kOffQ;
+  float* Ks = sm + L::kOffK;
+  float* Us = sm + L::kOffU;
+  float* QKs = sm + L::kOffQK;
+  float* gl = sm + L::kOffG;
+
+  const int s = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
+  const int64_t begin = p.cu_seqlens[s], end = p.cu_seqlens[s + 1];
+  if (end - begin <= kGdnRecurrentMaxLen) return;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int j0 = static_cast<int>(blockIdx.x) * kCols;
+  const int slot = p.state_slots[s];
+  const bool slot_ok = slot >= 0 && slot < p.num_slots;
+  const bool init = slot_ok && p.has_init[s] != 0;
+  const int64_t st = slot_ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0;
+  const int dk8 = (p.dk + 7) & ~7;
+  constexpr int kC4 = kCols / 4;
+  for (int idx = tid; idx < kMaxDk * kC4; idx += kChunkThreads) {
+    const int i = idx / kC4, c = 4 * (idx % kC4);
+    float4 v = f4(0.0f);
+    if (init && i < p.dk && j0 + c < p.dv) v = load_state4(p, st + static_cast<int64_t>(i) * p.dv + j0 + c);
+    *reinterpret_cast<float4*>(Ss + i * kSs + c) = v;
+  }
+  bf16* out = static_cast<bf16*>(p.out);
+
+  for (int64_t c0 = begin; c0 < end;) {
+    const int64_t w = c0 / kWin;
+    const int64_t cend = min(end, (w + 1) * kWin);
+    const int r0 = static_cast<int>(c0 - w * kWin), r1 = static_cast<int>(cend - w * kWin);
+    const int64_t rec = w * p.hv + h;
+    __syncthreads();  // the previous segment is done with every array
+    {
+      const float* wg = ws + lay.w_off() + rec * kWin * kMaxDk;
+      const float* qg = ws + lay.q_off() + rec * kWin * kMaxDk;
+      const float* kg = ws + lay.k_off() + rec * kWin * kMaxDk;
+      for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kChunkThreads) {
+        const int r = idx / (kMaxDk / 4), i = 4 * (idx % (kMaxDk / 4));
+        const bool in = r >= r0 && r < r1;
+        cp_async16(Ws + r * kKs + i, wg + r * kMaxDk + i, in);
+        cp_async16(Qs + r * kKs + i, qg + r * kMaxDk + i, in);
+        cp_async16(Ks + r * kKs + i, kg + r * kMaxDk + i, in);
+      }
+      const float* qkg = ws + lay.qk_off() + rec * kWin * kWin;
+      for (int idx = tid; idx < kWin * kWin / 4; idx += kChunkThreads) {
+        const int r = idx / (kWin / 4), c = 4 * (idx % (kWin / 4));
+        cp_async16(QKs + r * kMs + c, qkg + r * kWin + c, r >= r0 && r < r1);
+      }
+      const float* ug = ws + lay.u_off() + rec * kWin * lay.dvp + j0;
+      for (int idx = tid; idx < kWin * kC4; idx += kChunkThreads) {
+        const int r = idx / kC4, c = 4 * (idx % kC4);
+        cp_async16(Us + r * kUs + c, ug + r * lay.dvp + c, r >= r0 && r < r1);
+      }
+      if (tid < kWin / 4) cp_async16(gl + 4 * tid, ws + lay.g_off() + rec * kWin + 4 * tid, true);
+      cp_async_commit();
+      cp_async_wait_all();
+    }
+    __syncthreads();
+
+    // Vnew = U − W S (rows outside the segment stay 0). Warp w: rows 16 (w / 2) .., columns (w % 2) kCols / 2 ..
+    constexpr int NT = kCols / 16;
+    const int m0 = 16 * (warp >> 1), n0 = (warp & 1) * (kCols / 2);
+    {
+      float acc[1][NT][4];
+      zero_acc(acc);
+      warp_mma(acc, m0, n0, dk8, [&](int r, int k) { return Ws[r * kKs + k]; },
+               [&](int k, int c) { return Ss[k * kSs + c]; }, lane);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Us[acc_row(m0, 0, e, lane) * kUs + acc_col(n0, j, e, lane)] -= acc[0][j][e];
+    }
+    __syncthreads();
+
+    // O = (e^γ Q̃) S + QK Vnew: the segment's rows to global.
+    {
+      float acc[1][NT][4];
+      zero_acc(acc);
+      warp_mma(acc, m0, n0, dk8, [&](int r, int k) { return Qs[r * kKs + k]; },
+               [&](int k, int c) { return Ss[k * kSs + c]; }, lane);
+      warp_mma(acc, m0, n0, kWin, [&](int r, int c) { return QKs[r * kMs + c]; },
+               [&](int c, int j) { return Us[c * kUs + j]; }, lane);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = acc_row(m0, 0, e, lane), c = acc_col(n0, j, e, lane);
+          if (r >= r0 && r < r1 && j0 + c < p.dv)
+            out[(w * kWin + r) * p.out_stride + static_cast<int64_t>(h) * p.dv + j0 + c] = from_f32<bf16>(acc[0][j][e]);
+        }
+    }
+    __syncthreads();  // S is read; now it is rewritten
+
+    // S ← e^{γ_L} S + (e^{γ_L−γ} K̂)ᵀ Vnew. Warp w: state rows 16 w .., every column of the tile.
+    {
+      constexpr int NS = kCols / 8;
+      const int s0 = 16 * warp;
+      const float el = expf(gl[r1 - 1]);
+      float acc[1][NS][4];
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[0][j][e] = el * Ss[acc_row(s0, 0, e, lane) * kSs + acc_col(0, j, e, lane)];
+      warp_mma(acc, s0, 0, kWin, [&](int i, int r) { return Ks[r * kKs + i]; },
+               [&](int r, int j) { return Us[r * kUs + j]; }, lane);
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Ss[acc_row(s0, 0, e, lane) * kSs + acc_col(0, j, e, lane)] = acc[0][j][e];
+    }
+    c0 = cend;
+  }
+
+  __syncthreads();
+  if (!slot_ok) return;
+  for (int idx = tid; idx < kMaxDk * kC4; idx += kChunkThreads) {
+    const int i = idx / kC4, c = 4 * (idx % kC4);
+    if (i < p.dk && j0 + c < p.dv)
+      store_state4(p, st + static_cast<int64_t>(i) * p.dv + j0 + c, *reinterpret_cast<const float4*>(Ss + i * kSs + c));
+  }
+}
+
+template <int kCols>
+void launch_scan(const GdnArgs& p, int nseq, const SplitLayout& lay, size_t max_smem_optin, const float* ws,
+                 cudaStream_t stream) {
+  auto* kernel = &gdn_split_scan_kernel<kCols>;
+  constexpr size_t smem = ScanLayout<kCols>::kSmemBytes;
+  static std::atomic<uint64_t> opted_in{0};
+  opt_in_shared_memory(reinterpret_cast<const void*>(kernel), smem, max_smem_optin, opted_in,
+                       "gated_delta_rule (chunked, state pass)");
+  const dim3 grid(static_cast<unsigned>((p.dv + kCols - 1) / kCols), static_cast<unsigned>(p.hv),
+                  static_cast<unsigned>(nseq));
+  kernel<<<grid, kChunkThreads, smem, stream>>>(p, lay, ws);
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_chunk_split_bf16(const GdnArgs& p, int nseq, int64_t rows, int num_sms, size_t max_smem_optin,
+                             void* scratch, cudaStream_t stream) {
+  const SplitLayout lay = split_layout(rows, p.hv, p.dv);
+  auto* ws = static_cast<float*>(scratch);
+  {
+    auto* kernel = &gdn_split_prepare_kernel<bf16>;
+    static std::atomic<uint64_t> opted_in{0};
+    opt_in_shared_memory(reinterpret_cast<const void*>(kernel), kPrepSmemBytes, max_smem_optin, opted_in,
+                         "gated_delta_rule (chunked, window pass)");
+    const dim3 grid(static_cast<unsigned>((rows + kWin - 1) / kWin), static_cast<unsigned>(p.hv),
+                    static_cast<unsigned>(1 + lay.dvp / kPadDv));
+    kernel<<<grid, kChunkThreads, kPrepSmemBytes, stream>>>(p, nseq, lay, ws);
+    PAGODA_CUDA_CHECK_LAUNCH();
+  }
+  const int cols = chunk_cols_for(p.dv, p.hv, nseq, num_sms);
+  if (cols == 64) launch_scan<64>(p, nseq, lay, max_smem_optin, ws, stream);
+  else if (cols == 32) launch_scan<32>(p, nseq, lay, max_smem_optin, ws, stream);
+  else launch_scan<16>(p, nseq, lay, max_smem_optin, ws, stream);
+}
+
+}  // namespace gdn
+
+size_t gdn_chunk_split_scratch_bytes(int64_t rows, int64_t hv, int64_t dv) {
+  return static_cast<size_t>(gdn::split_layout(rows, hv, dv).floats()) * sizeof(float);
+}
+
+bool gdn_chunk_split_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("PAGODA_GDN_SPLIT");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+}  // namespace pagoda::cuda
