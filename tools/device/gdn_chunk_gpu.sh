@@ -2,7 +2,8 @@
 # Run ON the GPU machine (carry .deps): the chunked gated delta rule checked and timed — the op table's
 # gated_delta_rule cases (large ones included) and the GDN GPU tests, then `bench kernels` on the
 # GDN shapes with AB_VAR (default PAGODA_GDN_SPLIT: the split chunked form; PAGODA_GDN_TC: the one-pass
-# kernel's tensor cores) at 0 and 1, alternating ROUNDS times. TESTS=0 skips the tests, OPTABLE=0 the op table.
+# kernel's tensor cores) at 0 and 1, alternating ROUNDS times. TESTS=0 skips the tests, OPTABLE=0 the op table;
+# NCU=1 adds each kernel's time under Nsight Compute (NCU_FILTER: the bench case).
 #   bash tools/device/gdn_chunk_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,4 +32,14 @@ for r in $(seq "${ROUNDS:-2}"); do
     env "$ab=$on" build-gpu/pagoda bench kernels --device cuda --filter gated_delta_rule 2>&1 | grep "^| gated"
   done
 done
+# NCU=1: each GDN kernel's own time under Nsight Compute on the 9B prefill case, both forms.
+if [ "${NCU:-0}" = 1 ]; then
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for on in 0 1; do
+    echo "== ncu $ab=$on: ${NCU_FILTER:=Hv32 dk128 dv128 B=8 q=1024}"
+    env "$ab=$on" "$ncu_bin" --clock-control none -k regex:gdn --metrics gpu__time_duration.sum --csv \
+      --log-file "/tmp/ncu_$on.csv" build-gpu/pagoda bench kernels --device cuda --filter "$NCU_FILTER" >/dev/null 2>&1
+    python3 tools/device/ncu_summary.py "/tmp/ncu_$on.csv" 10
+  done
+fi
 exit $status

@@ -14,6 +14,7 @@
 //   Vnew = U − W S     O = (e^γ ⊙ Q̃) S + QK Vnew     S ← e^{γ_L} S + (e^{γ_L−γ} ⊙ K̂)ᵀ Vnew
 // the one-pass kernel's math with Vnew = (I+A)⁻¹ β (V − e^γ ⊙ K̂ S) unfolded. Every product on tensor
 // cores in 3xTF32 (fp32's accuracy); bf16 activations only.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -242,8 +243,11 @@ __global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(con
 }
 
 // ---- pass 2: the state recurrence (grid: dv tiles of kCols, Hv, sequences) ------------------------------
-// A block carries its tile of S [dk, kCols] through the sequence's segments in order; per segment it
-// loads W, e^γ Q̃, e^{γ_L−γ} K̂, QK, U's tile and γ (rows outside the segment as zeros) with cp.async.
+// A block carries its tile of S [dk, kCols] through the sequence's segments in order. Per segment it
+// needs W, U's tile and γ first (Vnew = U − W S), then e^γ Q̃, QK and e^{γ_L−γ} K̂ (O and the state
+// update); rows outside the segment load as zeros. Copies are asynchronous and overlap the products:
+// e^γ Q̃, QK, K̂ land during Vnew; the next segment's W, U and γ (U and γ double-buffered: this
+// segment's Vnew lives in U) during O and the state update.
 template <int kCols>
 struct ScanLayout {
   static constexpr int kSs = kCols + 4;
@@ -252,10 +256,10 @@ struct ScanLayout {
   static constexpr int kOffW = kOffS + kMaxDk * kSs;
   static constexpr int kOffQ = kOffW + kWin * kKs;
   static constexpr int kOffK = kOffQ + kWin * kKs;
-  static constexpr int kOffU = kOffK + kWin * kKs;
-  static constexpr int kOffQK = kOffU + kWin * kUs;
-  static constexpr int kOffG = kOffQK + kWin * kMs;
-  static constexpr size_t kSmemBytes = sizeof(float) * (kOffG + kWin);
+  static constexpr int kOffU = kOffK + kWin * kKs;     // two buffers
+  static constexpr int kOffQK = kOffU + 2 * kWin * kUs;
+  static constexpr int kOffG = kOffQK + kWin * kMs;    // two buffers
+  static constexpr size_t kSmemBytes = sizeof(float) * (kOffG + 2 * kWin);
   static_assert(kOffW % 4 == 0 && kOffU % 4 == 0 && kOffQK % 4 == 0 && kOffG % 4 == 0, "16-byte rows");
 };
 
@@ -263,16 +267,14 @@ template <int kCols>
 __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const GdnArgs p, SplitLayout lay,
                                                                          const float* __restrict__ ws) {
   using L = ScanLayout<kCols>;
-  constexpr int kSs = L::kSs, kUs = L::kUs;
+  constexpr int kSs = L::kSs, kUs = L::kUs, kC4 = kCols / 4;
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   float* Ss = sm + L::kOffS;
   float* Ws = sm + L::kOffW;
   float* Qs = sm + L::kOffQ;
   float* Ks = sm + L::kOffK;
-  float* Us = sm + L::kOffU;
   float* QKs = sm + L::kOffQK;
-  float* gl = sm + L::kOffG;
 
   const int s = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
   const int64_t begin = p.cu_seqlens[s], end = p.cu_seqlens[s + 1];
@@ -284,51 +286,79 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
   const bool init = slot_ok && p.has_init[s] != 0;
   const int64_t st = slot_ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0;
   const int dk8 = (p.dk + 7) & ~7;
-  constexpr int kC4 = kCols / 4;
+  bf16* out = static_cast<bf16*>(p.out);
+
+  // The segment starting at row c0 of the sequence: its window, and its rows [r0, r1) there.
+  auto segment = [&](int64_t c0, int64_t& w, int& r0, int& r1) {
+    w = c0 / kWin;
+    r0 = static_cast<int>(c0 - w * kWin);
+    r1 = static_cast<int>(min(end, (w + 1) * kWin) - w * kWin);
+  };
+  auto load_wu = [&](int64_t c0, int buf) {  // W, U's tile, γ of the segment at c0 into buffer `buf`
+    int64_t w;
+    int r0, r1;
+    segment(c0, w, r0, r1);
+    const int64_t rec = w * p.hv + h;
+    const float* wg = ws + lay.w_off() + rec * kWin * kMaxDk;
+    for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kChunkThreads) {
+      const int r = idx / (kMaxDk / 4), i = 4 * (idx % (kMaxDk / 4));
+      cp_async16(Ws + r * kKs + i, wg + r * kMaxDk + i, r >= r0 && r < r1);
+    }
+    float* us = sm + L::kOffU + buf * kWin * kUs;
+    const float* ug = ws + lay.u_off() + rec * kWin * lay.dvp + j0;
+    for (int idx = tid; idx < kWin * kC4; idx += kChunkThreads) {
+      const int r = idx / kC4, c = 4 * (idx % kC4);
+      cp_async16(us + r * kUs + c, ug + r * lay.dvp + c, r >= r0 && r < r1);
+    }
+    if (tid < kWin / 4)
+      cp_async16(sm + L::kOffG + buf * kWin + 4 * tid, ws + lay.g_off() + rec * kWin + 4 * tid, true);
+  };
+  auto load_qk = [&](int64_t c0) {  // e^γ Q̃, QK, e^{γ_L−γ} K̂ of the segment at c0
+    int64_t w;
+    int r0, r1;
+    segment(c0, w, r0, r1);
+    const int64_t rec = w * p.hv + h;
+    const float* qg = ws + lay.q_off() + rec * kWin * kMaxDk;
+    const float* kg = ws + lay.k_off() + rec * kWin * kMaxDk;
+    for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kChunkThreads) {
+      const int r = idx / (kMaxDk / 4), i = 4 * (idx % (kMaxDk / 4));
+      const bool in = r >= r0 && r < r1;
+      cp_async16(Qs + r * kKs + i, qg + r * kMaxDk + i, in);
+      cp_async16(Ks + r * kKs + i, kg + r * kMaxDk + i, in);
+    }
+    const float* qkg = ws + lay.qk_off() + rec * kWin * kWin;
+    for (int idx = tid; idx < kWin * kWin / 4; idx += kChunkThreads) {
+      const int r = idx / (kWin / 4), c = 4 * (idx % (kWin / 4));
+      cp_async16(QKs + r * kMs + c, qkg + r * kWin + c, r >= r0 && r < r1);
+    }
+  };
+
+  load_wu(begin, 0);
+  cp_async_commit();
   for (int idx = tid; idx < kMaxDk * kC4; idx += kChunkThreads) {
     const int i = idx / kC4, c = 4 * (idx % kC4);
     float4 v = f4(0.0f);
     if (init && i < p.dk && j0 + c < p.dv) v = load_state4(p, st + static_cast<int64_t>(i) * p.dv + j0 + c);
     *reinterpret_cast<float4*>(Ss + i * kSs + c) = v;
   }
-  bf16* out = static_cast<bf16*>(p.out);
 
-  for (int64_t c0 = begin; c0 < end;) {
-    const int64_t w = c0 / kWin;
-    const int64_t cend = min(end, (w + 1) * kWin);
-    const int r0 = static_cast<int>(c0 - w * kWin), r1 = static_cast<int>(cend - w * kWin);
-    const int64_t rec = w * p.hv + h;
-    __syncthreads();  // the previous segment is done with every array
-    {
-      const float* wg = ws + lay.w_off() + rec * kWin * kMaxDk;
-      const float* qg = ws + lay.q_off() + rec * kWin * kMaxDk;
-      const float* kg = ws + lay.k_off() + rec * kWin * kMaxDk;
-      for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kChunkThreads) {
-        const int r = idx / (kMaxDk / 4), i = 4 * (idx % (kMaxDk / 4));
-        const bool in = r >= r0 && r < r1;
-        cp_async16(Ws + r * kKs + i, wg + r * kMaxDk + i, in);
-        cp_async16(Qs + r * kKs + i, qg + r * kMaxDk + i, in);
-        cp_async16(Ks + r * kKs + i, kg + r * kMaxDk + i, in);
-      }
-      const float* qkg = ws + lay.qk_off() + rec * kWin * kWin;
-      for (int idx = tid; idx < kWin * kWin / 4; idx += kChunkThreads) {
-        const int r = idx / (kWin / 4), c = 4 * (idx % (kWin / 4));
-        cp_async16(QKs + r * kMs + c, qkg + r * kWin + c, r >= r0 && r < r1);
-      }
-      const float* ug = ws + lay.u_off() + rec * kWin * lay.dvp + j0;
-      for (int idx = tid; idx < kWin * kC4; idx += kChunkThreads) {
-        const int r = idx / kC4, c = 4 * (idx % kC4);
-        cp_async16(Us + r * kUs + c, ug + r * lay.dvp + c, r >= r0 && r < r1);
-      }
-      if (tid < kWin / 4) cp_async16(gl + 4 * tid, ws + lay.g_off() + rec * kWin + 4 * tid, true);
-      cp_async_commit();
-      cp_async_wait_all();
-    }
+  constexpr int NT = kCols / 16;
+  const int m0 = 16 * (warp >> 1), n0 = (warp & 1) * (kCols / 2);  // Vnew and O: warp w's rows and columns
+  int buf = 0;
+  for (int64_t c0 = begin; c0 < end; buf ^= 1) {
+    int64_t w;
+    int r0, r1;
+    segment(c0, w, r0, r1);
+    const int64_t next = w * kWin + r1;
+    float* Us = sm + L::kOffU + buf * kWin * kUs;
+    const float* gl = sm + L::kOffG + buf * kWin;
+    __syncthreads();  // the previous segment is done with Q̃, QK, K̂ (and the state is written)
+    load_qk(c0);
+    cp_async_commit();
+    cp_async_wait<1>();  // this segment's W, U, γ
     __syncthreads();
 
     // Vnew = U − W S (rows outside the segment stay 0). Warp w: rows 16 (w / 2) .., columns (w % 2) kCols / 2 ..
-    constexpr int NT = kCols / 16;
-    const int m0 = 16 * (warp >> 1), n0 = (warp & 1) * (kCols / 2);
     {
       float acc[1][NT][4];
       zero_acc(acc);
@@ -339,16 +369,20 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
 #pragma unroll
         for (int e = 0; e < 4; ++e) Us[acc_row(m0, 0, e, lane) * kUs + acc_col(n0, j, e, lane)] -= acc[0][j][e];
     }
+    __syncthreads();  // W is free, Vnew complete
+    if (next < end) load_wu(next, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // this segment's Q̃, QK, K̂
     __syncthreads();
 
-    // O = (e^γ Q̃) S + QK Vnew: the segment's rows to global.
+    // O = (e^γ Q̃) S + QK Vnew, one TF32 pass (it only feeds the bf16 output): the segment's rows to global.
     {
       float acc[1][NT][4];
       zero_acc(acc);
-      warp_mma(acc, m0, n0, dk8, [&](int r, int k) { return Qs[r * kKs + k]; },
-               [&](int k, int c) { return Ss[k * kSs + c]; }, lane);
-      warp_mma(acc, m0, n0, kWin, [&](int r, int c) { return QKs[r * kMs + c]; },
-               [&](int c, int j) { return Us[c * kUs + j]; }, lane);
+      warp_mma_tf32(acc, m0, n0, dk8, [&](int r, int k) { return Qs[r * kKs + k]; },
+                    [&](int k, int c) { return Ss[k * kSs + c]; }, lane);
+      warp_mma_tf32(acc, m0, n0, kWin, [&](int r, int c) { return QKs[r * kMs + c]; },
+                    [&](int c, int j) { return Us[c * kUs + j]; }, lane);
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -377,9 +411,10 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
 #pragma unroll
         for (int e = 0; e < 4; ++e) Ss[acc_row(s0, 0, e, lane) * kSs + acc_col(0, j, e, lane)] = acc[0][j][e];
     }
-    c0 = cend;
+    c0 = next;
   }
 
+  cp_async_wait<0>();
   __syncthreads();
   if (!slot_ok) return;
   for (int idx = tid; idx < kMaxDk * kC4; idx += kChunkThreads) {
@@ -405,8 +440,13 @@ void launch_scan(const GdnArgs& p, int nseq, const SplitLayout& lay, size_t max_
 
 }  // namespace
 
-void launch_chunk_split_bf16(const GdnArgs& p, int nseq, int64_t rows, int num_sms, size_t max_smem_optin,
+bool launch_chunk_split_bf16(const GdnArgs& p, int nseq, int64_t rows, int num_sms, size_t max_smem_optin,
                              void* scratch, cudaStream_t stream) {
+  const int cols = chunk_cols_for(p.dv, p.hv, nseq, num_sms);
+  const size_t scan_smem = cols == 64 ? ScanLayout<64>::kSmemBytes
+                           : cols == 32 ? ScanLayout<32>::kSmemBytes
+                                        : ScanLayout<16>::kSmemBytes;
+  if (std::max(scan_smem, kPrepSmemBytes) > max_smem_optin) return false;
   const SplitLayout lay = split_layout(rows, p.hv, p.dv);
   auto* ws = static_cast<float*>(scratch);
   {
@@ -419,10 +459,10 @@ void launch_chunk_split_bf16(const GdnArgs& p, int nseq, int64_t rows, int num_s
     kernel<<<grid, kChunkThreads, kPrepSmemBytes, stream>>>(p, nseq, lay, ws);
     PAGODA_CUDA_CHECK_LAUNCH();
   }
-  const int cols = chunk_cols_for(p.dv, p.hv, nseq, num_sms);
   if (cols == 64) launch_scan<64>(p, nseq, lay, max_smem_optin, ws, stream);
   else if (cols == 32) launch_scan<32>(p, nseq, lay, max_smem_optin, ws, stream);
   else launch_scan<16>(p, nseq, lay, max_smem_optin, ws, stream);
+  return true;
 }
 
 }  // namespace gdn

@@ -191,6 +191,34 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], int m0, int n0
   }
 }
 
+// warp_mma in one TF32 pass (inputs rounded to 10-bit mantissas): for products that only feed a bf16
+// output, never the carried state.
+template <int MT, int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma_tf32(float (&acc)[MT][NT][4], int m0, int n0, int K, FA a, FB b, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    uint32_t af[MT][4], bf[NT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int r = m0 + 16 * i + g;
+      af[i][0] = to_tf32(a(r, k0 + t));
+      af[i][1] = to_tf32(a(r + 8, k0 + t));
+      af[i][2] = to_tf32(a(r, k0 + t + 4));
+      af[i][3] = to_tf32(a(r + 8, k0 + t + 4));
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int c = n0 + 8 * j + g;
+      bf[j][0] = to_tf32(b(k0 + t, c));
+      bf[j][1] = to_tf32(b(k0 + t + 4, c));
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
+  }
+}
+
 // The element (row, column) of accumulator register e of tile (i, j) of a warp_mma at (m0, n0).
 __device__ __forceinline__ int acc_row(int m0, int i, int e, int lane) { return m0 + 16 * i + (lane >> 2) + 8 * (e >> 1); }
 __device__ __forceinline__ int acc_col(int n0, int j, int e, int lane) { return n0 + 8 * j + 2 * (lane & 3) + (e & 1); }
@@ -208,8 +236,9 @@ inline int chunk_cols_for(int64_t dv, int64_t hv, int64_t nseq, int num_sms) {
 }
 
 // The split chunked form (gdn_chunk_split.cu) for bf16 activations; `scratch` holds
-// gdn_chunk_split_scratch_bytes(rows, hv, dv).
-void launch_chunk_split_bf16(const GdnArgs& p, int nseq, int64_t rows, int num_sms, size_t max_smem_optin,
+// gdn_chunk_split_scratch_bytes(rows, hv, dv). False (nothing launched) where the device's shared
+// memory is too small for it.
+bool launch_chunk_split_bf16(const GdnArgs& p, int nseq, int64_t rows, int num_sms, size_t max_smem_optin,
                              void* scratch, cudaStream_t stream);
 
 }  // namespace pagoda::cuda::gdn

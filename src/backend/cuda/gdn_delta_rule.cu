@@ -709,8 +709,9 @@ void launch_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, 
     }
     if (!any_long) return;
     if constexpr (std::is_same_v<T, bf16>) {
-      if (split_scratch && split_scratch_bytes >= gdn_chunk_split_scratch_bytes(t, hv, dv))
-        return launch_chunk_split_bf16(p, nseq, t, num_sms, max_smem_optin, split_scratch, stream);
+      if (split_scratch && split_scratch_bytes >= gdn_chunk_split_scratch_bytes(t, hv, dv) &&
+          launch_chunk_split_bf16(p, nseq, t, num_sms, max_smem_optin, split_scratch, stream))
+        return;
     }
     launch_chunk<T>(p, nseq, num_sms, max_smem_optin, stream);
   };
