@@ -39,7 +39,20 @@ if [ "${NCU:-0}" = 1 ]; then
     echo "== ncu $ab=$on: ${NCU_FILTER:=Hv32 dk128 dv128 B=8 q=1024}"
     env "$ab=$on" "$ncu_bin" --clock-control none -k regex:gdn --metrics gpu__time_duration.sum --csv \
       --log-file "/tmp/ncu_$on.csv" build-gpu/pagoda bench kernels --device cuda --filter "$NCU_FILTER" >/dev/null 2>&1
-    python3 tools/device/ncu_summary.py "/tmp/ncu_$on.csv" 10
+    python3 - "/tmp/ncu_$on.csv" <<'PY'
+import collections, csv, io, re, sys
+text = open(sys.argv[1], errors="replace").read()
+rows = csv.DictReader(io.StringIO(text[text.index('"ID"'):]))
+tot, n = collections.Counter(), collections.Counter()
+for r in rows:
+    m = re.search(r"(gdn_\w+?_kernel)(<[^(]*>)?", r["Kernel Name"])
+    k = (m.group(1) + (m.group(2) or "")) if m else r["Kernel Name"][:60]
+    unit = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[r["Metric Unit"]]
+    tot[k] += float(r["Metric Value"].replace(",", "")) * unit
+    n[k] += 1
+for k, v in tot.most_common():
+    print(f"{k:60s} {n[k]:5d} launches {v / n[k]:10.1f} us each")
+PY
   done
 fi
 exit $status

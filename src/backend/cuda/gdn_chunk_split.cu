@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(con
 // segment's Vnew lives in U) during O and the state update.
 template <int kCols>
 struct ScanLayout {
-  static constexpr int kSs = kCols + 4;
+  static constexpr int kSs = kCols + 8;  // B operands (row k = lane % 4, column lane / 4): 32 banks
   static constexpr int kUs = kCols + 8;
   static constexpr int kOffS = 0;
   static constexpr int kOffW = kOffS + kMaxDk * kSs;
