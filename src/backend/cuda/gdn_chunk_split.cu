@@ -49,11 +49,13 @@ SplitLayout split_layout(int64_t rows, int64_t hv, int64_t dv) {
 
 // ---- pass 1: per window and value head (grid: windows, Hv, 1 + dv tiles of 128) -------------------------
 // z = 0 writes W, e^γ Q̃, e^{γ_L−γ} K̂, QK and γ; z ≥ 1 writes U's columns 128 (z − 1) ... Both build A.
-// Shared memory: K̂ [64][kKs], X [64][kXs] (Q̃ first, for z = 0, then the right-hand sides), A [64][kMs].
+// Shared memory: K̂ [64][kKs], X [64][kXs] (Q̃ first, for z = 0, then the right-hand sides), A [64][kMs],
+// the inverses of A's diagonal blocks [4][16][kTs].
 constexpr int kPrepOffK = 0;
 constexpr int kPrepOffX = kPrepOffK + kWin * kKs;
 constexpr int kPrepOffA = kPrepOffX + kWin * kXs;
-constexpr int kPrepOffRow = kPrepOffA + kWin * kMs;  // γ, β, scan buffer
+constexpr int kTs = 16 + 4;                          // row stride of the diagonal blocks' inverses
+constexpr int kPrepOffRow = kPrepOffA + kWin * kMs + 4 * 16 * kTs;  // γ, β, scan buffer
 constexpr size_t kPrepSmemBytes = sizeof(float) * (kPrepOffRow + 3 * kWin) + sizeof(int) * 3 * kWin;
 
 template <typename T>
@@ -115,21 +117,46 @@ __global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(con
   if (tid < kWin) gam[tid] = gv;
   __syncthreads();
 
-  // (3) K̂ and Q̃ rows (a warp a row); z = 0 also writes e^γ Q̃ and e^{γ_L−γ} K̂. z ≥ 1: X = β V.
+  // (3) K̂ and Q̃ rows, a warp's eight rows loaded at once (lane: elements 4 lane .. 4 lane + 3); z = 0
+  // also writes e^γ Q̃ and e^{γ_L−γ} K̂. Elements past dk are 0.
   float* q_out = ws + lay.q_off() + rec * kWin * kMaxDk;
   float* k_out = ws + lay.k_off() + rec * kWin * kMaxDk;
-  for (int r = warp; r < kWin; r += kChunkThreads / 32) {
-    float qv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (seg[r] >= 0) load_qk_normed<T>(p, row0 + r, kh, qv, kv);
-    const float eq = expf(gam[r]), ek = expf(gam[slast[r]] - gam[r]);
+  {
+    constexpr int kRows = kWin / (kChunkThreads / 32);  // 8
+    float qv[kRows][4], kv[kRows][4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = lane + 32 * e;
-      Ks[r * kKs + i] = kv[e];
+    for (int u = 0; u < kRows; ++u) {
+      const int r = warp + 8 * u;
+      const bool ok = seg[r] >= 0;
+      const T* qr = static_cast<const T*>(p.q) + (row0 + r) * p.q_stride + static_cast<int64_t>(kh) * p.dk;
+      const T* kr = static_cast<const T*>(p.k) + (row0 + r) * p.k_stride + static_cast<int64_t>(kh) * p.dk;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * lane + e;
+        qv[u][e] = ok && i < p.dk ? to_f32(qr[i]) : 0.0f;
+        kv[u][e] = ok && i < p.dk ? to_f32(kr[i]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      const int r = warp + 8 * u;
+      float sq = 0.0f, sk = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sq = fmaf(qv[u][e], qv[u][e], sq);
+        sk = fmaf(kv[u][e], kv[u][e], sk);
+      }
+      sq = warp_sum(sq);
+      sk = warp_sum(sk);
+      const float rq = rsqrtf(sq + 1e-6f) * p.q_scale, rk = rsqrtf(sk + 1e-6f);
+      const float4 kn = make_float4(kv[u][0] * rk, kv[u][1] * rk, kv[u][2] * rk, kv[u][3] * rk);
+      const float4 qn = make_float4(qv[u][0] * rq, qv[u][1] * rq, qv[u][2] * rq, qv[u][3] * rq);
+      *reinterpret_cast<float4*>(Ks + r * kKs + 4 * lane) = kn;
       if (z == 0) {
-        Xs[r * kKs + i] = qv[e];
-        q_out[r * kMaxDk + i] = eq * qv[e];
-        k_out[r * kMaxDk + i] = ek * kv[e];
+        const float eq = expf(gam[r]), ek = expf(gam[slast[r]] - gam[r]);
+        *reinterpret_cast<float4*>(Xs + r * kKs + 4 * lane) = qn;
+        *reinterpret_cast<float4*>(q_out + r * kMaxDk + 4 * lane) = make_float4(eq * qn.x, eq * qn.y, eq * qn.z, eq * qn.w);
+        *reinterpret_cast<float4*>(k_out + r * kMaxDk + 4 * lane) = make_float4(ek * kn.x, ek * kn.y, ek * kn.z, ek * kn.w);
       }
     }
   }
@@ -199,31 +226,48 @@ __global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(con
     __syncthreads();
   }
 
-  // (6) X ← (I + A)⁻¹ X by blocks of 16 rows: what the rows above a block contribute is one product
-  // (warp w: columns 16 w ..), then the block's own rows in order, two lanes a column (row s of a
-  // column is written and later read by lane s mod 2 of its pair, so only the pair's sum is shared).
-  const int col = tid >> 1, part = tid & 1;
+  // (6) X ← (I + A)⁻¹ X by blocks of 16 rows. First each diagonal block's inverse T_b = (I + A_bb)⁻¹
+  // (warp b, by substitution on the identity: lane 2 j + part holds column j, rows ≡ part mod 2), then
+  // per block X_b ← T_b (X_b − A_{b,<b} X_{<b}): two products on tensor cores, no chain. Each warp
+  // owns 16 columns of X throughout, so only its own lanes need to agree (__syncwarp).
+  float* Ts = As + kWin * kMs;  // [4][16][kTs]
+  if (warp < kWin / 16) {
+    const int b0 = 16 * warp, j = lane >> 1, part = lane & 1;
+    float* tb = Ts + warp * 16 * kTs;
+    for (int r = 0; r < 16; ++r) {
+      float acc = 0.0f;
+      for (int s2 = j + ((part - j) & 1); s2 < r; s2 += 2) acc = fmaf(As[(b0 + r) * kMs + b0 + s2], tb[s2 * kTs + j], acc);
+      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+      if (part == (r & 1)) tb[r * kTs + j] = (r == j ? 1.0f : 0.0f) - (r > j ? acc : 0.0f);
+    }
+  }
+  __syncthreads();
+  const int xc = 16 * warp;  // this warp's columns of X
   for (int b0 = 0; b0 < kWin; b0 += 16) {
     if (b0 > 0) {
       float acc[1][2][4];
       zero_acc(acc);
-      warp_mma(acc, b0, 16 * warp, b0, [&](int r, int s2) { return As[r * kMs + s2]; },
+      warp_mma(acc, b0, xc, b0, [&](int r, int s2) { return As[r * kMs + s2]; },
                [&](int s2, int c) { return Xs[s2 * kXs + c]; }, lane);
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          Xs[acc_row(b0, 0, e, lane) * kXs + acc_col(16 * warp, j, e, lane)] -= acc[0][j][e];
-      __syncthreads();
+        for (int e = 0; e < 4; ++e) Xs[acc_row(b0, 0, e, lane) * kXs + acc_col(xc, jj, e, lane)] -= acc[0][jj][e];
+      __syncwarp();
     }
-    for (int r = b0 + 1; r < b0 + 16; ++r) {
-      float acc = 0.0f;
-      for (int s2 = b0 + part; s2 < r; s2 += 2) acc = fmaf(As[r * kMs + s2], Xs[s2 * kXs + col], acc);
-      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-      if (part == (r & 1)) Xs[r * kXs + col] -= acc;
-    }
-    __syncthreads();
+    const float* tb = Ts + (b0 / 16) * 16 * kTs;
+    float acc[1][2][4];
+    zero_acc(acc);
+    warp_mma(acc, 0, xc, 16, [&](int r, int s2) { return tb[r * kTs + s2]; },
+             [&](int s2, int c) { return Xs[(b0 + s2) * kXs + c]; }, lane);
+    __syncwarp();
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Xs[(b0 + acc_row(0, 0, e, lane)) * kXs + acc_col(xc, jj, e, lane)] = acc[0][jj][e];
+    __syncwarp();
   }
+  __syncthreads();
 
   // (7) Out: z = 0 writes W and γ, z ≥ 1 its 128 columns of U.
   if (z == 0) {
@@ -248,6 +292,8 @@ __global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(con
 // update); rows outside the segment load as zeros. Copies are asynchronous and overlap the products:
 // e^γ Q̃, QK, K̂ land during Vnew; the next segment's W, U and γ (U and γ double-buffered: this
 // segment's Vnew lives in U) during O and the state update.
+constexpr int kScanThreads = 512;  // 16 warps: the products' latencies overlap (one block per SM)
+
 template <int kCols>
 struct ScanLayout {
   static constexpr int kSs = kCols + 8;  // B operands (row k = lane % 4, column lane / 4): 32 banks
@@ -264,7 +310,7 @@ struct ScanLayout {
 };
 
 template <int kCols>
-__global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const GdnArgs p, SplitLayout lay,
+__global__ void __launch_bounds__(kScanThreads, 1) gdn_split_scan_kernel(const GdnArgs p, SplitLayout lay,
                                                                          const float* __restrict__ ws) {
   using L = ScanLayout<kCols>;
   constexpr int kSs = L::kSs, kUs = L::kUs, kC4 = kCols / 4;
@@ -300,13 +346,13 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
     segment(c0, w, r0, r1);
     const int64_t rec = w * p.hv + h;
     const float* wg = ws + lay.w_off() + rec * kWin * kMaxDk;
-    for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kChunkThreads) {
+    for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kScanThreads) {
       const int r = idx / (kMaxDk / 4), i = 4 * (idx % (kMaxDk / 4));
       cp_async16(Ws + r * kKs + i, wg + r * kMaxDk + i, r >= r0 && r < r1);
     }
     float* us = sm + L::kOffU + buf * kWin * kUs;
     const float* ug = ws + lay.u_off() + rec * kWin * lay.dvp + j0;
-    for (int idx = tid; idx < kWin * kC4; idx += kChunkThreads) {
+    for (int idx = tid; idx < kWin * kC4; idx += kScanThreads) {
       const int r = idx / kC4, c = 4 * (idx % kC4);
       cp_async16(us + r * kUs + c, ug + r * lay.dvp + c, r >= r0 && r < r1);
     }
@@ -320,14 +366,14 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
     const int64_t rec = w * p.hv + h;
     const float* qg = ws + lay.q_off() + rec * kWin * kMaxDk;
     const float* kg = ws + lay.k_off() + rec * kWin * kMaxDk;
-    for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kChunkThreads) {
+    for (int idx = tid; idx < kWin * kMaxDk / 4; idx += kScanThreads) {
       const int r = idx / (kMaxDk / 4), i = 4 * (idx % (kMaxDk / 4));
       const bool in = r >= r0 && r < r1;
       cp_async16(Qs + r * kKs + i, qg + r * kMaxDk + i, in);
       cp_async16(Ks + r * kKs + i, kg + r * kMaxDk + i, in);
     }
     const float* qkg = ws + lay.qk_off() + rec * kWin * kWin;
-    for (int idx = tid; idx < kWin * kWin / 4; idx += kChunkThreads) {
+    for (int idx = tid; idx < kWin * kWin / 4; idx += kScanThreads) {
       const int r = idx / (kWin / 4), c = 4 * (idx % (kWin / 4));
       cp_async16(QKs + r * kMs + c, qkg + r * kWin + c, r >= r0 && r < r1);
     }
@@ -335,15 +381,18 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
 
   load_wu(begin, 0);
   cp_async_commit();
-  for (int idx = tid; idx < kMaxDk * kC4; idx += kChunkThreads) {
+  for (int idx = tid; idx < kMaxDk * kC4; idx += kScanThreads) {
     const int i = idx / kC4, c = 4 * (idx % kC4);
     float4 v = f4(0.0f);
     if (init && i < p.dk && j0 + c < p.dv) v = load_state4(p, st + static_cast<int64_t>(i) * p.dv + j0 + c);
     *reinterpret_cast<float4*>(Ss + i * kSs + c) = v;
   }
 
-  constexpr int NT = kCols / 16;
-  const int m0 = 16 * (warp >> 1), n0 = (warp & 1) * (kCols / 2);  // Vnew and O: warp w's rows and columns
+  // Vnew and O: 16 x 8 tiles, 4 rows of them by kCols / 8; warp w takes row w % 4 and NT tiles of one row
+  // (kCols = 16 leaves half the warps idle there).
+  constexpr int NT = kCols >= 32 ? kCols / 32 : 1;
+  const int m0 = 16 * (warp & 3), n0 = (warp >> 2) * 8 * NT;
+  const bool tile_warp = n0 < kCols;
   int buf = 0;
   for (int64_t c0 = begin; c0 < end; buf ^= 1) {
     int64_t w;
@@ -358,8 +407,8 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
     cp_async_wait<1>();  // this segment's W, U, γ
     __syncthreads();
 
-    // Vnew = U − W S (rows outside the segment stay 0). Warp w: rows 16 (w / 2) .., columns (w % 2) kCols / 2 ..
-    {
+    // Vnew = U − W S (rows outside the segment stay 0).
+    if (tile_warp) {
       float acc[1][NT][4];
       zero_acc(acc);
       warp_mma(acc, m0, n0, dk8, [&](int r, int k) { return Ws[r * kKs + k]; },
@@ -376,7 +425,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
     __syncthreads();
 
     // O = (e^γ Q̃) S + QK Vnew, one TF32 pass (it only feeds the bf16 output): the segment's rows to global.
-    {
+    if (tile_warp) {
       float acc[1][NT][4];
       zero_acc(acc);
       warp_mma_tf32(acc, m0, n0, dk8, [&](int r, int k) { return Qs[r * kKs + k]; },
@@ -394,22 +443,22 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
     }
     __syncthreads();  // S is read; now it is rewritten
 
-    // S ← e^{γ_L} S + (e^{γ_L−γ} K̂)ᵀ Vnew. Warp w: state rows 16 w .., every column of the tile.
+    // S ← e^{γ_L} S + (e^{γ_L−γ} K̂)ᵀ Vnew. Warp w: state rows 16 (w % 8) .., half of the tile's columns.
     {
-      constexpr int NS = kCols / 8;
-      const int s0 = 16 * warp;
+      constexpr int NS = kCols / 16;
+      const int s0 = 16 * (warp & 7), c0s = (warp >> 3) * (kCols / 2);
       const float el = expf(gl[r1 - 1]);
       float acc[1][NS][4];
 #pragma unroll
       for (int j = 0; j < NS; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[0][j][e] = el * Ss[acc_row(s0, 0, e, lane) * kSs + acc_col(0, j, e, lane)];
-      warp_mma(acc, s0, 0, kWin, [&](int i, int r) { return Ks[r * kKs + i]; },
+        for (int e = 0; e < 4; ++e) acc[0][j][e] = el * Ss[acc_row(s0, 0, e, lane) * kSs + acc_col(c0s, j, e, lane)];
+      warp_mma(acc, s0, c0s, kWin, [&](int i, int r) { return Ks[r * kKs + i]; },
                [&](int r, int j) { return Us[r * kUs + j]; }, lane);
 #pragma unroll
       for (int j = 0; j < NS; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) Ss[acc_row(s0, 0, e, lane) * kSs + acc_col(0, j, e, lane)] = acc[0][j][e];
+        for (int e = 0; e < 4; ++e) Ss[acc_row(s0, 0, e, lane) * kSs + acc_col(c0s, j, e, lane)] = acc[0][j][e];
     }
     c0 = next;
   }
@@ -417,7 +466,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_split_scan_kernel(const 
   cp_async_wait<0>();
   __syncthreads();
   if (!slot_ok) return;
-  for (int idx = tid; idx < kMaxDk * kC4; idx += kChunkThreads) {
+  for (int idx = tid; idx < kMaxDk * kC4; idx += kScanThreads) {
     const int i = idx / kC4, c = 4 * (idx % kC4);
     if (i < p.dk && j0 + c < p.dv)
       store_state4(p, st + static_cast<int64_t>(i) * p.dv + j0 + c, *reinterpret_cast<const float4*>(Ss + i * kSs + c));
@@ -434,7 +483,7 @@ void launch_scan(const GdnArgs& p, int nseq, const SplitLayout& lay, size_t max_
                        "gated_delta_rule (chunked, state pass)");
   const dim3 grid(static_cast<unsigned>((p.dv + kCols - 1) / kCols), static_cast<unsigned>(p.hv),
                   static_cast<unsigned>(nseq));
-  kernel<<<grid, kChunkThreads, smem, stream>>>(p, lay, ws);
+  kernel<<<grid, kScanThreads, smem, stream>>>(p, lay, ws);
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 
