@@ -3,7 +3,8 @@
 # gated_delta_rule cases (large ones included) and the GDN GPU tests, then `bench kernels` on the
 # GDN shapes with AB_VAR (default PAGODA_GDN_SPLIT: the split chunked form; PAGODA_GDN_TC: the one-pass
 # kernel's tensor cores) at 0 and 1, alternating ROUNDS times. TESTS=0 skips the tests, OPTABLE=0 the op table;
-# NCU=1 adds each kernel's time under Nsight Compute (NCU_FILTER: the bench case).
+# NCU=1 adds each kernel's time under Nsight Compute (NCU_FILTER: the bench case), NCU_DETAIL=1 its
+# throughput, occupancy and warp stalls.
 #   bash tools/device/gdn_chunk_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,6 +54,18 @@ for r in rows:
 for k, v in tot.most_common():
     print(f"{k:60s} {n[k]:5d} launches {v / n[k]:10.1f} us each")
 PY
+  done
+fi
+# NCU_DETAIL=1: one launch of each split kernel under Nsight Compute's throughput, occupancy and
+# warp-stall sections.
+if [ "${NCU_DETAIL:-0}" = 1 ]; then
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for k in gdn_split_prepare gdn_split_scan; do
+    echo "== ncu detail $k: ${NCU_FILTER:-Hv32 dk128 dv128 B=8 q=1024}"
+    "$ncu_bin" --clock-control none -k "regex:$k" -s 2 -c 1 --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section SchedulerStats --section LaunchStats \
+      build-gpu/pagoda bench kernels --device cuda --filter "${NCU_FILTER:-Hv32 dk128 dv128 B=8 q=1024}" 2>&1 |
+      grep -E "Duration|Throughput|Occupancy|Warp Cycles|Issued Ipc|Eligible|Registers|Shared Memory Config|Stall|stall|Block Limit|No Eligible|Active Warps" | head -40
   done
 fi
 exit $status
