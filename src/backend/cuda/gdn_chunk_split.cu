@@ -182,25 +182,27 @@ __global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(con
     zero_acc(acc_a);
     zero_acc(acc_q);
     const int g = lane >> 2, t = lane & 3;
-    for (int k0 = 0; k0 < dk8; k0 += 8) {
+    const int k_end = n0 <= m0 + 15 ? dk8 : 0;  // a warp wholly above the diagonal has nothing to do
+    for (int k0 = 0; k0 < k_end; k0 += 8) {
       Tf32x2 ka[4], kb[4][2];
       const int r = m0 + g;
       ka[0] = split_tf32(Ks[r * kKs + k0 + t]), ka[1] = split_tf32(Ks[(r + 8) * kKs + k0 + t]);
       ka[2] = split_tf32(Ks[r * kKs + k0 + t + 4]), ka[3] = split_tf32(Ks[(r + 8) * kKs + k0 + t + 4]);
+      // Tiles wholly above the diagonal stay 0 (both products are lower triangular).
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
+        if (n0 + 8 * j > m0 + 15) continue;
         const int c = n0 + 8 * j + g;
         kb[j][0] = split_tf32(Ks[c * kKs + k0 + t]);
         kb[j][1] = split_tf32(Ks[c * kKs + k0 + t + 4]);
+        mma_3xtf32(acc_a[0][j], ka, kb[j]);
       }
+      if (z == 0) {  // QK feeds only the bf16 output: one TF32 pass
+        const uint32_t qa0 = to_tf32(Xs[r * kKs + k0 + t]), qa1 = to_tf32(Xs[(r + 8) * kKs + k0 + t]);
+        const uint32_t qa2 = to_tf32(Xs[r * kKs + k0 + t + 4]), qa3 = to_tf32(Xs[(r + 8) * kKs + k0 + t + 4]);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) mma_3xtf32(acc_a[0][j], ka, kb[j]);
-      if (z == 0) {
-        Tf32x2 qa[4];
-        qa[0] = split_tf32(Xs[r * kKs + k0 + t]), qa[1] = split_tf32(Xs[(r + 8) * kKs + k0 + t]);
-        qa[2] = split_tf32(Xs[r * kKs + k0 + t + 4]), qa[3] = split_tf32(Xs[(r + 8) * kKs + k0 + t + 4]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_3xtf32(acc_q[0][j], qa, kb[j]);
+        for (int j = 0; j < 4; ++j)
+          if (n0 + 8 * j <= m0 + 15) mma_tf32(acc_q[0][j], qa0, qa1, qa2, qa3, kb[j][0].hi, kb[j][1].hi);
       }
     }
     float* qk_out = ws + lay.qk_off() + rec * kWin * kWin;
