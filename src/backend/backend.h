@@ -273,6 +273,13 @@ class Backend {
                                 const Tensor& b, const Tensor& a, const Tensor& A_log,
                                 const Tensor& dt_bias, Tensor& state, const StepMeta& meta,
                                 Tensor& out) = 0;
+  // Device memory gated_delta_rule keeps for itself for steps of up to max_tokens rows of Hv value
+  // heads of dv (the CUDA backend's split chunked form): allocated here, at load, so that the memory
+  // plan counts it (the model adds it to its workspace) and no step allocates. Returns the bytes.
+  virtual size_t reserve_gated_delta_rule(int64_t max_tokens, int64_t hv, int64_t dv, DType act) {
+    (void)max_tokens, (void)hv, (void)dv, (void)act;
+    return 0;
+  }
   // Per head: out = rms_norm(x; w) * silu(z), x and z [T, Hv, dv], w [dv] (plain w, not 1 + w),
   // statistics in fp32. z may be a column view; out may alias x.
   virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,

@@ -42,6 +42,9 @@ class TimedBackend final : public Backend {
   ThreadPool* host_pool() override { return inner_->host_pool(); }
   void set_bf16_prefill(bool on) override { inner_->set_bf16_prefill(on); }
   int set_gemv_max_tokens(int tokens) override { return inner_->set_gemv_max_tokens(tokens); }
+  size_t reserve_gated_delta_rule(int64_t max_tokens, int64_t hv, int64_t dv, DType act) override {
+    return inner_->reserve_gated_delta_rule(max_tokens, hv, dv, act);
+  }
   bool linear_uses_gemv(const Tensor& x, const Tensor& w, const Tensor& out) const override {
     return inner_->linear_uses_gemv(x, w, out);
   }

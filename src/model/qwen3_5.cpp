@@ -100,7 +100,10 @@ class Qwen3_5Model final : public DecoderBase {
     if (num_sparse_ > 0)
       moe_ = reserve_moe(local_, T, be_.activation_dtype(),
                          [this](int64_t rows, int64_t cols, DType dt) { return scratch(rows, cols, dt); });
-    return scratch_bytes();
+    const size_t gdn_bytes = num_gdn_ > 0 ? be_.reserve_gated_delta_rule(T, c.linear_num_value_heads,
+                                                                         c.linear_value_head_dim, be_.activation_dtype())
+                                          : 0;
+    return scratch_bytes() + gdn_bytes;
   }
 
   std::unique_ptr<Model> load_mtp_head(const Checkpoint& ckpt) override {

@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b,
                         const Tensor& a, const Tensor& A_log, const Tensor& dt_bias, Tensor& state,
                         const StepMeta& meta, Tensor& out) override;
+  size_t reserve_gated_delta_rule(int64_t max_tokens, int64_t hv, int64_t dv, DType act) override;
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                       Tensor& out) override;
 

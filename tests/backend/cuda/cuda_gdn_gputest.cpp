@@ -551,6 +551,18 @@ TEST(CudaGdn, GatedDeltaRuleLimits) {
   expect_error({1, 1, 64, 30}, "multiple of 4");
 }
 
+// The split chunked form's scratch is reserved at load, for bf16 only, and its bytes returned for the
+// memory plan: at least W and U for every row (fp32, dk and dv columns a value head).
+TEST(CudaGdn, SplitScratchIsReservedForBf16Activations) {
+  Backends be;
+  EXPECT_EQ(be.gpu->reserve_gated_delta_rule(512, 16, 128, kF32), 0u);
+  const size_t bytes = be.gpu->reserve_gated_delta_rule(512, 16, 128, kBf);
+  EXPECT_GE(bytes, size_t{512} * 16 * (128 + 128) * sizeof(float));
+  EXPECT_LE(bytes, size_t{576} * 16 * 1024 * sizeof(float)) << "far more than W, U, Q, K, QK and γ of every row";
+  // The reservation serves the largest step; a mixed step within it runs the split form exactly.
+  run_rule_case(be, {16, 16, 128, 128}, mixed_seqs(), kBf, kF32, kBf, 37);
+}
+
 // Timings at Qwen3.5-0.8B shapes (not a correctness test: run with --gtest_also_run_disabled_tests).
 // Prints µs per call and, for the state-bound decode, GB/s of state read + written.
 TEST(CudaGdn, DISABLED_Timing) {
@@ -575,8 +587,16 @@ TEST(CudaGdn, DISABLED_Timing) {
     return 1000.0 * ms / iters;
   };
   struct Case { int seqs, len; };
-  for (const Case& c : {Case{1, 1}, Case{64, 1}, Case{128, 1}, Case{1, 512}, Case{8, 512}, Case{1, 4096}, Case{64, 64}}) {
-    std::vector<SeqSpec> seqs(size_t(c.seqs), SeqSpec{c.len, 1});
+  std::vector<std::pair<std::string, std::vector<SeqSpec>>> cases;
+  for (const Case& c : {Case{1, 1}, Case{64, 1}, Case{128, 1}, Case{1, 512}, Case{8, 512}, Case{1, 4096}, Case{64, 64}})
+    cases.emplace_back(std::to_string(c.seqs) + " x len " + std::to_string(c.len),
+                       std::vector<SeqSpec>(size_t(c.seqs), SeqSpec{c.len, 1}));
+  // A mixed step of the throughput profile: 8 prefill chunks among 386 decodes (8,152 rows).
+  std::vector<SeqSpec> mixed(386, SeqSpec{1, 1});
+  for (int i = 0; i < 8; ++i) mixed.insert(mixed.begin() + 48 * i, SeqSpec{i < 6 ? 971 : 972, 0});
+  cases.emplace_back("mixed 8 x ~971 + 386 x 1", mixed);
+  for (const auto& [label, seqs] : cases) {
+    const Case c{int(seqs.size()), 0};
     std::vector<int32_t> slots(size_t(c.seqs));
     std::iota(slots.begin(), slots.end(), 0);
     const MetaHost m = make_meta(seqs, slots);
@@ -602,7 +622,7 @@ TEST(CudaGdn, DISABLED_Timing) {
     const double rule_us = time_us([&] { gpu.gated_delta_rule(q, k, v, bt, at, a_log.t, dt_bias.t, state.t, md.meta, core.t); });
     const double norm_us = time_us([&] { gpu.gated_rms_norm(core.t, z, norm_w.t, 1e-6f, core.t); });
     const double state_gb = 2.0 * double(c.seqs) * double(sh.state_elems()) * 4 / 1e9;
-    std::cout << "[  TIMING  ] " << gpu.name() << " seqs " << c.seqs << " x len " << c.len << ": conv " << conv_us
+    std::cout << "[  TIMING  ] " << gpu.name() << " seqs " << label << ": conv " << conv_us
               << " us, delta rule " << rule_us << " us (" << double(t) / rule_us << " Mtok/s, state "
               << state_gb / (rule_us * 1e-6) << " GB/s), gated norm " << norm_us << " us\n";
   }
