@@ -46,6 +46,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option_function<std::string>("--max-num-batched-tokens", length(c.max_num_batched_tokens, "--max-num-batched-tokens"),
                                         "Token budget of one step; longer prompts are prefilled in chunks "
                                         "(default: cpu 2048, cuda 8192; 8k, 8K as vLLM takes them)");
+  cmd->add_option_function<std::string>(
+      "--long-prefill-token-threshold", length(c.long_prefill_token_threshold, "--long-prefill-token-threshold"),
+      "Most tokens of one prompt in a step (vLLM's flag; default 0: no limit but --max-num-batched-tokens): a "
+      "long prompt is prefilled in chunks of this size, leaving the rest of each step to decodes and other prompts");
   cmd->add_option_function<std::string>("--max-model-len", length(c.max_model_len, "--max-model-len"),
                                         "Longest prompt + output (default: the model's max_position_embeddings); "
                                         "4096, 4k (= 4000), 4K (= 4096), 1M (= 1048576)");

@@ -180,9 +180,12 @@ const std::vector<VllmFlag> kFlags = {
     {"--collect-detailed-traces", L, kNo, "OpenTelemetry tracing is not implemented; /metrics and the logs remain"},
     {"--aggregate-engine-logging", F, kAny, "pagoda runs one engine: its stats line is the aggregate"},
     // --- the scheduler -------------------------------------------------------------------------------
-    {"--max-num-partial-prefills", V, kAny, "pagoda's chunked prefill takes one partial prompt at a time"},
-    {"--max-long-partial-prefills", V, kAny, "pagoda's chunked prefill takes one partial prompt at a time"},
-    {"--long-prefill-token-threshold", V, kAny, "pagoda's chunked prefill takes one partial prompt at a time"},
+    {"--max-num-partial-prefills", V, "1",
+     "concurrent partial prefill is not supported (vLLM 0.19 refuses it too): use 1; "
+     "--long-prefill-token-threshold keeps long prompts from filling whole steps"},
+    {"--max-long-partial-prefills", V, "1",
+     "concurrent partial prefill is not supported (vLLM 0.19 refuses it too): use 1; "
+     "--long-prefill-token-threshold keeps long prompts from filling whole steps"},
     {"--num-lookahead-slots", V, kAny, "speculative decoding sizes its own slots (--speculative-config)"},
     {"--disable-chunked-mm-input", F, kAny, "pagoda's image path (docs/vision.md) has no such setting; ignored"},
     {"--scheduler-cls", V, kNo, "pagoda loads no Python scheduler classes"},

@@ -96,6 +96,8 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.max_num_seqs = c.max_num_seqs > 0 ? c.max_num_seqs : (cpu ? 64 : 256);
   r.max_num_batched_tokens = c.max_num_batched_tokens > 0 ? c.max_num_batched_tokens : (cpu ? 2048 : 8192);
   r.max_num_batched_tokens = std::max(r.max_num_batched_tokens, r.max_num_seqs);
+  check(c.long_prefill_token_threshold >= 0, "--long-prefill-token-threshold must be 0 (no limit) or more");
+  r.long_prefill_token_threshold = c.long_prefill_token_threshold;
   r.max_model_len = c.max_model_len > 0 ? c.max_model_len : static_cast<int32_t>(model.max_position_embeddings);
   check(r.max_model_len > 0, "the model's config has no max_position_embeddings; pass --max-model-len");
   check(r.max_model_len <= model.max_position_embeddings,
@@ -141,6 +143,7 @@ std::string ResolvedEngineConfig::describe() const {
     << ", max_model_len " << max_model_len << ", max_num_seqs " << max_num_seqs << ", max_num_batched_tokens "
     << max_num_batched_tokens << ", block_size " << block_size << ", prefix caching "
     << (enable_prefix_caching ? "on" : "off");
+  if (long_prefill_token_threshold > 0) s << ", long_prefill_token_threshold " << long_prefill_token_threshold;
   if (ssm_state_dtype != DType::F32) s << ", recurrent state " << torch_dtype_name(ssm_state_dtype);
   if (enable_prefix_caching && state_snapshot_memory_fraction > 0)
     s << " (state snapshots: " << state_snapshot_memory_fraction << " of the cache memory, every "

@@ -47,6 +47,7 @@ struct EngineConfig {
   std::string dtype = "auto";          // auto | bfloat16 | float32 (see the rules above)
   int32_t max_num_seqs = 0;            // 0 = default for the device (cpu 64, cuda 256)
   int32_t max_num_batched_tokens = 0;  // 0 = default for the device (cpu 2048, cuda 8192)
+  int32_t long_prefill_token_threshold = 0;  // most tokens of one prompt in a step; 0 = no limit
   int32_t max_model_len = 0;           // 0 = the model's max_position_embeddings
   int32_t block_size = 16;
   std::string kv_cache_dtype = "auto";  // auto (= the model dtype) | bf16 | fp16 | fp32
@@ -91,6 +92,7 @@ struct ResolvedEngineConfig {
   DType ssm_state_dtype = DType::F32;  // the GDN layers' recurrent state
   int32_t max_num_seqs = 0;
   int32_t max_num_batched_tokens = 0;
+  int32_t long_prefill_token_threshold = 0;
   int32_t max_model_len = 0;
   int32_t block_size = 16;
   double gpu_memory_utilization = 0.9;

@@ -45,6 +45,7 @@ EngineCore::EngineCore(const std::string& model_dir, const EngineConfig& flags, 
   SchedulerConfig sc;
   sc.max_num_seqs = config_.max_num_seqs;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
+  sc.long_prefill_token_threshold = config_.long_prefill_token_threshold;
   sc.max_model_len = config_.max_model_len;
   sc.block_size = config_.block_size;
   sc.use_state_slots = mc.num_layers_of(LayerKind::LinearAttention) > 0;

@@ -261,6 +261,11 @@ void Scheduler::schedule_decodes(std::vector<ScheduledSequence>& out, int32_t& b
   }
 }
 
+int32_t Scheduler::prefill_cap(int32_t tokens) const {
+  const int32_t cap = config_.long_prefill_token_threshold;
+  return cap > 0 && tokens > cap ? cap : tokens;
+}
+
 void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, int32_t& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
@@ -271,7 +276,7 @@ void Scheduler::schedule_running_prefills(std::vector<ScheduledSequence>& out, i
     scheduling_ = seq;
     const int32_t start = seq->num_computed_tokens;
     const int32_t want = cut_at_encoder_budget(
-        *seq, start, cut_at_boundary(*seq, start, std::min(seq->num_uncomputed_tokens(), budget)));
+        *seq, start, cut_at_boundary(*seq, start, std::min(prefill_cap(seq->num_uncomputed_tokens()), budget)));
     if (want == 0) {  // its next image waits for a step with room in the encoder budget
       ++i;
       continue;
@@ -328,7 +333,8 @@ void Scheduler::admit_waiting(std::vector<ScheduledSequence>& out, int32_t& budg
     const std::vector<int32_t> hit = find_prefix(seq, &restore);
     const int32_t start = static_cast<int32_t>(hit.size()) * config_.block_size;
     // The whole chunk must fit: a waiting sequence never takes a partial chunk of free memory.
-    int32_t n = cut_at_encoder_budget(*seq, start, cut_at_boundary(*seq, start, std::min(seq->num_tokens() - start, budget)));
+    int32_t n = cut_at_encoder_budget(*seq, start,
+                                      cut_at_boundary(*seq, start, std::min(prefill_cap(seq->num_tokens() - start), budget)));
     if (n == 0) {  // its first image waits for a step with room in the encoder budget
       ++i;
       continue;

@@ -58,6 +58,9 @@ struct SchedulerConfig {
   int prefix_hash_bits = 64;              // < 64: a test hook that makes hash collisions common
   int32_t num_speculative_tokens = 0;     // most drafts a sequence may bring to a step (0 = none)
   int32_t max_loras = 0;                  // LoRA: the most distinct adapters running at once (0 = no LoRA)
+  // vLLM's --long-prefill-token-threshold: a prompt's chunk in one step is at most this many tokens
+  // (0 = no limit but the step's budget), so a long prompt leaves room for others (see admit_waiting).
+  int32_t long_prefill_token_threshold = 0;
 };
 
 // One sequence's share of a step.
@@ -192,6 +195,9 @@ class Scheduler {
   bool may_sample(const Sequence& seq) const { return !sample_gate_ || sample_gate_(seq); }
   // The cached run a waiting sequence can start from (blocks), and its snapshot (hybrid models).
   std::vector<int32_t> find_prefix(Sequence* seq, int32_t* snapshot);
+  // A prompt's uncomputed `tokens` capped at long_prefill_token_threshold (vLLM's rule: any
+  // prefill chunk, running or new).
+  int32_t prefill_cap(int32_t tokens) const;
   // `want` cut at the sequence's next snapshot boundary after `start` (hybrid caching only).
   int32_t cut_at_boundary(const Sequence& seq, int32_t start, int32_t want) const;
   // Images (vLLM's encoder budget): `want` cut before the first image starting in the chunk whose

@@ -139,6 +139,51 @@ TEST(Scheduler, LongPromptIsChunkedAcrossSteps) {
   finish_step(s, o);
 }
 
+// vLLM's --long-prefill-token-threshold: no prompt takes more than the threshold in one step, so a
+// long prompt ahead in the queue leaves the rest of the budget to the prompts behind it; a prompt
+// under the threshold goes whole.
+TEST(Scheduler, LongPrefillTokenThresholdCapsEachPromptsChunk) {
+  SchedulerConfig c = small_config();
+  c.max_num_batched_tokens = 16;
+  c.long_prefill_token_threshold = 6;
+  Scheduler s(c);
+  s.add(1, iota_tokens(20, 100), SamplingParams{});
+  s.add(2, iota_tokens(5, 200), SamplingParams{});
+  s.add(3, iota_tokens(9, 300), SamplingParams{});
+
+  SchedulerOutput o1 = s.schedule();  // 6 of the long one, the short one whole, 5 of the third (budget)
+  ASSERT_EQ(o1.scheduled.size(), 3u);
+  EXPECT_EQ(o1.scheduled[0].seq->id(), 1);
+  EXPECT_EQ(o1.scheduled[0].num_new_tokens, 6);
+  EXPECT_EQ(o1.scheduled[1].seq->id(), 2);
+  EXPECT_EQ(o1.scheduled[1].num_new_tokens, 5);
+  EXPECT_TRUE(o1.scheduled[1].samples);
+  EXPECT_EQ(o1.scheduled[2].seq->id(), 3);
+  EXPECT_EQ(o1.scheduled[2].num_new_tokens, 5);
+  EXPECT_EQ(o1.batch.num_tokens(), 16);
+  finish_step(s, o1);
+
+  SchedulerOutput o2 = s.schedule();  // seq 2 decodes; the running prompts go on at most 6 a step
+  ASSERT_EQ(o2.scheduled.size(), 3u);
+  EXPECT_EQ(o2.num_decodes, 1);
+  EXPECT_EQ(o2.scheduled[0].seq->id(), 2);
+  EXPECT_EQ(o2.scheduled[1].seq->id(), 1);
+  EXPECT_EQ(o2.scheduled[1].start, 6);
+  EXPECT_EQ(o2.scheduled[1].num_new_tokens, 6);
+  EXPECT_EQ(o2.scheduled[2].seq->id(), 3);
+  EXPECT_EQ(o2.scheduled[2].num_new_tokens, 4);  // its last 4: under the threshold
+  EXPECT_TRUE(o2.scheduled[2].samples);
+  finish_step(s, o2);
+
+  for (int step = 0; step < 3; ++step) {  // the long one: 12 → 18 → 20, never more than 6 a step
+    SchedulerOutput o = s.schedule();
+    for (const ScheduledSequence& q : o.scheduled) EXPECT_LE(q.num_new_tokens, 6);
+    finish_step(s, o);
+  }
+  EXPECT_FALSE(s.running().empty());
+  for (const Sequence* q : s.running()) EXPECT_FALSE(q->is_prefilling()) << q->id();
+}
+
 TEST(Scheduler, ChunkBoundaryAtTheLastPromptToken) {
   // A 9-token prompt with an 8-token budget: the 9th token goes as a one-token step that samples.
   SchedulerConfig c = small_config();
