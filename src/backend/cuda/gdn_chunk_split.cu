@@ -329,10 +329,7 @@ __global__ void __launch_bounds__(kScanThreads, 1) gdn_split_scan_kernel(const G
   if (end - begin <= kGdnRecurrentMaxLen) return;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int j0 = static_cast<int>(blockIdx.x) * kCols;
-  const int slot = p.state_slots[s];
-  const bool slot_ok = slot >= 0 && slot < p.num_slots;
-  const bool init = slot_ok && p.has_init[s] != 0;
-  const int64_t st = slot_ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0;
+  const auto [slot_ok, init, st] = head_state(p, s, h);  // st: this head's state
   const int dk8 = (p.dk + 7) & ~7;
   bf16* out = static_cast<bf16*>(p.out);
 

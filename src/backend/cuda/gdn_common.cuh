@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gdn_kernels.cuh"
@@ -55,6 +56,18 @@ __device__ __forceinline__ void store_state4(const GdnArgs& p, int64_t idx, cons
     return;
   }
   *reinterpret_cast<float4*>(static_cast<float*>(p.state) + idx) = v;
+}
+
+// Where sequence s keeps value head h's state: a valid slot (the state is written back), whether it
+// starts from that state (or from zeros), and the offset of its [dk, dv] block.
+struct HeadState {
+  bool ok, init;
+  int64_t offset;
+};
+__device__ __forceinline__ HeadState head_state(const GdnArgs& p, int s, int h) {
+  const int slot = p.state_slots[s];
+  const bool ok = slot >= 0 && slot < p.num_slots;
+  return {ok, ok && p.has_init[s] != 0, ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0};
 }
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -164,59 +177,51 @@ __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 }
 
-// Rows m0 .. m0 + 16 MT, columns n0 .. n0 + 8 NT, K a multiple of 8.
-template <int MT, int NT, typename FA, typename FB>
-__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], int m0, int n0, int K, FA a, FB b, int lane) {
+// Rows m0 .. m0 + 16 MT, columns n0 .. n0 + 8 NT, K a multiple of 8. k3x: 3xTF32 (fp32's accuracy);
+// otherwise one TF32 pass (inputs rounded to 10-bit mantissas), for products that only feed a bf16
+// output, never the carried state.
+template <bool k3x, int MT, int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma_passes(float (&acc)[MT][NT][4], int m0, int n0, int K, FA a, FB b,
+                                                int lane) {
+  using Frag = std::conditional_t<k3x, Tf32x2, uint32_t>;
+  const auto cvt = [](float x) {
+    if constexpr (k3x) return split_tf32(x);
+    else return to_tf32(x);
+  };
   const int g = lane >> 2, t = lane & 3;
   for (int k0 = 0; k0 < K; k0 += 8) {
-    Tf32x2 af[MT][4], bf[NT][2];
+    Frag af[MT][4], bf[NT][2];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
       const int r = m0 + 16 * i + g;
-      af[i][0] = split_tf32(a(r, k0 + t));
-      af[i][1] = split_tf32(a(r + 8, k0 + t));
-      af[i][2] = split_tf32(a(r, k0 + t + 4));
-      af[i][3] = split_tf32(a(r + 8, k0 + t + 4));
+      af[i][0] = cvt(a(r, k0 + t));
+      af[i][1] = cvt(a(r + 8, k0 + t));
+      af[i][2] = cvt(a(r, k0 + t + 4));
+      af[i][3] = cvt(a(r + 8, k0 + t + 4));
     }
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       const int c = n0 + 8 * j + g;
-      bf[j][0] = split_tf32(b(k0 + t, c));
-      bf[j][1] = split_tf32(b(k0 + t + 4, c));
+      bf[j][0] = cvt(b(k0 + t, c));
+      bf[j][1] = cvt(b(k0 + t + 4, c));
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int j = 0; j < NT; ++j) mma_3xtf32(acc[i][j], af[i], bf[j]);
+      for (int j = 0; j < NT; ++j) {
+        if constexpr (k3x) mma_3xtf32(acc[i][j], af[i], bf[j]);
+        else mma_tf32(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
+      }
   }
 }
 
-// warp_mma in one TF32 pass (inputs rounded to 10-bit mantissas): for products that only feed a bf16
-// output, never the carried state.
+template <int MT, int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], int m0, int n0, int K, FA a, FB b, int lane) {
+  warp_mma_passes<true>(acc, m0, n0, K, a, b, lane);
+}
 template <int MT, int NT, typename FA, typename FB>
 __device__ __forceinline__ void warp_mma_tf32(float (&acc)[MT][NT][4], int m0, int n0, int K, FA a, FB b, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  for (int k0 = 0; k0 < K; k0 += 8) {
-    uint32_t af[MT][4], bf[NT][2];
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      const int r = m0 + 16 * i + g;
-      af[i][0] = to_tf32(a(r, k0 + t));
-      af[i][1] = to_tf32(a(r + 8, k0 + t));
-      af[i][2] = to_tf32(a(r, k0 + t + 4));
-      af[i][3] = to_tf32(a(r + 8, k0 + t + 4));
-    }
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int c = n0 + 8 * j + g;
-      bf[j][0] = to_tf32(b(k0 + t, c));
-      bf[j][1] = to_tf32(b(k0 + t + 4, c));
-    }
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
-  }
+  warp_mma_passes<false>(acc, m0, n0, K, a, b, lane);
 }
 
 // The element (row, column) of accumulator register e of tile (i, j) of a warp_mma at (m0, n0).

@@ -46,10 +46,7 @@ __global__ void __launch_bounds__(kRecThreads) gdn_recurrent_kernel(const GdnArg
   const int cg = tid & 7, rg = tid >> 3;
   const int col = static_cast<int>(blockIdx.x) * kRecCols + cg * 4;
   const bool col_ok = col < p.dv;  // dv % 4 == 0: a group of 4 columns is all in or all out
-  const int slot = p.state_slots[s];
-  const bool slot_ok = slot >= 0 && slot < p.num_slots;
-  const bool init = slot_ok && p.has_init[s] != 0;
-  const int64_t st = slot_ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0;  // this head's state
+  const auto [slot_ok, init, st] = head_state(p, s, h);  // st: this head's state
 
   float4 S[kRecRows];
 #pragma unroll
@@ -227,10 +224,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunk_kernel(const GdnAr
   const int j0 = static_cast<int>(blockIdx.x) * kCols;
   const int colg = j0 + 4 * tc;            // this thread's first global dv column in 4-column layouts
   const bool col_ok = colg < p.dv;         // dv % 4 == 0
-  const int slot = p.state_slots[s];
-  const bool slot_ok = slot >= 0 && slot < p.num_slots;
-  const bool init = slot_ok && p.has_init[s] != 0;
-  const int64_t st = slot_ok ? (static_cast<int64_t>(slot) * p.hv + h) * p.dk * p.dv : 0;  // this head's state
+  const auto [slot_ok, init, st] = head_state(p, s, h);  // st: this head's state
   const int dk4 = (p.dk + 3) & ~3;
   const int dk8 = (p.dk + 7) & ~7;  // K̂, Q̃ and S are zero past dk up to kMaxDk
   const T* vg = static_cast<const T*>(p.v);
