@@ -22,9 +22,11 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   if (q.dtype == DType::BF16 && meta.max_query_len > cuda::kGdnRecurrentMaxLen && cuda::gdn_chunk_split_enabled() &&
       q.ndim == 3 && v.ndim == 3) {
     const size_t need = cuda::gdn_chunk_split_scratch_bytes(q.shape[0], v.shape[1], v.shape[2]);
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    PAGODA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-    if (need > gdn_split_scratch_.bytes && capturing == cudaStreamCaptureStatusNone) scratch(gdn_split_scratch_, need);
+    if (need > gdn_split_scratch_.bytes) {  // only then ask the driver whether a capture is running
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      PAGODA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+      if (capturing == cudaStreamCaptureStatusNone) scratch(gdn_split_scratch_, need);
+    }
   }
   cuda::launch_gated_delta_rule(q, k, v, b, a, A_log, dt_bias, state, meta, out, num_sms_, max_smem_optin_,
                                 gdn_split_scratch_.ptr, gdn_split_scratch_.bytes, stream_);
