@@ -101,6 +101,19 @@ __device__ __forceinline__ float load_weight(const void* w, int dtype, int64_t i
   }
 }
 
+// The sequence a step's row belongs to: the last s < nseq with cu_seqlens[s] <= row (so empty
+// sequences before it are skipped). row < cu_seqlens[nseq].
+template <typename Row>
+__device__ __forceinline__ int seq_of_row(const int32_t* cu_seqlens, int nseq, Row row) {
+  int lo = 0, hi = nseq - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (cu_seqlens[mid] <= row) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

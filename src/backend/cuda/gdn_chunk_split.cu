@@ -86,12 +86,7 @@ __global__ void __launch_bounds__(kChunkThreads, 2) gdn_split_prepare_kernel(con
     const int64_t t = row0 + tid;
     int s = -1, first = tid, last = tid;
     if (t < p.cu_seqlens[nseq]) {
-      int lo = 0, hi = nseq - 1;  // the last sequence starting at or before t (empty ones skipped)
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (p.cu_seqlens[mid] <= t) lo = mid;
-        else hi = mid - 1;
-      }
+      const int lo = seq_of_row(p.cu_seqlens, nseq, t);
       const int64_t b = p.cu_seqlens[lo], e = p.cu_seqlens[lo + 1];
       if (e - b > kGdnRecurrentMaxLen) {
         s = lo;

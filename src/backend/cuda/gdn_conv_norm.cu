@@ -96,14 +96,8 @@ __global__ void __launch_bounds__(kConvThreads)
     const int64_t r0 = (item - nseq) * kConvSegment;
     if (r0 >= total) return;
     const int64_t r1 = min(total, r0 + kConvSegment);
-    int lo = 0, hi = nseq - 1;  // the last sequence starting at or before r0 (empty ones skipped)
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (cu_seqlens[mid] <= r0) lo = mid;
-      else hi = mid - 1;
-    }
     bool loaded = false;
-    for (int s = lo; s < nseq; ++s) {
+    for (int s = seq_of_row(cu_seqlens, nseq, r0); s < nseq; ++s) {
       const int64_t begin = cu_seqlens[s], end = cu_seqlens[s + 1];
       if (begin >= r1) break;
       const int64_t from = max(r0, begin + kConvSegment), to = min(r1, end);

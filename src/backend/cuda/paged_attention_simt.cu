@@ -39,13 +39,7 @@ template <typename KV, int kPerLane>
 __global__ void __launch_bounds__(32 * kWarps) paged_attention_simt_kernel(SimtArgs a) {
   const int tok = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // The sequence owning this token: the last s with cu_seqlens_q[s] <= tok.
-  int lo = 0, hi = a.num_seqs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (a.cu_seqlens_q[mid] <= tok) lo = mid; else hi = mid - 1;
-  }
-  const int s = lo;
+  const int s = seq_of_row(a.cu_seqlens_q, a.num_seqs, tok);  // the sequence owning this token
   const int q_len = a.cu_seqlens_q[s + 1] - a.cu_seqlens_q[s];
   const int pos = a.seq_lens[s] - q_len + (tok - a.cu_seqlens_q[s]);
   const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
