@@ -37,6 +37,11 @@ SHAPES = {
                                    num_attention_heads=16, num_key_value_heads=4,
                                    linear_num_key_heads=16, linear_num_value_heads=32,
                                    tie_word_embeddings=False)),
+    # Qwen3.5-27B's config.json values (tensor parallelism, issue 32: 54 GB of bf16 weights).
+    "qwen3.5-27b": ("qwen3_5", dict(hidden_size=5120, intermediate_size=17408, num_hidden_layers=64,
+                                    num_attention_heads=24, num_key_value_heads=4,
+                                    linear_num_key_heads=16, linear_num_value_heads=48,
+                                    tie_word_embeddings=False)),
     # The new families at their released 8B-class shapes (issue 21: pp512, tg128, B=N against llama.cpp).
     "llama3.1-8b": ("llama", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                                   num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)),

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/host_communicator.h"
+#include "backend/timed_backend.h"
 #include "core/error.h"
 
 namespace pagoda {
@@ -60,6 +61,7 @@ class HostCommunicator final : public Communicator {
   void all_reduce_sum(Backend& be, Tensor& x) override {
     check(be.device() == Device::CPU && x.dtype == DType::F32,
           "the host communicator sums fp32 tensors in host memory, not " + std::string(dtype_name(x.dtype)));
+    record_external_op(be, "all_reduce", std::to_string(x.row_numel()) + " f32", static_cast<double>(x.nbytes()));
     HostGroup& g = *group_;
     const int64_t rows = x.ndim == 0 ? 1 : x.shape[0], cols = x.ndim == 0 ? 1 : x.row_numel();
     const int64_t n = rows * cols;

@@ -220,4 +220,8 @@ Backend& unwrap_timed(Backend& be) {
   return t != nullptr ? t->inner() : be;
 }
 
+void record_external_op(Backend& be, const char* op, std::string shape, double b) {
+  if (auto* t = dynamic_cast<TimedBackend*>(&be)) t->record_external(op, std::move(shape), b);
+}
+
 }  // namespace pagoda

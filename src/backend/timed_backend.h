@@ -33,6 +33,10 @@ class TimedBackend final : public Backend {
   // Waits for the timed ops and returns them in call order.
   std::vector<TimedOp> end();
   bool timing() const { return clock_ != nullptr; }
+  // An op this backend does not run (a collective enqueued on its stream), timed like its own.
+  void record_external(const char* op, std::string shape, double bytes) {
+    if (clock_ != nullptr) record(op, std::move(shape), bytes);
+  }
 
   Device device() const override { return inner_->device(); }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
@@ -126,5 +130,7 @@ class TimedBackend final : public Backend {
 
 // The backend a TimedBackend wraps, else `be` itself (for code that needs the concrete backend).
 Backend& unwrap_timed(Backend& be);
+// Times an op enqueued outside the backend (a communicator's all-reduce) when `be` is timing.
+void record_external_op(Backend& be, const char* op, std::string shape, double bytes);
 
 }  // namespace pagoda

@@ -2,7 +2,7 @@
 # Run ON the GPU machine from a copy of the repository that carries .deps (tools/device/fetch_debs.sh,
 # run where there is network): builds `pagoda` and `pagoda_gpu_tests` for the GPU's architecture
 # against the carried -dev packages. Environment: BUILD (default build-gpu), CUDA_ARCH (default 90a), TARGETS (default
-# "pagoda pagoda_gpu_tests").
+# "pagoda pagoda_gpu_tests"), CMAKE_ARGS (more -D settings, e.g. where NCCL is).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # The carried forms, unpacked here: the whole .deps/root (root.tar.xz) or, to stay under the device's
@@ -31,7 +31,7 @@ build="${BUILD:-build-gpu}"
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPAGODA_TESTS=ON -DPAGODA_BENCH=OFF \
-  -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90a}" >/dev/null
+  -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90a}" ${CMAKE_ARGS:-} >/dev/null
 targets=(${TARGETS:-pagoda pagoda_gpu_tests})
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" 2>&1 | grep -vE "^\[[0-9]+/[0-9]+\] (Building|Linking)" || true
 for t in "${targets[@]}"; do test -x "$build/$t" || exit 1; done

@@ -54,6 +54,8 @@ class NcclCommunicator final : public Communicator {
     if (x.dtype == DType::BF16) type = ncclBfloat16;
     else if (x.dtype == DType::F16) type = ncclFloat16;
     else check(x.dtype == DType::F32, std::string("the NCCL communicator sums f32, bf16 or f16, not ") + dtype_name(x.dtype));
+    record_external_op(be, "all_reduce", std::to_string(x.row_numel()) + " " + dtype_name(x.dtype),
+                       static_cast<double>(x.nbytes()));
     nccl_check(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), type, ncclSum,
                              group_->comms[static_cast<size_t>(rank_)], cuda->stream()),
                "all-reduce on rank " + std::to_string(rank_));
