@@ -267,9 +267,11 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
   // (A one-token chunk of image placeholders is not: its embedding comes from the encoder.)
   bool one_token_each = batch.num_tokens() == S && R == S && S > 0 && batch.image_rows.empty();
   for (int32_t i = 0; one_token_each && i < R; ++i) one_token_each = batch.logits_rows[static_cast<size_t>(i)] == i;
-  // A step the profiler times runs eagerly: a graph replay is one opaque launch.
+  // A step the profiler times runs eagerly: a graph replay is one opaque launch. The other ranks of
+  // a profiled driver run that step eagerly too (the same count of steps).
   const bool timed = profiler_ != nullptr && profiler_->due();
-  const bool decode = !timed && one_token_each && !graphs_.empty() && batch.max_blocks_per_seq <= max_blocks_per_seq_;
+  const bool eager = timed || (eager_every_ > 0 && ++eager_seen_ % eager_every_ == 0);
+  const bool decode = !eager && one_token_each && !graphs_.empty() && batch.max_blocks_per_seq <= max_blocks_per_seq_;
   auto bucket = decode ? graphs_.lower_bound(S) : graphs_.end();
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();

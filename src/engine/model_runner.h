@@ -106,6 +106,9 @@ class ModelRunner {
   int64_t images_encoded() const { return images_encoded_; }
   // Every profiler->every()-th execute_greedy runs eagerly with its ops timed (engine/step_profiler.h).
   void set_profiler(StepProfiler* profiler) { profiler_ = profiler; }
+  // Every n-th step eagerly, as the profiler's timed ones (a tensor-parallel rank beside a profiled
+  // driver): a graph replays its padded batch, and ranks must all-reduce tensors of one size.
+  void set_eager_every(int32_t n) { eager_every_ = n; }
   // prepare_s and gpu_wait_s of every execute_greedy so far (steps and total_s are the Engine's).
   const StepTimes& times() const { return times_; }
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
@@ -134,6 +137,8 @@ class ModelRunner {
   Backend& be_;
   Model& model_;
   StepProfiler* profiler_ = nullptr;
+  int32_t eager_every_ = 0;
+  int64_t eager_seen_ = 0;
   int32_t max_tokens_, max_seqs_, max_blocks_per_seq_, max_rows_;
   int32_t dummy_state_slot_ = -1;
   int32_t block_size_ = 16;

@@ -101,6 +101,8 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
   if (auto* timed = dynamic_cast<TimedBackend*>(backend_.get())) {  // before the KV cache takes the memory
     profiler_ = std::make_unique<StepProfiler>(*timed, config_.profile_steps);
     runner_->set_profiler(profiler_.get());
+  } else if (config_.profile_steps > 0 && spec_.shard.world > 1) {
+    runner_->set_eager_every(config_.profile_steps);
   }
   runner_->set_vision(vision_.get(), config_.multimodal.encoder_cache_tokens);
 

@@ -43,6 +43,7 @@ struct Knobs {
   int32_t workers = 1;         // EngineConfig::replicated_workers (the executor's test double)
   int32_t tp = 1;              // EngineConfig::tensor_parallel_size
   std::string kv_cache_dtype = "auto";
+  int32_t profile_steps = 0;   // EngineConfig::profile_steps
 };
 
 struct RunOutput {
@@ -64,6 +65,7 @@ inline RunOutput run(const std::string& model, const std::vector<Request>& reque
   config.replicated_workers = k.workers;
   config.tensor_parallel_size = k.tp;
   config.kv_cache_dtype = k.kv_cache_dtype;
+  config.profile_steps = k.profile_steps;
   Engine engine(fixture_model_dir(model), config);
   RunOutput out;
   out.results.resize(requests.size());

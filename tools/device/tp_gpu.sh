@@ -8,7 +8,8 @@
 #     TP=2 side by side: `bench serve` single-stream decode (8 requests of 128 in / 128 out, one at a
 #     time: tg128) and the throughput profile (PERF.md: random 1,024 in / 128 out, N requests at
 #     once, default 1,000), every PROFILE_STEPS-th step timed op by op (all-reduce included) on both.
-#   PART=dp SHAPE=qwen3.5-9b: the throughput profile against --data-parallel-size 1 and 2.
+#   PART=dp SHAPE=qwen3.5-9b: the throughput profile against --data-parallel-size 2 and 1.
+#   PART=bench+dp: both, in one call.
 # NCCL_NVLS_ENABLE=0 always (the communicator also forces it): the shared hosts forbid multicast.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -41,20 +42,20 @@ port=8321
 serve_one() {
   local name=$1 ckpt=$2
   shift 2
-  build-gpu/pagoda serve "$ckpt" --device cuda --host 127.0.0.1 --port $port --max-num-seqs 512 --max-model-len 4096 \
+  build-gpu/pagoda serve "$ckpt" --device cuda --host 127.0.0.1 --port $port --max-model-len 4096 \
     --served-model-name m ${PROFILE_STEPS:+--profile-steps $PROFILE_STEPS} "$@" >"$OUT/serve_$name.log" 2>&1 &
   local pid=$! t0=$SECONDS
   for _ in $(seq 1200); do curl -sf 127.0.0.1:$port/health >/dev/null && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
   echo "--- $name (ready after $((SECONDS - t0)) s)"
   grep -aE "rank [0-9]: (weights|KV|kv|Memory|memory)|tensor parallel size|DP rank|error|Error" "$OUT/serve_$name.log" | head -12
   if [[ $BENCHES == *tg* ]]; then
-    build-gpu/pagoda bench serve --port $port --model m --disable-tqdm --num-prompts 8 --max-concurrency 1 \
+    timeout 120 build-gpu/pagoda bench serve --port $port --model m --disable-tqdm --num-prompts 8 --max-concurrency 1 \
       --random-input-len 128 --random-output-len 128 --ignore-eos ${PROFILE_STEPS:+--profile} >"$OUT/tg_$name.txt" 2>&1
     grep -hE "Output token throughput|Mean TPOT" "$OUT/tg_$name.txt"
     grep -h "all_reduce" "$OUT/tg_$name.txt" | head -4
   fi
   if [[ $BENCHES == *thr* ]]; then
-    build-gpu/pagoda bench serve --port $port --model m --disable-tqdm --preset throughput --num-prompts "${N:-1000}" \
+    timeout "${THR_TIMEOUT:-240}" build-gpu/pagoda bench serve --port $port --model m --disable-tqdm --preset throughput --num-prompts "${N:-1000}" \
       ${PROFILE_STEPS:+--profile} >"$OUT/thr_$name.txt" 2>&1
     grep -hE "Successful|Total token throughput|Mean TTFT|Mean TPOT" "$OUT/thr_$name.txt"
     grep -hE "all_reduce|^#+ |ms/step|steps" "$OUT/thr_$name.txt" | head -12
@@ -64,18 +65,20 @@ serve_one() {
 ckpt() {  # the random checkpoint of shape $1 with Qwen3's tokenizer padded to its vocabulary
   NO_GGUF=1 tools/device/make_gguf_checkpoint.sh "$1" "/tmp/ckpt_$1" /tmp tests/data/qwen3-tokenizer | grep -a '^\[ckpt\]'
 }
-if [[ $part == bench ]]; then
+# PART=bench: the single-stream decode of both sizes first, then the throughput profiles (TP=2 first),
+# so that a run cut short keeps the pairs it finished. MAX_SEQS_TP1: --max-num-seqs of TP=1 where
+# one GPU cannot hold 512 sequences' recurrent state beside the weights (the 27B shape: 256).
+if [[ $part == bench || $part == bench+dp ]]; then
   for shape in ${SHAPES:-qwen3.5-27b qwen3-8b}; do
     ckpt "$shape" || exit 1
-    for tp in 1 2; do BENCHES="${BENCHES:-tg thr}" serve_one "${shape}_tp$tp" "/tmp/ckpt_$shape" --tensor-parallel-size $tp; done
+    BENCHES=tg serve_one "${shape}_tp1" "/tmp/ckpt_$shape" --max-num-seqs "${MAX_SEQS_TP1:-512}"
+    BENCHES="tg thr" serve_one "${shape}_tp2" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 512
+    BENCHES=thr serve_one "${shape}_tp1_thr" "/tmp/ckpt_$shape" --max-num-seqs "${MAX_SEQS_TP1:-512}"
   done
-  exit 0
 fi
-if [[ $part == dp ]]; then
+if [[ $part == dp || $part == bench+dp ]]; then
   shape=${SHAPE:-qwen3.5-9b}
   ckpt "$shape" || exit 1
-  for dp in 1 2; do BENCHES=thr serve_one "${shape}_dp$dp" "/tmp/ckpt_$shape" --data-parallel-size $dp; done
-  exit 0
+  for dp in 2 1; do BENCHES=thr serve_one "${shape}_dp$dp" "/tmp/ckpt_$shape" --data-parallel-size $dp --max-num-seqs 512; done
 fi
-echo "PART is check, bench or dp" >&2
-exit 2
+[[ $part == bench || $part == dp || $part == bench+dp ]] || { echo "PART is check, bench, dp or bench+dp" >&2; exit 2; }
