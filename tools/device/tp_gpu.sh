@@ -65,15 +65,17 @@ serve_one() {
 ckpt() {  # the random checkpoint of shape $1 with Qwen3's tokenizer padded to its vocabulary
   NO_GGUF=1 tools/device/make_gguf_checkpoint.sh "$1" "/tmp/ckpt_$1" /tmp tests/data/qwen3-tokenizer | grep -a '^\[ckpt\]'
 }
-# PART=bench: the single-stream decode of both sizes first, then the throughput profiles (TP=2 first),
-# so that a run cut short keeps the pairs it finished. MAX_SEQS_TP1: --max-num-seqs of TP=1 where
-# one GPU cannot hold 512 sequences' recurrent state beside the weights (the 27B shape: 256).
+# PART=bench: per shape the single-stream decode of both sizes first, then the throughput profile at
+# TP=2, then (after PART=bench+dp's data-parallel pair) at TP=1, so that a run cut short keeps the
+# pairs it finished. MAX_SEQS_TP1: --max-num-seqs of TP=1 where one GPU cannot hold 512 sequences'
+# recurrent state beside the weights (the 27B shape: 256).
+[[ $part == bench || $part == dp || $part == bench+dp ]] || { echo "PART is check, bench, dp or bench+dp" >&2; exit 2; }
+shapes=${SHAPES:-qwen3.5-27b qwen3-8b}
 if [[ $part == bench || $part == bench+dp ]]; then
-  for shape in ${SHAPES:-qwen3.5-27b qwen3-8b}; do
+  for shape in $shapes; do
     ckpt "$shape" || exit 1
     BENCHES=tg serve_one "${shape}_tp1" "/tmp/ckpt_$shape" --max-num-seqs "${MAX_SEQS_TP1:-512}"
     BENCHES="tg thr" serve_one "${shape}_tp2" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 512
-    BENCHES=thr serve_one "${shape}_tp1_thr" "/tmp/ckpt_$shape" --max-num-seqs "${MAX_SEQS_TP1:-512}"
   done
 fi
 if [[ $part == dp || $part == bench+dp ]]; then
@@ -81,4 +83,8 @@ if [[ $part == dp || $part == bench+dp ]]; then
   ckpt "$shape" || exit 1
   for dp in 2 1; do BENCHES=thr serve_one "${shape}_dp$dp" "/tmp/ckpt_$shape" --data-parallel-size $dp --max-num-seqs 512; done
 fi
-[[ $part == bench || $part == dp || $part == bench+dp ]] || { echo "PART is check, bench, dp or bench+dp" >&2; exit 2; }
+if [[ $part == bench || $part == bench+dp ]]; then
+  for shape in $shapes; do
+    BENCHES=thr serve_one "${shape}_tp1_thr" "/tmp/ckpt_$shape" --max-num-seqs "${MAX_SEQS_TP1:-512}"
+  done
+fi
