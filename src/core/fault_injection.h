@@ -15,7 +15,11 @@
 //                  one the CUDA runtime reports (not sticky: the step fails, the context lives)
 //   sticky-kernel  the same copy: a kernel that traps, a sticky error (the context is lost; the
 //                  server exits with code 4)
-// The two kernel sites do not throw themselves: the CUDA backend asks due() and makes the error.
+//   rank-stall     a tensor-parallel rank other than 0, at the start of its part of a step: it
+//                  stops answering (enters none of the step's collectives) until its group is
+//                  aborted, as a rank hung in a driver would; the executor's step watchdog
+//                  (engine/executor.h) must end the step
+// The two kernel sites and rank-stall do not throw themselves: the CUDA backend asks due() and makes the error.
 // They count only inside an engine step's forward pass (a StepScope), so N does not depend on how
 // many copies start-up made.
 //
@@ -30,8 +34,8 @@
 
 namespace pagoda {
 
-enum class FaultSite : int { Step, KvAllocation, GrammarAllocation, FatalStep, KernelError, StickyKernelError };
-inline constexpr int kNumFaultSites = 6;
+enum class FaultSite : int { Step, KvAllocation, GrammarAllocation, FatalStep, KernelError, StickyKernelError, RankStall };
+inline constexpr int kNumFaultSites = 7;
 
 class FaultInjector {
  public:

@@ -1,18 +1,41 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "core/device_error.h"
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "core/log.h"
 
 namespace pagoda {
 
-// Ranks 1..N-1 of a tensor-parallel group, each a thread that waits for the next job.
+namespace {
+
+// VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, or the default for the device (executor.h).
+double step_limit_seconds(const std::string& device) {
+  const char* v = std::getenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS");
+  if (v == nullptr || *v == '\0') return device == "cpu" ? 0.0 : 300.0;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  check(end != v && *end == '\0' && s >= 0 && std::isfinite(s),
+        std::string("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS must be a number of seconds >= 0 (0 = no limit), not '") + v +
+            "'");
+  return s;
+}
+
+}  // namespace
+
+// Ranks 1..N-1 of a tensor-parallel group, each a thread that waits for the next job, and the
+// step watchdog.
 struct Executor::RankThreads {
   std::mutex mu;
   std::condition_variable wake, done;
@@ -24,6 +47,33 @@ struct Executor::RankThreads {
   std::exception_ptr first_error;
   std::vector<std::thread> threads;
 
+  // The watchdog: armed for a step with its deadline; once past it, aborts every communicator.
+  double limit_s = 0;
+  std::vector<std::unique_ptr<Communicator>>* comms = nullptr;
+  std::thread watchdog;
+  std::condition_variable watch;
+  bool armed = false;
+  std::chrono::steady_clock::time_point deadline;
+  std::atomic<bool> fired{false};
+
+  void watch_steps() {
+    std::unique_lock lock(mu);
+    for (;;) {
+      watch.wait(lock, [&] { return stop || armed; });
+      if (stop) return;
+      const uint64_t step = generation;
+      if (watch.wait_until(lock, deadline, [&] { return stop || !armed || generation != step; })) continue;
+      fired = true;
+      armed = false;
+      lock.unlock();
+      const std::string why = "the step did not finish within " + std::to_string(static_cast<int>(limit_s)) +
+                              " s (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)";
+      LOG_ERROR("tensor parallelism: " + why + "; aborting the group");
+      for (auto& c : *comms) c->abort(why);
+      lock.lock();
+    }
+  }
+
   // Rank r's part of a job, on its thread: a failure is kept (if first) and aborts the group, so
   // no rank waits in a collective for it.
   void run(Worker& worker, Communicator& comm, size_t r, const std::function<void(size_t)>& fn) {
@@ -31,6 +81,10 @@ struct Executor::RankThreads {
       // A GPU backend's device is per thread: made current here (its stream is idle between steps,
       // so the wait is none).
       worker.backend().synchronize();
+      if (r > 0 && FaultInjector::global().due(FaultSite::RankStall)) {  // a rank that stops answering
+        while (!fired) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        throw Error("rank " + std::to_string(r) + " stalled (PAGODA_INJECT_FAULT rank-stall)");
+      }
       fn(r);
     } catch (const std::exception& e) {
       {
@@ -69,6 +123,9 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
   model_ = &workers_.front()->model();
   if (tp > 1) {
     threads_ = std::make_unique<RankThreads>();
+    threads_->comms = &comms_;
+    threads_->limit_s = step_limit_seconds(config.device);
+    if (threads_->limit_s > 0) threads_->watchdog = std::thread([this] { threads_->watch_steps(); });
     for (size_t r = 1; r < static_cast<size_t>(tp); ++r)
       threads_->threads.emplace_back([this, r] {
         RankThreads& t = *threads_;
@@ -95,23 +152,41 @@ Executor::~Executor() {
       threads_->stop = true;
     }
     threads_->wake.notify_all();
+    threads_->watch.notify_all();
     for (std::thread& t : threads_->threads) t.join();
+    if (threads_->watchdog.joinable()) threads_->watchdog.join();
   }
 }
 
-void Executor::on_every_rank(const std::function<void(size_t)>& fn) {
+void Executor::on_every_rank(const std::function<void(size_t)>& fn, bool watched) {
   RankThreads& t = *threads_;
+  check(!t.fired, "tensor parallelism: the group was aborted by the step watchdog; restart the server");
   {
     std::lock_guard lock(t.mu);
     t.job = &fn;
     t.pending = t.threads.size();
     t.first_error = nullptr;
     ++t.generation;
+    if (watched && t.watchdog.joinable()) {
+      t.armed = true;
+      t.deadline = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(t.limit_s));
+    }
   }
   t.wake.notify_all();
+  t.watch.notify_all();
   t.run(*workers_[0], *comms_[0], 0, fn);
   std::unique_lock lock(t.mu);
   t.done.wait(lock, [&] { return t.pending == 0; });
+  t.armed = false;
+  t.watch.notify_all();
+  // The ranks' own errors are the abort's echo: a rank blocked in a collective cannot tell a
+  // stalled partner from a slow one.
+  if (t.fired)
+    throw FatalDeviceError("tensor parallelism: a step did not finish within " +
+                           std::to_string(static_cast<int>(t.limit_s)) +
+                           " s (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS) and the group was aborted; a rank stopped "
+                           "answering (restart the server; NCCL_DEBUG=INFO shows where the ranks were)");
   if (t.first_error) std::rethrow_exception(t.first_error);
 }
 
@@ -152,13 +227,15 @@ const StepLogits& Executor::execute(const SchedulerOutput& sched, std::span<cons
   if (!comms_.empty()) {
     // Every rank ends the step with the same logits; rank 0's are read, so only it takes the masks.
     const StepLogits* out = nullptr;
-    on_every_rank([&](size_t r) {
-      Worker& w = *workers_[r];
-      w.before_forward(sched);
-      const StepLogits& logits = w.execute(sched.batch, host_rows, hidden_rows, r == 0 ? masks : RowMaskSource{});
-      w.after_forward(sched);
-      if (r == 0) out = &logits;
-    });
+    on_every_rank(
+        [&](size_t r) {
+          Worker& w = *workers_[r];
+          w.before_forward(sched);
+          const StepLogits& logits = w.execute(sched.batch, host_rows, hidden_rows, r == 0 ? masks : RowMaskSource{});
+          w.after_forward(sched);
+          if (r == 0) out = &logits;
+        },
+        /*watched=*/true);
     return *out;
   }
   const size_t reader = static_cast<size_t>(steps_++ % static_cast<int64_t>(workers_.size()));

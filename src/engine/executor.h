@@ -13,6 +13,12 @@
 // its workers take the devices after those of the replicas before it (ResolvedEngineConfig::
 // device_ordinal) and its log lines say its rank.
 //
+// A step waits on every rank, so one rank that stops answering (a hung driver, collectives that do
+// not match) would hold the engine for ever: a watchdog aborts the group once a step has run
+// VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (vLLM's variable; default 300 on a GPU, off on the CPU, where a
+// long prompt's step can take minutes; 0 = off), and the step ends with a FatalDeviceError — an
+// aborted group cannot be used again, so the server exits and its supervisor restarts it.
+//
 // A test double proves the seam: `replicated_workers` N > 1 loads the whole model on N CPU backends
 // and reads each step's logits from worker (step mod N), so a worker whose caches or state went
 // astray changes the tokens.
@@ -61,7 +67,8 @@ class Executor {
  private:
   // Runs fn(rank) on every rank at once (tensor parallelism), rank 0 on this thread; rethrows the
   // first rank's error after all have stopped (a failing rank aborts the group so none waits).
-  void on_every_rank(const std::function<void(size_t)>& fn);
+  // `watched`: an engine step, which the watchdog ends once it has run too long.
+  void on_every_rank(const std::function<void(size_t)>& fn, bool watched = false);
 
   struct RankThreads;
   std::vector<std::unique_ptr<Communicator>> comms_;  // tensor parallelism: one view per rank

@@ -7,10 +7,14 @@
 // rejected drafts.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "core/device_error.h"
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "engine/engine.h"
 #include "prefix_caching_scenarios.h"
 #include "speculative_scenarios.h"
@@ -160,6 +164,47 @@ TEST(TensorParallel, WhatDoesNotDivideIsRefusedByName) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("--tensor-parallel-size 2 on --device vulkan"), std::string::npos) << err.what();
   }
+}
+
+// A rank that stops answering mid-step (PAGODA_INJECT_FAULT rank-stall: rank 1 enters none of the
+// step's collectives) would hold rank 0 in its all-reduce for ever; the step watchdog aborts the
+// group after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS and the step ends with a FatalDeviceError that says
+// so. Without the watchdog this test would hang, not fail (ctest's timeout ends it).
+TEST(TensorParallel, AStalledRankEndsTheStepWithAFatalErrorNotAHang) {
+  ::setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1", 1);
+  FaultInjector::global().arm(FaultSite::RankStall, 3);
+  testing::Knobs k;
+  k.tp = 2;
+  k.max_tokens = 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    testing::run("qwen3-tiny-tied", testing::shared_prefix_requests(), k);
+    ADD_FAILURE() << "the stalled rank went unnoticed";
+  } catch (const FatalDeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not finish within 1 s (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)"),
+              std::string::npos)
+        << e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(waited, 30.0);
+  EXPECT_EQ(FaultInjector::global().num_thrown(FaultSite::RankStall), 1);
+  FaultInjector::global().disarm();
+  ::unsetenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS");
+}
+
+TEST(TensorParallel, TheStepTimeoutIsCheckedWhereItIsRead) {
+  ::setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "soon", 1);
+  testing::Knobs k;
+  k.tp = 2;
+  try {
+    testing::run("qwen3-tiny-tied", testing::shared_prefix_requests(), k);
+    ADD_FAILURE() << "a malformed timeout was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS must be a number of seconds"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS");
 }
 
 }  // namespace
