@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/fault_injection.h"
 #include "core/log.h"
+#include "engine/step_profiler.h"
 
 namespace pagoda {
 
@@ -224,6 +225,10 @@ MemoryPlan Executor::plan_and_allocate(const SchedulerConfig& sc) {
 
 const StepLogits& Executor::execute(const SchedulerOutput& sched, std::span<const uint8_t> host_rows,
                                     std::span<const uint8_t> hidden_rows, const RowMaskSource& masks) {
+  // Whether the driver's profiler times this step: decided once, for every rank (a profiled step is
+  // eager everywhere; POST /start_profile restarts the driver's count alone).
+  StepProfiler* const profiler = driver().profiler();
+  const bool profiled = profiler != nullptr && profiler->due();
   if (!comms_.empty()) {
     // Every rank ends the step with the same logits; rank 0's are read, so only it takes the masks.
     const StepLogits* out = nullptr;
@@ -231,7 +236,8 @@ const StepLogits& Executor::execute(const SchedulerOutput& sched, std::span<cons
         [&](size_t r) {
           Worker& w = *workers_[r];
           w.before_forward(sched);
-          const StepLogits& logits = w.execute(sched.batch, host_rows, hidden_rows, r == 0 ? masks : RowMaskSource{});
+          const StepLogits& logits =
+              w.execute(sched.batch, host_rows, hidden_rows, r == 0 ? masks : RowMaskSource{}, profiled);
           w.after_forward(sched);
           if (r == 0) out = &logits;
         },
@@ -243,7 +249,7 @@ const StepLogits& Executor::execute(const SchedulerOutput& sched, std::span<cons
   for (size_t i = 0; i < workers_.size(); ++i) {
     Worker& w = *workers_[i];
     w.before_forward(sched);
-    const StepLogits& logits = w.execute(sched.batch, host_rows, hidden_rows, masks);
+    const StepLogits& logits = w.execute(sched.batch, host_rows, hidden_rows, masks, profiled);
     w.after_forward(sched);
     if (i == reader) out = &logits;
   }

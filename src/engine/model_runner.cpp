@@ -257,7 +257,7 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
                                               RecurrentState* recurrent,
                                               std::span<const uint8_t> host_rows,
                                               std::span<const uint8_t> hidden_rows,
-                                              const RowMaskSource& masks) {
+                                              const RowMaskSource& masks, bool profiled) {
   const int32_t S = batch.num_seqs(), R = static_cast<int32_t>(batch.logits_rows.size());
   check_invariant(host_rows.empty() || host_rows.size() == static_cast<size_t>(R),
                   "host_rows must have one flag per logits row");
@@ -267,11 +267,10 @@ const StepLogits& ModelRunner::execute_greedy(const StepBatch& batch, PagedKvCac
   // (A one-token chunk of image placeholders is not: its embedding comes from the encoder.)
   bool one_token_each = batch.num_tokens() == S && R == S && S > 0 && batch.image_rows.empty();
   for (int32_t i = 0; one_token_each && i < R; ++i) one_token_each = batch.logits_rows[static_cast<size_t>(i)] == i;
-  // A step the profiler times runs eagerly: a graph replay is one opaque launch. The other ranks of
-  // a profiled driver run that step eagerly too (the same count of steps).
-  const bool timed = profiler_ != nullptr && profiler_->due();
-  const bool eager = timed || (eager_every_ > 0 && ++eager_seen_ % eager_every_ == 0);
-  const bool decode = !eager && one_token_each && !graphs_.empty() && batch.max_blocks_per_seq <= max_blocks_per_seq_;
+  // A profiled step runs eagerly (a graph replay is one opaque launch) on every rank: a graph
+  // all-reduces its padded batch, the eager step its real one, and ranks must sum one size.
+  const bool timed = profiled && profiler_ != nullptr;
+  const bool decode = !profiled && one_token_each && !graphs_.empty() && batch.max_blocks_per_seq <= max_blocks_per_seq_;
   auto bucket = decode ? graphs_.lower_bound(S) : graphs_.end();
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();

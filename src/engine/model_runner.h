@@ -84,10 +84,12 @@ class ModelRunner {
   // full. host_rows may be empty (no row needed on the host); so may hidden_rows. `masks`, when
   // given, is asked for the step's token masks after the forward pass is enqueued; they are
   // applied to the logits on the device before the argmax (a host row comes back unmasked).
+  // `profiled`: the step the profiler times (Executor::execute decides it once for every rank): it
+  // runs eagerly, its ops timed where this runner has the profiler.
   const StepLogits& execute_greedy(const StepBatch& batch, PagedKvCache& kv,
                                    RecurrentState* recurrent, std::span<const uint8_t> host_rows,
                                    std::span<const uint8_t> hidden_rows = {},
-                                   const RowMaskSource& masks = {});
+                                   const RowMaskSource& masks = {}, bool profiled = false);
 
   // Captures one decode graph per bucket up to min(max_seqs, max_tokens) when the backend can.
   // `dummy_state_slot`: a recurrent-state slot that no sequence uses (hybrid models), else -1.
@@ -104,11 +106,8 @@ class ModelRunner {
   // however many chunks or requests read it.
   void set_vision(VisionEncoder* vision, int64_t cache_tokens);
   int64_t images_encoded() const { return images_encoded_; }
-  // Every profiler->every()-th execute_greedy runs eagerly with its ops timed (engine/step_profiler.h).
+  // The profiler that times the `profiled` steps' ops (engine/step_profiler.h).
   void set_profiler(StepProfiler* profiler) { profiler_ = profiler; }
-  // Every n-th step eagerly, as the profiler's timed ones (a tensor-parallel rank beside a profiled
-  // driver): a graph replays its padded batch, and ranks must all-reduce tensors of one size.
-  void set_eager_every(int32_t n) { eager_every_ = n; }
   // prepare_s and gpu_wait_s of every execute_greedy so far (steps and total_s are the Engine's).
   const StepTimes& times() const { return times_; }
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
@@ -137,8 +136,6 @@ class ModelRunner {
   Backend& be_;
   Model& model_;
   StepProfiler* profiler_ = nullptr;
-  int32_t eager_every_ = 0;
-  int64_t eager_seen_ = 0;
   int32_t max_tokens_, max_seqs_, max_blocks_per_seq_, max_rows_;
   int32_t dummy_state_slot_ = -1;
   int32_t block_size_ = 16;

@@ -101,8 +101,6 @@ MemoryPlan Worker::plan(const SchedulerConfig& sc) {
   if (auto* timed = dynamic_cast<TimedBackend*>(backend_.get())) {  // before the KV cache takes the memory
     profiler_ = std::make_unique<StepProfiler>(*timed, config_.profile_steps);
     runner_->set_profiler(profiler_.get());
-  } else if (config_.profile_steps > 0 && spec_.shard.world > 1) {
-    runner_->set_eager_every(config_.profile_steps);
   }
   runner_->set_vision(vision_.get(), config_.multimodal.encoder_cache_tokens);
 
@@ -205,13 +203,13 @@ void Worker::before_forward(const SchedulerOutput& sched) {
 }
 
 const StepLogits& Worker::execute(const StepBatch& batch, std::span<const uint8_t> host_rows,
-                                  std::span<const uint8_t> hidden_rows, const RowMaskSource& masks) {
+                                  std::span<const uint8_t> hidden_rows, const RowMaskSource& masks, bool profiled) {
   for (const auto& [slot, id] : batch.lora_loads) {
     const std::optional<LoraEntry> e = spec_.loras ? spec_.loras->get(id) : std::nullopt;
     check_invariant(lora_ && e.has_value(), "Worker: LoRA adapter " + std::to_string(id) + " is not in the catalog");
     lora_->load(slot, id, e->name, e->path);
   }
-  return runner_->execute_greedy(batch, *kv_, state_.get(), host_rows, hidden_rows, masks);
+  return runner_->execute_greedy(batch, *kv_, state_.get(), host_rows, hidden_rows, masks, profiled);
 }
 
 void Worker::after_forward(const SchedulerOutput& sched) {

@@ -62,8 +62,9 @@ class Worker {
   // Before the forward pass: prefix-cache snapshots restored into their sequences' slots; hybrid
   // sequences that verify drafts keep a copy of their state from before the step.
   void before_forward(const SchedulerOutput& sched);
+  // `profiled`: the step the driver's profiler times, eager on every rank (ModelRunner::execute_greedy).
   const StepLogits& execute(const StepBatch& batch, std::span<const uint8_t> host_rows,
-                            std::span<const uint8_t> hidden_rows, const RowMaskSource& masks);
+                            std::span<const uint8_t> hidden_rows, const RowMaskSource& masks, bool profiled);
   // After it: snapshots taken at the step's marks.
   void after_forward(const SchedulerOutput& sched);
   // A rejected draft on a hybrid model: slot `slot` goes back to its copy from before the step.

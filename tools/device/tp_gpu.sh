@@ -2,10 +2,11 @@
 # Run ON a machine of 2 or 4 GPUs (kind nvidia-h200-x2 / -x4; carry .deps/root-cuda.tar.xz and
 # .deps/qwen3-tokenizer.tar.xz, tools/device/pack_carry.sh): tensor and data parallelism through
 # NCCL (issue 32).
-#   PART=check: pagoda_gpu_tests' CudaTensorParallel cases (the family fixtures in fp32 with graphs at
-#     2 and, on 4 GPUs, 4 ranks against one GPU; n-gram drafts with rejections at 2).
+#   PART=check: pagoda_gpu_tests' CudaCommunicator (sums against the host's, eager and in graphs) and
+#     CudaTensorParallel cases (the family fixtures in fp32 with graphs at 2 and, on 4 GPUs, 4 ranks
+#     against one GPU; n-gram drafts with rejections at 2).
 #   PART=bench SHAPES="qwen3.5-27b qwen3-8b": a random checkpoint of each shape served at TP=1 and
-#     TP=2 side by side: `bench serve` single-stream decode (8 requests of 128 in / 128 out, one at a
+#     TP=2 (NCCL alone, then with the peer-memory all-reduce) side by side: `bench serve` single-stream decode (8 requests of 128 in / 128 out, one at a
 #     time: tg128) and the throughput profile (PERF.md: random 1,024 in / 128 out, N requests at
 #     once, default 1,000), every PROFILE_STEPS-th step timed op by op (all-reduce included) on both.
 #   PART=dp SHAPE=qwen3.5-9b: the throughput profile against --data-parallel-size 2 and 1.
@@ -33,7 +34,7 @@ grep -E "^PAGODA_NCCL_(LIBRARY|INCLUDE)" build-gpu/CMakeCache.txt
 export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 part=${PART:-check}
 if [[ $part == check ]]; then
-  build-gpu/pagoda_gpu_tests --gtest_filter='*CudaTensorParallel*' 2>&1 | tee "$OUT/check.log" |
+  build-gpu/pagoda_gpu_tests --gtest_filter='*CudaCommunicator*:*CudaTensorParallel*' 2>&1 | tee "$OUT/check.log" |
     grep -E "^\[ *(FAILED|PASSED|  OK) |Failure|rror|Expected|Which is|actual" | cut -c1-300 | head -80
   exit "${PIPESTATUS[0]}"
 fi
@@ -42,7 +43,7 @@ port=8321
 serve_one() {
   local name=$1 ckpt=$2
   shift 2
-  build-gpu/pagoda serve "$ckpt" --device cuda --host 127.0.0.1 --port $port --max-model-len 4096 \
+  PAGODA_CUSTOM_ALL_REDUCE=${PAGODA_CUSTOM_ALL_REDUCE:-1} build-gpu/pagoda serve "$ckpt" --device cuda --host 127.0.0.1 --port $port --max-model-len 4096 \
     --served-model-name m ${PROFILE_STEPS:+--profile-steps $PROFILE_STEPS} "$@" >"$OUT/serve_$name.log" 2>&1 &
   local pid=$! t0=$SECONDS
   for _ in $(seq 1200); do curl -sf 127.0.0.1:$port/health >/dev/null && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
@@ -75,6 +76,8 @@ if [[ $part == bench || $part == bench+dp ]]; then
   for shape in $shapes; do
     ckpt "$shape" || exit 1
     BENCHES=tg serve_one "${shape}_tp1" "/tmp/ckpt_$shape" --max-num-seqs "${MAX_SEQS_TP1:-512}"
+    # TP=2 with every sum through NCCL (the peer-memory all-reduce off), then with it.
+    PAGODA_CUSTOM_ALL_REDUCE=0 BENCHES=tg serve_one "${shape}_tp2_nccl" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 512
     BENCHES="tg thr" serve_one "${shape}_tp2" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 512
   done
 fi

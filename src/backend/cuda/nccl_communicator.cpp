@@ -3,7 +3,10 @@
 // capture it). NVLink multicast (NVLS) stays off: the shared GPU hosts forbid cuMulticastCreate.
 // Start-up is bounded: a group that does not form in PAGODA_NCCL_INIT_TIMEOUT seconds (default 120)
 // is an error, not a hang. A rank that fails mid-step aborts every communicator of the group, so no
-// rank's kernels wait forever for a partner that will not come.
+// rank's kernels wait forever for a partner that will not come. Sums that fit a slot of the
+// peer-memory group (p2p_all_reduce.h; 4 MiB: every decode step's, most of a chunk's) go through it
+// instead — one kernel, one flag exchange — when every pair of the devices can reach each other's
+// memory and PAGODA_CUSTOM_ALL_REDUCE is not 0 (vLLM's custom all-reduce, --disable-custom-all-reduce).
 #include "backend/cuda/nccl_communicator.h"
 
 #include <chrono>
@@ -14,8 +17,10 @@
 #include <thread>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/p2p_all_reduce.h"
 #include "backend/timed_backend.h"
 #include "core/error.h"
+#include "core/log.h"
 
 #ifdef PAGODA_HAS_NCCL
 #include <cuda_runtime.h>
@@ -33,6 +38,7 @@ void nccl_check(ncclResult_t r, const std::string& what) {
 
 struct NcclGroup {
   std::vector<ncclComm_t> comms;
+  std::shared_ptr<cuda::P2pGroup> p2p;  // null: every sum through NCCL
   std::once_flag aborted;
   ~NcclGroup() {
     for (ncclComm_t c : comms)
@@ -54,8 +60,15 @@ class NcclCommunicator final : public Communicator {
     if (x.dtype == DType::BF16) type = ncclBfloat16;
     else if (x.dtype == DType::F16) type = ncclFloat16;
     else check(x.dtype == DType::F32, std::string("the NCCL communicator sums f32, bf16 or f16, not ") + dtype_name(x.dtype));
-    record_external_op(be, "all_reduce", std::to_string(x.row_numel()) + " " + dtype_name(x.dtype),
+    const bool p2p = group_->p2p && cuda::p2p_takes(*group_->p2p, x.nbytes());
+    record_external_op(be, p2p ? "all_reduce_p2p" : "all_reduce", std::to_string(x.row_numel()) + " " + dtype_name(x.dtype),
                        static_cast<double>(x.nbytes()));
+    if (p2p) {
+      int current = -1;  // the rank's thread has its device current; made sure of, as the backend does
+      if (cudaGetDevice(&current) != cudaSuccess || current != cuda->device_index()) cudaSetDevice(cuda->device_index());
+      cuda::launch_p2p_all_reduce(*group_->p2p, rank_, x, cuda->stream());
+      return;
+    }
     nccl_check(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), type, ncclSum,
                              group_->comms[static_cast<size_t>(rank_)], cuda->stream()),
                "all-reduce on rank " + std::to_string(rank_));
@@ -63,6 +76,7 @@ class NcclCommunicator final : public Communicator {
 
   void abort(const std::string&) override {
     std::call_once(group_->aborted, [&] {
+      if (group_->p2p) group_->p2p->abort();
       for (ncclComm_t& c : group_->comms) {
         if (c != nullptr) ncclCommAbort(c);
         c = nullptr;
@@ -103,6 +117,14 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, in
                 std::to_string(static_cast<int>(timeout)) + " s (PAGODA_NCCL_INIT_TIMEOUT); check the GPUs with "
                 "nvidia-smi topo -m and NCCL_DEBUG=INFO");
   nccl_check(result.get(), "ncclCommInitAll over " + std::to_string(world) + " GPUs");
+  const char* custom = std::getenv("PAGODA_CUSTOM_ALL_REDUCE");
+  if (custom == nullptr || std::string(custom) != "0") {
+    std::vector<int> devices(static_cast<size_t>(world));
+    for (int i = 0; i < world; ++i) devices[static_cast<size_t>(i)] = first_ordinal + i;
+    group->p2p = cuda::make_p2p_group(devices, size_t{4} << 20);
+    LOG_INFO(group->p2p ? "tensor parallelism: sums up to 4 MiB through peer memory, larger ones through NCCL"
+                        : "tensor parallelism: the GPUs cannot reach each other's memory; every sum through NCCL");
+  }
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < world; ++r) out.push_back(std::make_unique<NcclCommunicator>(group, r));
   return out;

@@ -1,0 +1,127 @@
+// The CUDA communicator on two GPUs (run by hand on a machine of 2 or more, tools/device/tp_gpu.sh):
+// every sum — through the peer-memory kernel (one block, many blocks, a view not 16-byte aligned) and
+// through NCCL (larger than a slot) — equals the rank-order fp32 sum computed here on the host, on
+// both ranks, eagerly and replayed from CUDA graphs with new inputs each time.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/communicator.h"
+#include "backend/devices.h"
+#include "core/dtype.h"
+
+namespace pagoda {
+namespace {
+
+constexpr int kWorld = 2;
+
+struct Case {
+  DType dtype;
+  int64_t rows, cols;
+  int64_t offset = 0;  // elements before the tensor in its buffer (0: aligned)
+};
+
+// Values the dtype holds exactly, so that the host's fp32 sum is the reference whatever the order.
+std::vector<float> inputs(int64_t n, int rank, uint32_t seed, DType dtype) {
+  std::mt19937 rng(seed * 31 + static_cast<uint32_t>(rank));
+  std::uniform_int_distribution<int> d(-64, 64);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(d(rng)) * (dtype == DType::F32 ? 0.0078125f : 0.125f);
+  return v;
+}
+
+std::vector<uint8_t> encode(const std::vector<float>& v, DType dtype) {
+  std::vector<uint8_t> out(v.size() * dtype_size(dtype));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::F32) std::memcpy(out.data() + 4 * i, &v[i], 4);
+    else if (dtype == DType::BF16) { const uint16_t b = f32_to_bf16(v[i]); std::memcpy(out.data() + 2 * i, &b, 2); }
+    else { const uint16_t h = f32_to_f16(v[i]); std::memcpy(out.data() + 2 * i, &h, 2); }
+  }
+  return out;
+}
+
+float decode(const uint8_t* p, DType dtype) {
+  if (dtype == DType::F32) { float f; std::memcpy(&f, p, 4); return f; }
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  return dtype == DType::BF16 ? bf16_to_f32(b) : f16_to_f32(b);
+}
+
+void on_both(const std::function<void(int)>& fn) {
+  std::thread other([&] { fn(1); });
+  fn(0);
+  other.join();
+}
+
+TEST(CudaCommunicator, SumsEqualTheRankOrderSumOnTheHostEagerAndInGraphs) {
+  ASSERT_GE(cuda_device_count(), kWorld) << "needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
+  std::vector<std::unique_ptr<Communicator>> comms = make_communicators("cuda", kWorld, 0);
+  std::vector<std::unique_ptr<Backend>> bes;
+  for (int r = 0; r < kWorld; ++r) bes.push_back(make_backend("cuda", 0, "bfloat16", r));
+  const std::vector<Case> cases = {
+      {DType::BF16, 1, 5120},        // a decode row of the 27B shape: one block
+      {DType::BF16, 64, 5120},       // 640 KiB: many blocks
+      {DType::BF16, 512, 5120},      // 5 MiB: over a 4 MiB slot, through NCCL
+      {DType::F32, 100, 64},         // fp32 (the fixtures' dtype)
+      {DType::F16, 8, 8},            // one 16-byte group a row
+      {DType::BF16, 4, 1024, 1},     // a view 2 bytes past an aligned address
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " " + std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                 " offset " + std::to_string(c.offset));
+    const int64_t n = c.rows * c.cols;
+    const size_t esz = dtype_size(c.dtype);
+    std::vector<Buffer> bufs;
+    std::vector<Tensor> xs;
+    for (int r = 0; r < kWorld; ++r) {
+      bufs.push_back(bes[static_cast<size_t>(r)]->alloc(static_cast<size_t>(n + c.offset) * esz));
+      xs.emplace_back(static_cast<char*>(bufs.back().data()) + c.offset * static_cast<int64_t>(esz), c.dtype,
+                      Device::CUDA, std::initializer_list<int64_t>{c.rows, c.cols});
+    }
+    // Three rounds: eager, then a graph of the sum captured on both ranks and replayed twice.
+    std::vector<int64_t> graphs(kWorld, -1);
+    for (uint32_t round = 0; round < 3; ++round) {
+      std::vector<std::vector<float>> in(kWorld);
+      for (int r = 0; r < kWorld; ++r) in[static_cast<size_t>(r)] = inputs(n, r, round + 7, c.dtype);
+      std::vector<std::vector<uint8_t>> out(kWorld, std::vector<uint8_t>(static_cast<size_t>(n) * esz));
+      on_both([&](int r) {
+        Backend& be = *bes[static_cast<size_t>(r)];
+        be.synchronize();  // makes the rank's device current on this thread
+        const std::vector<uint8_t> bytes = encode(in[static_cast<size_t>(r)], c.dtype);
+        Tensor& x = xs[static_cast<size_t>(r)];
+        be.copy_to_device(x.data, bytes.data(), bytes.size());
+        if (round == 0) {
+          comms[static_cast<size_t>(r)]->all_reduce_sum(be, x);
+        } else {
+          if (round == 1) {
+            be.synchronize();
+            be.begin_capture();
+            comms[static_cast<size_t>(r)]->all_reduce_sum(be, x);
+            graphs[static_cast<size_t>(r)] = be.end_capture();
+          }
+          be.replay(graphs[static_cast<size_t>(r)]);
+        }
+        be.copy_to_host(out[static_cast<size_t>(r)].data(), x.data, out[static_cast<size_t>(r)].size());
+      });
+      int64_t wrong = 0;
+      for (int r = 0; r < kWorld; ++r)
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = in[0][static_cast<size_t>(i)] + in[1][static_cast<size_t>(i)];
+          const float got = decode(out[static_cast<size_t>(r)].data() + static_cast<size_t>(i) * esz, c.dtype);
+          if (got != want && wrong++ < 5)
+            ADD_FAILURE() << "round " << round << " rank " << r << " element " << i << ": " << got << ", want " << want;
+        }
+      EXPECT_EQ(wrong, 0) << "round " << round;
+    }
+    for (int r = 0; r < kWorld; ++r) bes[static_cast<size_t>(r)]->destroy_graph(graphs[static_cast<size_t>(r)]);
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
