@@ -27,9 +27,10 @@ class Communicator {
 };
 
 // One view per rank of a new group of `world` ranks on `device`: "cpu" (threads), "cuda" (NCCL over
-// devices first_ordinal..first_ordinal+world-1: a data-parallel replica's). Throws pagoda::Error naming
-// what is missing (a device, GPUs, NCCL).
+// devices first_ordinal..first_ordinal+world-1: a data-parallel replica's; small sums through peer
+// memory unless `custom_all_reduce` is false). Throws pagoda::Error naming what is missing (a
+// device, GPUs, NCCL).
 std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world,
-                                                              int first_ordinal = 0);
+                                                              int first_ordinal = 0, bool custom_all_reduce = true);
 
 }  // namespace pagoda

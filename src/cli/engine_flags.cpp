@@ -105,6 +105,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "(docs/architecture.md, \"Speculative decoding\")");
   cmd->add_flag("--enforce-eager", c.enforce_eager,
                 "cuda: run every step eagerly (no CUDA graphs for decode steps)");
+  cmd->add_flag("--disable-custom-all-reduce", c.disable_custom_all_reduce,
+                "cuda, --tensor-parallel-size > 1: every sum through NCCL (by default sums of up to 4 MiB go "
+                "through the GPUs' peer memory in one kernel)");
   cmd->add_option("--profile-steps", c.profile_steps,
                   "Time every N-th step op by op on the device (run eagerly) and print where the step time "
                   "goes, against the device's measured copy and GEMM rates, at the end (0 = off; "

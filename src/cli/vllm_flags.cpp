@@ -142,7 +142,6 @@ const std::vector<VllmFlag> kFlags = {
     {"--eplb-log-balancedness", F, kAny, "on one GPU there are no experts to balance"},
     {"--max-parallel-loading-workers", V, kAny, "pagoda loads the weights itself"},
     {"--ray-workers-use-nsight", F, kAny, "pagoda uses no Ray"},
-    {"--disable-custom-all-reduce", F, kAny, "on one GPU there is no all-reduce"},
     {"--worker-cls", V, "auto", "pagoda loads no Python worker classes"},
     {"--worker-extension-cls", V, kNo, "pagoda loads no Python worker classes"},
     {"--enable-multimodal-encoder-data-parallel", F, kAny, "one vision tower per worker; ignored"},

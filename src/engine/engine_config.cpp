@@ -109,6 +109,7 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.num_gpu_blocks_override = c.num_gpu_blocks_override;
   r.seed = c.seed;
   r.enforce_eager = c.enforce_eager;
+  r.disable_custom_all_reduce = c.disable_custom_all_reduce;
   check(c.profile_steps >= 0, "--profile-steps must be 0 (off) or a positive step interval, got " +
                                   std::to_string(c.profile_steps));
   r.profile_steps = c.profile_steps;

@@ -69,6 +69,7 @@ struct EngineConfig {
   LoraConfig lora;                              // --enable-lora, --lora-modules, --max-loras, --max-lora-rank
   MultimodalConfig multimodal;                  // --limit-mm-per-prompt
   int32_t tensor_parallel_size = 1;             // --tensor-parallel-size / -tp: ranks that split every layer
+  bool disable_custom_all_reduce = false;       // cuda: every sum through NCCL (no peer-memory all-reduce)
   // Data parallelism (serve's --data-parallel-size): this engine is replica `data_parallel_rank` of
   // `data_parallel_size`, on devices rank x tp .. rank x tp + tp - 1 (offset from vulkan:M); on the cpu
   // the replicas share the host's cores.
@@ -112,6 +113,7 @@ struct ResolvedEngineConfig {
   bool images = false;
   MultimodalConfig multimodal;
   int32_t tensor_parallel_size = 1;
+  bool disable_custom_all_reduce = false;
   int32_t data_parallel_rank = 0;
   int32_t data_parallel_size = 1;
   int32_t replicated_workers = 1;

@@ -113,7 +113,7 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
     each.num_threads = std::max(1, cores / sharing);
   }
   if (config.data_parallel_size > 1) log_prefix_ = "DP rank " + std::to_string(config.data_parallel_rank) + ": ";
-  if (tp > 1) comms_ = make_communicators(config.device, tp, config.device_ordinal(0));
+  if (tp > 1) comms_ = make_communicators(config.device, tp, config.device_ordinal(0), !config.disable_custom_all_reduce);
   for (int32_t i = 0; i < n; ++i) {
     ShardSpec shard;
     if (tp > 1) shard = ShardSpec{.rank = i, .world = tp, .comm = comms_[static_cast<size_t>(i)].get()};

@@ -43,7 +43,7 @@ port=8321
 serve_one() {
   local name=$1 ckpt=$2
   shift 2
-  PAGODA_CUSTOM_ALL_REDUCE=${PAGODA_CUSTOM_ALL_REDUCE:-1} build-gpu/pagoda serve "$ckpt" --device cuda --host 127.0.0.1 --port $port --max-model-len 4096 \
+  build-gpu/pagoda serve "$ckpt" --device cuda --host 127.0.0.1 --port $port --max-model-len 4096 \
     --served-model-name m ${PROFILE_STEPS:+--profile-steps $PROFILE_STEPS} "$@" >"$OUT/serve_$name.log" 2>&1 &
   local pid=$! t0=$SECONDS
   for _ in $(seq 1200); do curl -sf 127.0.0.1:$port/health >/dev/null && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
@@ -77,7 +77,7 @@ if [[ $part == bench || $part == bench+dp ]]; then
     ckpt "$shape" || exit 1
     BENCHES=tg serve_one "${shape}_tp1" "/tmp/ckpt_$shape" --max-num-seqs "${MAX_SEQS_TP1:-512}"
     # TP=2 with every sum through NCCL (the peer-memory all-reduce off), then with it.
-    PAGODA_CUSTOM_ALL_REDUCE=0 BENCHES=tg serve_one "${shape}_tp2_nccl" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 512
+    BENCHES=tg serve_one "${shape}_tp2_nccl" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 512 --disable-custom-all-reduce
     BENCHES="tg thr" serve_one "${shape}_tp2" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 512
   done
 fi

@@ -6,7 +6,7 @@
 // rank's kernels wait forever for a partner that will not come. Sums that fit a slot of the
 // peer-memory group (p2p_all_reduce.h; 4 MiB: every decode step's, most of a chunk's) go through it
 // instead — one kernel, one flag exchange — when every pair of the devices can reach each other's
-// memory and PAGODA_CUSTOM_ALL_REDUCE is not 0 (vLLM's custom all-reduce, --disable-custom-all-reduce).
+// memory, unless --disable-custom-all-reduce (vLLM's flag for its own custom all-reduce).
 #include "backend/cuda/nccl_communicator.h"
 
 #include <chrono>
@@ -91,7 +91,8 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int first_ordinal) {
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int first_ordinal,
+                                                                   bool custom_all_reduce) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
   check(devices >= first_ordinal + world,
@@ -117,8 +118,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, in
                 std::to_string(static_cast<int>(timeout)) + " s (PAGODA_NCCL_INIT_TIMEOUT); check the GPUs with "
                 "nvidia-smi topo -m and NCCL_DEBUG=INFO");
   nccl_check(result.get(), "ncclCommInitAll over " + std::to_string(world) + " GPUs");
-  const char* custom = std::getenv("PAGODA_CUSTOM_ALL_REDUCE");
-  if (custom == nullptr || std::string(custom) != "0") {
+  if (custom_all_reduce) {
     std::vector<int> devices(static_cast<size_t>(world));
     for (int i = 0; i < world; ++i) devices[static_cast<size_t>(i)] = first_ordinal + i;
     group->p2p = cuda::make_p2p_group(devices, size_t{4} << 20);
@@ -132,7 +132,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, in
 
 #else
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int) {
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int, bool) {
   throw Error("--tensor-parallel-size " + std::to_string(world) + " on --device cuda: this pagoda was built "
               "without NCCL (libnccl was not found beside the CUDA toolkit); install NCCL and rebuild, or use "
               "--tensor-parallel-size 1");

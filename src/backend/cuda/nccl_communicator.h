@@ -10,6 +10,9 @@
 
 namespace pagoda {
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int first_ordinal = 0);
+// `custom_all_reduce`: sums that fit a slot through peer memory (p2p_all_reduce.h) where the devices
+// allow it (serve's --disable-custom-all-reduce turns it off).
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(int world, int first_ordinal = 0,
+                                                                   bool custom_all_reduce = true);
 
 }  // namespace pagoda
