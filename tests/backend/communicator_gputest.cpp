@@ -123,5 +123,51 @@ TEST(CudaCommunicator, SumsEqualTheRankOrderSumOnTheHostEagerAndInGraphs) {
   }
 }
 
+// Sums of different sizes back to back, no host wait between them (a step's two all-reduces a layer
+// and the MoE's differ in size; the peer-memory kernel's grid differs with the size, so one call's
+// blocks write regions another call's blocks may still read): five rounds of a 640 KiB and a 10 KiB
+// sum alternating. Each sum doubles what the last left: 16 × (rank 0's + rank 1's) at the end.
+TEST(CudaCommunicator, SumsOfAlternatingSizesBackToBack) {
+  ASSERT_GE(cuda_device_count(), kWorld) << "needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
+  std::vector<std::unique_ptr<Communicator>> comms = make_communicators("cuda", kWorld, 0);
+  std::vector<std::unique_ptr<Backend>> bes;
+  for (int r = 0; r < kWorld; ++r) bes.push_back(make_backend("cuda", 0, "bfloat16", r));
+  const std::vector<int64_t> rows = {64, 1};
+  const int64_t cols = 5120;
+  std::vector<std::vector<std::vector<float>>> in(kWorld);  // [rank][tensor]
+  std::vector<std::vector<std::vector<uint8_t>>> out(kWorld);
+  on_both([&](int r) {
+    Backend& be = *bes[static_cast<size_t>(r)];
+    be.synchronize();
+    std::vector<Buffer> bufs;
+    std::vector<Tensor> xs;
+    for (size_t t = 0; t < rows.size(); ++t) {
+      const int64_t n = rows[t] * cols;
+      in[static_cast<size_t>(r)].push_back(inputs(n, r, 100 + static_cast<uint32_t>(t), DType::BF16));
+      const std::vector<uint8_t> bytes = encode(in[static_cast<size_t>(r)].back(), DType::BF16);
+      bufs.push_back(be.alloc(bytes.size()));
+      xs.emplace_back(bufs.back().data(), DType::BF16, Device::CUDA, std::initializer_list<int64_t>{rows[t], cols});
+      be.copy_to_device(xs.back().data, bytes.data(), bytes.size());
+    }
+    for (int round = 0; round < 5; ++round)
+      for (Tensor& x : xs) comms[static_cast<size_t>(r)]->all_reduce_sum(be, x);
+    for (size_t t = 0; t < xs.size(); ++t) {
+      out[static_cast<size_t>(r)].emplace_back(xs[t].nbytes());
+      be.copy_to_host(out[static_cast<size_t>(r)].back().data(), xs[t].data, xs[t].nbytes());
+    }
+  });
+  for (size_t t = 0; t < rows.size(); ++t) {
+    int64_t wrong = 0;
+    for (int r = 0; r < kWorld; ++r)
+      for (int64_t i = 0; i < rows[t] * cols; ++i) {
+        const float want = 16.0f * (in[0][t][static_cast<size_t>(i)] + in[1][t][static_cast<size_t>(i)]);
+        const float got = decode(out[static_cast<size_t>(r)][t].data() + 2 * static_cast<size_t>(i), DType::BF16);
+        if (got != want && wrong++ < 5)
+          ADD_FAILURE() << "tensor " << t << " rank " << r << " element " << i << ": " << got << ", want " << want;
+      }
+    EXPECT_EQ(wrong, 0) << "tensor " << t;
+  }
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -4,9 +4,9 @@
 // rank's slot on every rank, then (after its threads' stores) raises flag [b][rank] on every rank
 // with its call count and waits until flag [b][q] of its own rank shows the count for every q —
 // at which point block b of every rank has written its groups here — and sums the slots in rank
-// order. The staging alternates between two sets by the count's parity: a rank can run at most one
-// call ahead of a peer (it cannot pass the next flag wait without that peer), so the set a slow peer
-// still reads is never the one being written. Counts are uint32 compared by signed difference (they
+// order. The staging alternates between two sets by the call's parity: a rank writes call k + 2's
+// data only after finishing call k + 1, which needed a flag that a peer raises only once its call k
+// (stream order) is done, so the set a slow peer still reads is never the one being written. Counts are uint32 compared by signed difference (they
 // wrap after 2^32 calls of one block). The host communicator's rank-order fp32 sums are the CPU twin.
 #include "backend/cuda/p2p_all_reduce.h"
 
@@ -47,7 +47,15 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(P2pPtrs ptrs, 
                                                                   size_t slot_bytes) {
   constexpr int kPer = 16 / sizeof(T);
   __shared__ uint32_t s_count;
-  if (threadIdx.x == 0) s_count = ++counters[blockIdx.x];  // only block b of this rank touches it
+  // Every counter moves on every call (block b the counters b, b + grid, ...): they all hold the
+  // call's number, so every block alternates the staging set in step with the others whatever the
+  // grid of the calls before (a block's region of one call can overlap another block's of the next).
+  if (threadIdx.x == 0) {
+    for (int i = static_cast<int>(blockIdx.x); i < kP2pMaxBlocks; i += static_cast<int>(gridDim.x)) {
+      const uint32_t c = ++counters[i];
+      if (i == static_cast<int>(blockIdx.x)) s_count = c;
+    }
+  }
   __syncthreads();
   const uint32_t count = s_count;
   const size_t set = static_cast<size_t>(count & 1u) * slot_bytes * static_cast<size_t>(world);

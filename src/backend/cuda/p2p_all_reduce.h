@@ -29,7 +29,7 @@ struct P2pGroup {
   std::vector<int> devices;
   std::vector<char*> data;          // per rank: [2 alternating sets][world slots][slot_bytes]
   std::vector<uint32_t*> flags;     // per rank: [kP2pMaxBlocks][kP2pMaxRanks], written by the peers
-  std::vector<uint32_t*> counters;  // per rank: [kP2pMaxBlocks], each block's count of calls
+  std::vector<uint32_t*> counters;  // per rank: [kP2pMaxBlocks], every one the count of calls
   // Host memory every rank's kernel polls while it waits: set by abort(), so that a rank waiting for
   // a peer that will not come ends (its sum is then garbage; the step is failed by its caller).
   volatile uint32_t* aborted = nullptr;
