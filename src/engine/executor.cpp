@@ -161,7 +161,7 @@ Executor::~Executor() {
 
 void Executor::on_every_rank(const std::function<void(size_t)>& fn, bool watched) {
   RankThreads& t = *threads_;
-  check(!t.fired, "tensor parallelism: the group was aborted by the step watchdog; restart the server");
+  if (t.fired) throw FatalDeviceError("tensor parallelism: the group was aborted by the step watchdog; restart the server");
   {
     std::lock_guard lock(t.mu);
     t.job = &fn;
