@@ -14,7 +14,7 @@ namespace pagoda {
 namespace {
 
 constexpr const char* kSiteNames[kNumFaultSites] = {"step",   "kv-alloc",      "grammar-alloc", "fatal-step",
-                                                     "kernel", "sticky-kernel", "rank-stall"};
+                                                     "kernel", "sticky-kernel", "rank-stall",    "rank-error"};
 
 int64_t parse_count(const std::string& text, const std::string& item) {
   size_t used = 0;
@@ -67,7 +67,7 @@ void FaultInjector::arm_from_spec(const std::string& spec) {
       if (name == kSiteNames[i]) site = i;
     check(site >= 0 && c1 != std::string::npos,
           "PAGODA_INJECT_FAULT: '" + item + "' is not site:N[:TIMES] with a site of step, kv-alloc, grammar-alloc, "
-          "fatal-step, kernel, sticky-kernel, rank-stall");
+          "fatal-step, kernel, sticky-kernel, rank-stall, rank-error");
     const size_t c2 = item.find(':', c1 + 1);
     const int64_t nth = parse_count(item.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1), item);
     const int64_t times = c2 == std::string::npos ? 1 : parse_count(item.substr(c2 + 1), item);
@@ -108,7 +108,8 @@ void FaultInjector::reach_armed(FaultSite site) {
     case FaultSite::GrammarAllocation: throw std::bad_alloc();
     case FaultSite::KernelError:
     case FaultSite::StickyKernelError:
-    case FaultSite::RankStall: return;  // made by the caller that asked due()
+    case FaultSite::RankStall:
+    case FaultSite::RankError: return;  // made by the caller that asked due()
   }
 }
 

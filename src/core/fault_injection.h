@@ -19,7 +19,8 @@
 //                  stops answering (enters none of the step's collectives) until its group is
 //                  aborted, as a rank hung in a driver would; the executor's step watchdog
 //                  (engine/executor.h) must end the step
-// The two kernel sites and rank-stall do not throw themselves: the CUDA backend asks due() and makes the error.
+//   rank-error     the same place: the rank throws std::runtime_error, aborting the group
+// The two kernel sites and the two rank sites do not throw themselves: the CUDA backend asks due() and makes the error.
 // They count only inside an engine step's forward pass (a StepScope), so N does not depend on how
 // many copies start-up made.
 //
@@ -34,8 +35,9 @@
 
 namespace pagoda {
 
-enum class FaultSite : int { Step, KvAllocation, GrammarAllocation, FatalStep, KernelError, StickyKernelError, RankStall };
-inline constexpr int kNumFaultSites = 7;
+enum class FaultSite : int { Step, KvAllocation, GrammarAllocation, FatalStep, KernelError, StickyKernelError, RankStall,
+                             RankError };
+inline constexpr int kNumFaultSites = 8;
 
 class FaultInjector {
  public:

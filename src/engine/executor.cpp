@@ -86,6 +86,8 @@ struct Executor::RankThreads {
         while (!fired) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         throw Error("rank " + std::to_string(r) + " stalled (PAGODA_INJECT_FAULT rank-stall)");
       }
+      if (r > 0 && FaultInjector::global().due(FaultSite::RankError))
+        throw std::runtime_error("injected fault (PAGODA_INJECT_FAULT rank-error) on rank " + std::to_string(r));
       fn(r);
     } catch (const std::exception& e) {
       {
@@ -188,6 +190,18 @@ void Executor::on_every_rank(const std::function<void(size_t)>& fn, bool watched
                            std::to_string(static_cast<int>(t.limit_s)) +
                            " s (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS) and the group was aborted; a rank stopped "
                            "answering (restart the server; NCCL_DEBUG=INFO shows where the ranks were)");
+  if (t.first_error && watched) {
+    // The failed rank aborted the group (so that no rank waited for it), and an aborted group
+    // cannot sum again: a step's failure on any rank ends the engine, as a lost device does.
+    try {
+      std::rethrow_exception(t.first_error);
+    } catch (const FatalDeviceError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw FatalDeviceError(std::string("tensor parallelism: ") + e.what() +
+                             " (the group was aborted and cannot sum again; restart the server)");
+    }
+  }
   if (t.first_error) std::rethrow_exception(t.first_error);
 }
 

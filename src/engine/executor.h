@@ -17,7 +17,8 @@
 // not match) would hold the engine for ever: a watchdog aborts the group once a step has run
 // VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (vLLM's variable; default 300 on a GPU, off on the CPU, where a
 // long prompt's step can take minutes; 0 = off), and the step ends with a FatalDeviceError — an
-// aborted group cannot be used again, so the server exits and its supervisor restarts it.
+// aborted group cannot be used again, so the server exits and its supervisor restarts it. A step
+// that fails on a rank (which aborts the group) is fatal for the same reason.
 //
 // A test double proves the seam: `replicated_workers` N > 1 loads the whole model on N CPU backends
 // and reads each step's logits from worker (step mod N), so a worker whose caches or state went

@@ -192,6 +192,23 @@ TEST(TensorParallel, AStalledRankEndsTheStepWithAFatalErrorNotAHang) {
   ::unsetenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS");
 }
 
+// A step that fails on a rank other than the driver aborts the group, which cannot sum again: the
+// engine ends with a FatalDeviceError naming the rank's error rather than failing every later step.
+TEST(TensorParallel, ARanksFailureEndsTheEngineWithAFatalError) {
+  FaultInjector::global().arm(FaultSite::RankError, 2);
+  testing::Knobs k;
+  k.tp = 2;
+  try {
+    testing::run("qwen3-tiny-tied", testing::shared_prefix_requests(), k);
+    ADD_FAILURE() << "the rank's failure went unnoticed";
+  } catch (const FatalDeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("injected fault (PAGODA_INJECT_FAULT rank-error"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot sum again"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(FaultInjector::global().num_thrown(FaultSite::RankError), 1);
+  FaultInjector::global().disarm();
+}
+
 TEST(TensorParallel, TheStepTimeoutIsCheckedWhereItIsRead) {
   ::setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "soon", 1);
   testing::Knobs k;
