@@ -130,9 +130,9 @@ class CudaBackend final : public Backend {
   // The stream every op is enqueued on (for CUDA graph capture and events).
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
+  void activate() const;  // makes device_ current on the calling thread
 
  private:
-  void activate() const;  // makes device_ current on the calling thread
 
   int device_ = 0;
   DType activation_ = DType::BF16;

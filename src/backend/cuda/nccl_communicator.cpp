@@ -64,8 +64,7 @@ class NcclCommunicator final : public Communicator {
     record_external_op(be, p2p ? "all_reduce_p2p" : "all_reduce", std::to_string(x.row_numel()) + " " + dtype_name(x.dtype),
                        static_cast<double>(x.nbytes()));
     if (p2p) {
-      int current = -1;  // the rank's thread has its device current; made sure of, as the backend does
-      if (cudaGetDevice(&current) != cudaSuccess || current != cuda->device_index()) cudaSetDevice(cuda->device_index());
+      cuda->activate();  // the kernel launches on the current device
       cuda::launch_p2p_all_reduce(*group_->p2p, rank_, x, cuda->stream());
       return;
     }
