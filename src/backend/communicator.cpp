@@ -1,5 +1,6 @@
 #include "backend/communicator.h"
 
+#include "backend/backend.h"
 #include "backend/host_communicator.h"
 #include "core/error.h"
 #ifdef PAGODA_HAS_CUDA
@@ -7,6 +8,12 @@
 #endif
 
 namespace pagoda {
+
+void Communicator::all_reduce_add_rms_norm(Backend& be, Tensor& x, Tensor& residual, const Tensor& w, Tensor& out,
+                                           float eps, bool zero_centered) {
+  all_reduce_sum(be, x);
+  be.add_rms_norm(residual, x, w, out, eps, zero_centered);
+}
 
 std::vector<std::unique_ptr<Communicator>> make_communicators(const std::string& device, int world, int first_ordinal,
                                                               bool custom_all_reduce) {

@@ -21,6 +21,15 @@ class Communicator {
   // x = Σ over the group's ranks of each rank's x, in place, on `be`'s stream (no host wait). Every
   // rank ends with the same bits: the sum is taken in rank order once and copied to all.
   virtual void all_reduce_sum(Backend& be, Tensor& x) = 0;
+  // The sum of a row-parallel projection's output x fused with the residual add and RMSNorm that
+  // follow it: all_reduce_sum(x), then be.add_rms_norm(residual, x, w, out, eps, zero_centered) —
+  // the default; a communicator overrides it to do both in one pass (decode's many small sums).
+  virtual void all_reduce_add_rms_norm(Backend& be, Tensor& x, Tensor& residual, const Tensor& w, Tensor& out,
+                                       float eps, bool zero_centered);
+  // out [M, world · n] (dim 0 may be strided) = every rank's x [M, n] side by side in rank order: a
+  // vocab-parallel lm_head's logits. scratch (world · M · n elements of x's dtype, contiguous) is
+  // the caller's memory a communicator may land the gather in before placing the columns.
+  virtual void all_gather_cols(Backend& be, const Tensor& x, Tensor& scratch, Tensor& out) = 0;
   // A rank that failed mid-step calls it: every rank blocked in (or later entering) a collective
   // throws pagoda::Error instead of waiting for it forever.
   virtual void abort(const std::string& why) = 0;

@@ -94,6 +94,28 @@ class HostCommunicator final : public Communicator {
     // out before anyone writes its input or the sum again.
   }
 
+  void all_gather_cols(Backend& be, const Tensor& x, Tensor&, Tensor& out) override {
+    check(be.device() == Device::CPU && x.dtype == DType::F32 && out.dtype == DType::F32,
+          "the host communicator gathers fp32 tensors in host memory, not " + std::string(dtype_name(x.dtype)));
+    record_external_op(be, "all_gather", std::to_string(x.row_numel()) + " f32", static_cast<double>(x.nbytes()));
+    HostGroup& g = *group_;
+    const int64_t rows = x.shape[0], cols = x.row_numel();
+    check(out.ndim == 2 && out.shape[0] == rows && out.shape[1] == cols * g.world,
+          "tensor parallelism: a gather of " + std::to_string(g.world) + " ranks' [" + std::to_string(rows) + ", " +
+              std::to_string(cols) + "] into a tensor of another shape");
+    g.inputs[static_cast<size_t>(rank_)] = &x;
+    g.barrier([] {});
+    for (int r = 0; r < g.world; ++r) {
+      const Tensor& o = *g.inputs[static_cast<size_t>(r)];
+      check(o.numel() == x.numel(), "tensor parallelism: ranks gather tensors of different sizes");
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* src = static_cast<const float*>(o.row(i));
+        std::copy(src, src + cols, static_cast<float*>(out.row(i)) + r * cols);
+      }
+    }
+    g.barrier([] {});  // every rank has read every input before any rank writes its own again
+  }
+
  private:
   std::shared_ptr<HostGroup> group_;
   int rank_;

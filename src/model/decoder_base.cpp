@@ -22,10 +22,25 @@ void DecoderBase::load_embedding_and_head() {
   final_norm_ = ws_.load("model.norm.weight", DType::F32, {H});
   check(cfg_.tie_word_embeddings || ws_.has("lm_head.weight"),
         "config says tie_word_embeddings=false but the checkpoint has no lm_head.weight");
-  lm_head_ = (!cfg_.tie_word_embeddings && ws_.has("lm_head.weight"))
-                 ? Linear::load(ws_, {.parts = {{.weight = "lm_head.weight", .rows = V}}, .in_features = H,
-                                      .dtype = weight_dtype()})
-                 : Linear::over(embed_);
+  // Under tensor parallelism each rank multiplies its slice of the vocabulary (Megatron's
+  // vocab-parallel lm_head; a decode step reads the whole matrix once over the ranks instead of once
+  // on each) and the slices are gathered. A vocabulary the ranks do not divide stays whole.
+  vocab_sharded_ = shard_.world > 1 && V % shard_.world == 0;
+  const bool untied = !cfg_.tie_word_embeddings && ws_.has("lm_head.weight");
+  if (untied)
+    lm_head_ = Linear::load(ws_, {.parts = {{.weight = "lm_head.weight", .rows = V}}, .in_features = H,
+                                  .dtype = weight_dtype(), .shard = vocab_sharded_ ? ShardKind::Column : ShardKind::Replicated},
+                            shard_);
+  else if (vocab_sharded_)
+    lm_head_ = Linear::over(embed_.rows(V / shard_.world * shard_.rank, V / shard_.world * (shard_.rank + 1)));
+  else
+    lm_head_ = Linear::over(embed_);
+}
+
+Tensor DecoderBase::full_lm_head_weight() {
+  if (!vocab_sharded_) return lm_head_.weight();
+  if (cfg_.tie_word_embeddings || !ws_.has("lm_head.weight")) return embed_;
+  return ws_.load("lm_head.weight", weight_dtype(), {cfg_.vocab_size, cfg_.hidden_size});
 }
 
 Tensor DecoderBase::scratch(int64_t rows, int64_t cols) { return scratch(rows, cols, be_.activation_dtype()); }
@@ -42,6 +57,11 @@ void DecoderBase::begin_reserve(int32_t max_tokens, int32_t max_logits_rows) {
   normed_ = scratch(max_tokens, H);
   mixer_out_ = scratch(max_tokens, H);
   last_rows_ = scratch(max_logits_rows, H);
+  if (vocab_sharded_) {
+    const int64_t n = cfg_.vocab_size / shard_.world;
+    local_logits_ = scratch(max_logits_rows, n, DType::F32);
+    gathered_logits_ = scratch(static_cast<int64_t>(shard_.world) * max_logits_rows, n, DType::F32);
+  }
   max_tokens_ = max_tokens;
   max_logits_rows_ = max_logits_rows;
 }
@@ -92,12 +112,28 @@ Tensor DecoderBase::final_hidden(int32_t num_tokens) const {
   return normed_.rows(0, num_tokens);  // finish_forward leaves the final norm's output there
 }
 
-void DecoderBase::finish_forward(const StepMeta& meta, Stream& s, bool zero_centered,
-                                 Tensor& logits) {
-  be_.add_rms_norm(s.h, s.y, final_norm_, s.x, static_cast<float>(cfg_.rms_norm_eps), zero_centered);
+void DecoderBase::add_norm(Stream& s, const Tensor& w, bool zero_centered, bool y_partial) {
+  const auto eps = static_cast<float>(cfg_.rms_norm_eps);
+  if (y_partial && shard_.world > 1) shard_.comm->all_reduce_add_rms_norm(be_, s.y, s.h, w, s.x, eps, zero_centered);
+  else be_.add_rms_norm(s.h, s.y, w, s.x, eps, zero_centered);
+}
+
+void DecoderBase::sum_ranks(Tensor& y) {
+  if (shard_.world > 1) shard_.comm->all_reduce_sum(be_, y);
+}
+
+void DecoderBase::finish_forward(const StepMeta& meta, Stream& s, bool zero_centered, Tensor& logits, bool y_partial) {
+  add_norm(s, final_norm_, zero_centered, y_partial);
   Tensor rows = last_rows_.rows(0, meta.num_logits_rows);
   be_.gather_rows(s.x, meta.logits_rows, rows);
-  lm_head_.forward(be_, rows, logits);
+  if (vocab_sharded_) {
+    Tensor local = local_logits_.rows(0, meta.num_logits_rows);
+    lm_head_.forward(be_, rows, local);
+    Tensor scratch = gathered_logits_.rows(0, static_cast<int64_t>(shard_.world) * meta.num_logits_rows);
+    shard_.comm->all_gather_cols(be_, local, scratch, logits);
+  } else {
+    lm_head_.forward(be_, rows, logits);
+  }
   if (final_logit_softcap_ > 0.0f) be_.softcap(logits, final_logit_softcap_);
 }
 

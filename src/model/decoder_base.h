@@ -43,9 +43,18 @@ class DecoderBase : public Model {
     Tensor h, x, y;
   };
   Stream begin_forward(const StepMeta& meta);
-  // Adds the last sub-layer's output y to the residual, applies the final norm, and writes the
-  // logits of meta.logits_rows (soft-capped when final_logit_softcap_ is set).
-  void finish_forward(const StepMeta& meta, Stream& s, bool zero_centered, Tensor& logits);
+  // h += y, x = rms_norm(h) · w, where y is a sub-layer's output: under tensor parallelism each
+  // rank's partial product (layers.h), summed over the ranks here, fused with the add and the norm
+  // where the communicator can. y_partial false: y is whole already (a sandwich norm's output).
+  void add_norm(Stream& s, const Tensor& w, bool zero_centered, bool y_partial = true);
+  // y = the sum over the ranks of y, in place (one rank: nothing).
+  void sum_ranks(Tensor& y);
+  // Adds the last sub-layer's output y to the residual (as add_norm), applies the final norm, and
+  // writes the logits of meta.logits_rows (soft-capped when final_logit_softcap_ is set).
+  void finish_forward(const StepMeta& meta, Stream& s, bool zero_centered, Tensor& logits, bool y_partial = true);
+  // The whole lm_head matrix [V, H] (an MTP head shares it): this rank's rows when the vocabulary
+  // is sharded are not enough, so then it is loaded (again) whole.
+  Tensor full_lm_head_weight();
   // Multiplies the embeddings by `scale` rounded to the activation dtype, as transformers' Gemma
   // does (embed_scale.to(dtype)); 0 or 1: no scaling.
   void set_embedding_scale(double scale);
@@ -57,12 +66,16 @@ class DecoderBase : public Model {
   WeightStore ws_;
   DType native_dtype_;  // the checkpoint's dominant float dtype (WeightStore::native_dtype)
   Tensor embed_, final_norm_;
-  Linear lm_head_;  // over embed_ when tied
+  Linear lm_head_;  // over embed_ when tied; this rank's rows of the vocabulary when vocab_sharded_
   float final_logit_softcap_ = 0.0f;  // logits = cap·tanh(logits/cap); 0: none
 
  private:
   std::vector<Buffer> scratch_buffers_;
   Tensor residual_, normed_, mixer_out_, last_rows_;
+  // Tensor parallelism: each rank multiplies its V / world rows of the lm_head (a vocabulary the
+  // ranks divide; else every rank holds it whole) into local_logits_, gathered into the logits.
+  bool vocab_sharded_ = false;
+  Tensor local_logits_, gathered_logits_;
   int32_t max_tokens_ = 0, max_logits_rows_ = 0;
   float embedding_scale_ = 1.0f;
 };

@@ -113,24 +113,32 @@ class DenseDecoder final : public DecoderBase {
     Tensor raw = opt_.sandwich_norms ? sublayer_out_.rows(0, meta.num_tokens) : s.y;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const DenseLayer& l = layers_[i];
-      // The previous layer's MLP output is added to the residual stream by the fused norm.
+      // The previous layer's MLP output is added to the residual stream by the fused norm (summed
+      // over the ranks there, unless a sandwich norm summed it first).
       if (i == 0) be_.rms_norm(s.h, l.input_norm, s.x, eps, zc);
-      else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
+      else add_norm(s, l.input_norm, zc, !opt_.sandwich_norms);
       keep_aux(static_cast<int>(i), s.h);  // the residual stream at the input of layer i
       const int a = attention_index_[i];
       attention_forward(be_, local_, l.attn, attention_options(static_cast<int>(i)), meta,
                         state.kv.k(a), state.kv.v(a), s.x, s_, raw);
-      if (opt_.sandwich_norms) be_.rms_norm(raw, l.attn_out_norm, s.y, eps, zc);
-      be_.add_rms_norm(s.h, s.y, l.mlp_norm, s.x, eps, zc);
+      if (opt_.sandwich_norms) sandwich_norm(raw, l.attn_out_norm, s.y);
+      add_norm(s, l.mlp_norm, zc, !opt_.sandwich_norms);
       if (l.sparse) moe_forward(be_, local_, l.moe, s.x, moe_, raw);
       else mlp_forward(be_, l.mlp, s.x, s_, raw, opt_.activation);
-      if (opt_.sandwich_norms) be_.rms_norm(raw, l.mlp_out_norm, s.y, eps, zc);
+      if (opt_.sandwich_norms) sandwich_norm(raw, l.mlp_out_norm, s.y);
     }
-    finish_forward(meta, s, zc, logits);
+    finish_forward(meta, s, zc, logits, !opt_.sandwich_norms);
     keep_aux(static_cast<int>(layers_.size()), s.h);  // after the last layer, before the final norm
   }
 
  private:
+  // Gemma 3's norm of a sub-layer's output before it joins the residual stream: of the whole sum,
+  // so the ranks' partial outputs are summed first.
+  void sandwich_norm(Tensor& raw, const Tensor& w, Tensor& y) {
+    sum_ranks(raw);
+    be_.rms_norm(raw, w, y, static_cast<float>(cfg_.rms_norm_eps), opt_.zero_centered_norm);
+  }
+
   // EAGLE-3: a copy of the residual stream `h` when `layer` is one of the aux layers.
   void keep_aux(int layer, const Tensor& h) {
     if (aux_.empty() || aux_slot_[static_cast<size_t>(layer)] < 0) return;

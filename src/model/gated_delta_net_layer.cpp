@@ -45,7 +45,7 @@ GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cf
   w.dt_bias = per_head(p + "dt_bias");
   w.norm = ws.load(p + "norm.weight", DType::F32, {dv});  // one vector for every head
   w.out = Linear::load(ws, {.parts = {{.weight = p + "out_proj.weight", .rows = H}}, .in_features = Hv * dv,
-                            .dtype = wdtype, .shard = ShardKind::Row},
+                            .dtype = wdtype, .shard = ShardKind::Row, .sum_outside = true},
                        shard);
   return w;
 }

@@ -36,7 +36,8 @@ GatedDeltaNetWeights load_gated_delta_net(WeightStore& ws, const ModelConfig& cf
                                           const ShardSpec& shard = {});
 
 // x [T, H] (normed input) -> out [T, H]. Reads and updates this layer's conv state
-// [slots, C, K-1] and recurrent state [slots, Hv, dk, dv] at meta.state_slots.
+// [slots, C, K-1] and recurrent state [slots, Hv, dk, dv] at meta.state_slots. Over several ranks
+// out is this rank's partial sum (out_proj is row-parallel; DecoderBase::add_norm sums it).
 // Appends the primitives gated_delta_net_forward uses to `ops`.
 void add_gated_delta_net_ops(DType act, DType wdtype, std::vector<OpUse>& ops);
 

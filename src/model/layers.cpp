@@ -63,7 +63,7 @@ AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, cons
   w.qkv = Linear::load(ws, qkv, shard);
   w.o = Linear::load(ws,
                      {.parts = {{.weight = p + "o_proj.weight", .rows = H, .bias = opt.o_bias ? p + "o_proj.bias" : ""}},
-                      .in_features = Hq * D, .dtype = wdtype, .shard = ShardKind::Row},
+                      .in_features = Hq * D, .dtype = wdtype, .shard = ShardKind::Row, .sum_outside = true},
                      shard);
   if (opt.qk_norm) {
     w.q_norm = ws.load(p + "q_norm.weight", DType::F32, {D});
@@ -73,7 +73,7 @@ AttentionWeights load_attention_at(WeightStore& ws, const ModelConfig& cfg, cons
 }
 
 MlpWeights load_mlp(WeightStore& ws, const ModelConfig& cfg, int layer, DType wdtype, const ShardSpec& shard) {
-  return load_mlp_at(ws, cfg, layer_prefix(layer) + "mlp.", cfg.intermediate_size, wdtype, shard);
+  return load_mlp_at(ws, cfg, layer_prefix(layer) + "mlp.", cfg.intermediate_size, wdtype, shard, /*sum_outside=*/true);
 }
 
 MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::string& p, int64_t I, DType wdtype,

@@ -81,7 +81,9 @@ MlpWeights load_mlp_at(WeightStore& ws, const ModelConfig& cfg, const std::strin
                        DType wdtype, const ShardSpec& shard = {}, bool sum_outside = false);
 
 // x [T, H] (normed input) -> out [T, H]. Appends this step's K/V to the layer's pools. `cfg` is
-// this rank's view (rank_view(): its local head counts).
+// this rank's view (rank_view(): its local head counts). Over several ranks the output projections
+// (o_proj here, down_proj in mlp_forward) are row-parallel and out is this rank's partial sum: the
+// decoder sums the ranks' fused with the norm that follows (DecoderBase::add_norm).
 void attention_forward(Backend& be, const ModelConfig& cfg, const AttentionWeights& w,
                        const AttentionOptions& opt,
                        const StepMeta& meta, Tensor& k_cache, Tensor& v_cache, const Tensor& x,

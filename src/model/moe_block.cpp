@@ -140,13 +140,11 @@ MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wd
   const bool sharded = shard.world > 1;
   if (Is > 0) {
     router.parts.push_back({.weight = p + "shared_expert_gate.weight", .rows = 1});
-    // Its partial sums join the routed experts' in one all-reduce (moe_forward).
+    // Its partial sums join the routed experts' (moe_forward), summed once by the decoder.
     w.shared = load_mlp_at(ws, cfg, p + "shared_expert.", Is, wdtype, shard, /*sum_outside=*/sharded);
   }
   w.router = Linear::load(ws, router);  // every rank routes every token alike
   if (sharded) {
-    check(shard.comm != nullptr, "tensor-parallel experts need the group's communicator");
-    w.comm = shard.comm;
     load_expert_shards(ws, p, E, I, H, wdtype, shard, w);
     return w;
   }
@@ -217,9 +215,9 @@ void moe_forward(Backend& be, const ModelConfig& cfg, const MoeWeights& w, const
     glu_forward(be, w.shared, x, sgu, sact, shared_out);
     shared_gate = router.cols(E, E + 1);
   }
+  // The weighted sum and the gate are linear in the experts' outputs: under tensor parallelism out is
+  // this rank's partial sum, which the decoder sums once (DecoderBase::add_norm).
   be.moe_unpermute(y, weights, rows, shared_out, shared_gate, out);
-  // The weighted sum and the gate are linear in the experts' outputs: one sum of the partials.
-  if (w.comm != nullptr) w.comm->all_reduce_sum(be, out);
 }
 
 namespace {

@@ -58,10 +58,9 @@ struct MoeWeights {
   Linear router;
   ExpertLinear gate_up;  // [E, 2I, H]: per expert I gate rows then I up rows
   ExpertLinear down;     // [E, H, I]
+  // Under tensor parallelism every expert's columns are sharded (gate | up by rows, down by columns),
+  // so the routed and shared outputs are partial sums, which the decoder sums once (moe_forward).
   MlpWeights shared;  // [2Is, H] and [H, Is]; empty without a shared expert
-  // Tensor parallelism: every expert's columns are sharded (gate | up by rows, down by columns), so
-  // the routed and shared outputs are partial sums, all-reduced once through this; null on one rank.
-  Communicator* comm = nullptr;
 };
 
 // Loads layer `layer`'s experts from either layout: packed (mlp.experts.gate_up_proj [E, 2I, H],
@@ -86,7 +85,8 @@ MoeScratch reserve_moe(const ModelConfig& cfg, int64_t max_tokens, DType act, co
 // Appends the primitives moe_forward uses (activations `act`, projection weights `wdtype`).
 void add_moe_ops(const ModelConfig& cfg, DType act, DType wdtype, std::vector<OpUse>& ops);
 
-// x [T, H] (normed input) -> out [T, H].
+// x [T, H] (normed input) -> out [T, H]; over several ranks, this rank's partial sum of it (the
+// decoder sums the ranks' once, fused with its next norm: DecoderBase::add_norm).
 void moe_forward(Backend& be, const ModelConfig& cfg, const MoeWeights& w, const Tensor& x, MoeScratch& s,
                  Tensor& out);
 

@@ -107,7 +107,7 @@ class Qwen3_5Model final : public DecoderBase {
   }
 
   std::unique_ptr<Model> load_mtp_head(const Checkpoint& ckpt) override {
-    return pagoda::load_mtp_head(cfg_, ckpt, be_, embed_, lm_head_.weight(), kAttention, kZeroCenteredNorm);
+    return pagoda::load_mtp_head(cfg_, ckpt, be_, embed_, full_lm_head_weight(), kAttention, kZeroCenteredNorm);
   }
 
   void forward(const StepMeta& meta, const ModelState& state, Tensor& logits) override {
@@ -122,7 +122,7 @@ class Qwen3_5Model final : public DecoderBase {
       const Qwen3_5Layer& l = layers_[i];
       // The previous layer's MLP output is added to the residual stream by the fused norm.
       if (i == 0) be_.rms_norm(s.h, l.input_norm, s.x, eps, zc);
-      else be_.add_rms_norm(s.h, s.y, l.input_norm, s.x, eps, zc);
+      else add_norm(s, l.input_norm, zc);
       if (l.kind == LayerKind::FullAttention) {
         const int a = attention_index_[i];
         attention_forward(be_, local_, l.attn, attention_opt_, meta, state.kv.k(a), state.kv.v(a),
@@ -131,7 +131,7 @@ class Qwen3_5Model final : public DecoderBase {
         const int g = gdn_index_[i];
         gated_delta_net_forward(be_, local_, l.gdn, meta, rs->conv(g), rs->recurrent(g), s.x, g_, s.y);
       }
-      be_.add_rms_norm(s.h, s.y, l.post_norm, s.x, eps, zc);
+      add_norm(s, l.post_norm, zc);  // sums the ranks' partial outputs first (layers.h)
       if (l.sparse) moe_forward(be_, local_, l.moe, s.x, moe_, s.y);
       else mlp_forward(be_, l.mlp, s.x, s_, s.y);
     }

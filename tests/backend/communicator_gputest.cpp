@@ -4,6 +4,7 @@
 // both ranks, eagerly and replayed from CUDA graphs with new inputs each time.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -166,6 +167,127 @@ TEST(CudaCommunicator, SumsOfAlternatingSizesBackToBack) {
           ADD_FAILURE() << "tensor " << t << " rank " << r << " element " << i << ": " << got << ", want " << want;
       }
     EXPECT_EQ(wrong, 0) << "tensor " << t;
+  }
+}
+
+// The row-parallel sum fused with the residual add and RMSNorm (what a layer's output meets next):
+// the residual equals the host's rank-order sum added to it (exact: values the dtype holds), the
+// normed output the host's norm of it within the dtype's rounding; through the peer-memory kernel
+// (a row, many rows, fp32) and through NCCL + add_rms_norm (over a slot), eager and from graphs.
+TEST(CudaCommunicator, SumAddNormEqualsTheHostsSumThenNormEagerAndInGraphs) {
+  ASSERT_GE(cuda_device_count(), kWorld) << "needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
+  std::vector<std::unique_ptr<Communicator>> comms = make_communicators("cuda", kWorld, 0);
+  std::vector<std::unique_ptr<Backend>> bes;
+  for (int r = 0; r < kWorld; ++r) bes.push_back(make_backend("cuda", 0, "bfloat16", r));
+  const std::vector<Case> cases = {{DType::BF16, 1, 5120}, {DType::BF16, 200, 5120}, {DType::F32, 3, 4096},
+                                   {DType::BF16, 512, 5120}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " " + std::to_string(c.rows) + "x" + std::to_string(c.cols));
+    const int64_t n = c.rows * c.cols;
+    const size_t esz = dtype_size(c.dtype), bytes = static_cast<size_t>(n) * esz;
+    std::vector<float> w(static_cast<size_t>(c.cols));
+    for (size_t j = 0; j < w.size(); ++j) w[j] = 0.5f + 0.125f * static_cast<float>(j % 9);
+    std::vector<Buffer> bufs;
+    std::vector<Tensor> xs, hs, outs, ws;
+    for (int r = 0; r < kWorld; ++r) {
+      Backend& be = *bes[static_cast<size_t>(r)];
+      for (int k = 0; k < 3; ++k) bufs.push_back(be.alloc(bytes));
+      xs.push_back(bufs[bufs.size() - 3].tensor(c.dtype, {c.rows, c.cols}));
+      hs.push_back(bufs[bufs.size() - 2].tensor(c.dtype, {c.rows, c.cols}));
+      outs.push_back(bufs[bufs.size() - 1].tensor(c.dtype, {c.rows, c.cols}));
+      bufs.push_back(be.alloc(w.size() * 4));
+      ws.push_back(bufs.back().tensor(DType::F32, {c.cols}));
+      be.copy_to_device(ws.back().data, w.data(), w.size() * 4);
+    }
+    std::vector<int64_t> graphs(kWorld, -1);
+    for (uint32_t round = 0; round < 3; ++round) {
+      std::vector<std::vector<float>> in(kWorld);
+      for (int r = 0; r < kWorld; ++r) in[static_cast<size_t>(r)] = inputs(n, r, round + 40, c.dtype);
+      const std::vector<float> residual = inputs(n, 5, round + 80, c.dtype);  // the same on every rank
+      std::vector<std::vector<uint8_t>> got_h(kWorld, std::vector<uint8_t>(bytes)), got_o = got_h;
+      on_both([&](int r) {
+        const auto i = static_cast<size_t>(r);
+        Backend& be = *bes[i];
+        be.synchronize();
+        be.copy_to_device(xs[i].data, encode(in[i], c.dtype).data(), bytes);
+        be.copy_to_device(hs[i].data, encode(residual, c.dtype).data(), bytes);
+        auto run = [&] { comms[i]->all_reduce_add_rms_norm(be, xs[i], hs[i], ws[i], outs[i], 1e-6f, false); };
+        if (round == 0) {
+          run();
+        } else {
+          if (round == 1) {
+            be.synchronize();
+            be.begin_capture();
+            run();
+            graphs[i] = be.end_capture();
+          }
+          be.replay(graphs[i]);
+        }
+        be.copy_to_host(got_h[i].data(), hs[i].data, bytes);
+        be.copy_to_host(got_o[i].data(), outs[i].data, bytes);
+      });
+      int64_t wrong = 0;
+      for (int64_t row = 0; row < c.rows; ++row) {
+        std::vector<float> h(static_cast<size_t>(c.cols));
+        double ss = 0;
+        for (int64_t j = 0; j < c.cols; ++j) {
+          const auto at = static_cast<size_t>(row * c.cols + j);
+          h[static_cast<size_t>(j)] = residual[at] + (in[0][at] + in[1][at]);
+          ss += static_cast<double>(h[static_cast<size_t>(j)]) * h[static_cast<size_t>(j)];
+        }
+        const double inv = 1.0 / std::sqrt(ss / static_cast<double>(c.cols) + 1e-6);
+        for (int r = 0; r < kWorld; ++r)
+          for (int64_t j = 0; j < c.cols; ++j) {
+            const auto at = static_cast<size_t>(row * c.cols + j);
+            const float gh = decode(got_h[static_cast<size_t>(r)].data() + at * esz, c.dtype);
+            const float go = decode(got_o[static_cast<size_t>(r)].data() + at * esz, c.dtype);
+            const double want = h[static_cast<size_t>(j)] * inv * w[static_cast<size_t>(j)];
+            const double tol = (c.dtype == DType::F32 ? 1e-5 : 1.6e-2) * (std::fabs(want) + 1e-3);
+            if ((gh != h[static_cast<size_t>(j)] || std::fabs(go - want) > tol) && wrong++ < 5)
+              ADD_FAILURE() << "round " << round << " rank " << r << " row " << row << " column " << j << ": residual "
+                            << gh << " (want " << h[static_cast<size_t>(j)] << "), out " << go << " (want " << want
+                            << ")";
+          }
+      }
+      EXPECT_EQ(wrong, 0) << "round " << round;
+    }
+    for (int r = 0; r < kWorld; ++r) bes[static_cast<size_t>(r)]->destroy_graph(graphs[static_cast<size_t>(r)]);
+  }
+}
+
+// A vocab-parallel lm_head's gather: rank r's fp32 [M, n] becomes columns [r·n, (r+1)·n) of both
+// ranks' [M, 2n], eager and from a graph.
+TEST(CudaCommunicator, GatherPlacesEachRanksColumns) {
+  ASSERT_GE(cuda_device_count(), kWorld) << "needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
+  std::vector<std::unique_ptr<Communicator>> comms = make_communicators("cuda", kWorld, 0);
+  std::vector<std::unique_ptr<Backend>> bes;
+  for (int r = 0; r < kWorld; ++r) bes.push_back(make_backend("cuda", 0, "bfloat16", r));
+  for (const int64_t rows : {int64_t{1}, int64_t{37}}) {
+    const int64_t cols = 1000;
+    std::vector<std::vector<float>> got(kWorld, std::vector<float>(static_cast<size_t>(rows * cols * kWorld)));
+    on_both([&](int r) {
+      Backend& be = *bes[static_cast<size_t>(r)];
+      be.synchronize();
+      std::vector<float> in(static_cast<size_t>(rows * cols));
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(r) * 1e6f + static_cast<float>(i);
+      Buffer xb = be.alloc(in.size() * 4), sb = be.alloc(in.size() * 4 * kWorld), ob = be.alloc(in.size() * 4 * kWorld);
+      Tensor x = xb.tensor(DType::F32, {rows, cols}), scratch = sb.tensor(DType::F32, {kWorld * rows, cols}),
+             out = ob.tensor(DType::F32, {rows, kWorld * cols});
+      be.copy_to_device(x.data, in.data(), in.size() * 4);
+      comms[static_cast<size_t>(r)]->all_gather_cols(be, x, scratch, out);
+      be.copy_to_host(got[static_cast<size_t>(r)].data(), out.data, got[static_cast<size_t>(r)].size() * 4);
+      be.synchronize();
+    });
+    int64_t wrong = 0;
+    for (int r = 0; r < kWorld; ++r)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < kWorld * cols; ++j) {
+          const float want = static_cast<float>(j / cols) * 1e6f + static_cast<float>(i * cols + j % cols);
+          const float v = got[static_cast<size_t>(r)][static_cast<size_t>(i * kWorld * cols + j)];
+          if (v != want && wrong++ < 5)
+            ADD_FAILURE() << "rows " << rows << " rank " << r << " (" << i << ", " << j << "): " << v << ", want " << want;
+        }
+    EXPECT_EQ(wrong, 0) << "rows " << rows;
   }
 }
 

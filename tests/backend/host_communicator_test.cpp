@@ -1,9 +1,11 @@
 // The CPU's communicator (backend/host_communicator.cpp): ranks on threads sum their tensors; every
 // rank gets the sum taken in rank order (the same bits everywhere), strided views included, tensor
-// after tensor of different sizes; an aborted group makes a waiting rank throw instead of hang.
+// after tensor of different sizes; gathers place each rank's columns; the sum fused with the next
+// norm is the sum then the norm; an aborted group makes a waiting rank throw instead of hang.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <random>
 #include <thread>
@@ -58,6 +60,68 @@ TEST(HostCommunicator, EveryRankGetsTheRankOrderSumOfEveryTensor) {
         }
       }
   }
+}
+
+// A vocab-parallel lm_head's logits: rank r's [M, n] block lands in columns [r·n, (r+1)·n) of every
+// rank's [M, world·n] output, a strided view of a wider buffer included.
+TEST(HostCommunicator, GatherPlacesEachRanksColumnsInRankOrder) {
+  constexpr int kWorld = 3, kRows = 4, kCols = 5, kWide = kWorld * kCols + 2;
+  auto comms = make_communicators("cpu", kWorld);
+  const std::unique_ptr<Backend> be = make_backend("cpu", 1);
+  std::vector<std::vector<float>> in(kWorld), out(kWorld, std::vector<float>(kRows * kWide, -7.0f));
+  for (int r = 0; r < kWorld; ++r)
+    for (int i = 0; i < kRows * kCols; ++i) in[static_cast<size_t>(r)].push_back(static_cast<float>(100 * r + i));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kWorld; ++rank)
+    threads.emplace_back([&, rank] {
+      Tensor x(in[static_cast<size_t>(rank)].data(), DType::F32, Device::CPU, {kRows, kCols});
+      Tensor wide(out[static_cast<size_t>(rank)].data(), DType::F32, Device::CPU, {kRows, kWide});
+      Tensor dst = wide.cols(1, 1 + kWorld * kCols), scratch;
+      comms[static_cast<size_t>(rank)]->all_gather_cols(*be, x, scratch, dst);
+    });
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < kWorld; ++rank)
+    for (int i = 0; i < kRows; ++i)
+      for (int j = 0; j < kWide; ++j) {
+        const int src = (j - 1) / kCols, col = (j - 1) % kCols;
+        const float want = j == 0 || j == kWide - 1 ? -7.0f : static_cast<float>(100 * src + i * kCols + col);
+        EXPECT_EQ(out[static_cast<size_t>(rank)][static_cast<size_t>(i * kWide + j)], want)
+            << "rank " << rank << " row " << i << " column " << j;
+      }
+}
+
+// The fused sum + residual add + norm (a layer's row-parallel output into the next norm) equals the
+// rank-order sum added to the residual and normalised as written out here (RMSNorm with weight).
+TEST(HostCommunicator, SumAddNormIsTheSumThenTheResidualNorm) {
+  constexpr int kWorld = 2, kCols = 6;
+  auto comms = make_communicators("cpu", kWorld);
+  const std::unique_ptr<Backend> be = make_backend("cpu", 1);
+  const std::vector<std::vector<float>> part = {{1, 2, 3, 4, 5, 6}, {0.5f, -1, 0.25f, 2, -3, 1}};
+  const std::vector<float> residual0 = {1, 1, 1, 1, 1, 1}, w = {1, 2, 1, 0.5f, 1, 1};
+  std::vector<std::vector<float>> xs = part, res(kWorld, residual0), out(kWorld, std::vector<float>(kCols));
+  std::vector<float> wcopy = w;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kWorld; ++rank)
+    threads.emplace_back([&, rank] {
+      const auto r = static_cast<size_t>(rank);
+      Tensor x(xs[r].data(), DType::F32, Device::CPU, {1, kCols}), h(res[r].data(), DType::F32, Device::CPU, {1, kCols}),
+          o(out[r].data(), DType::F32, Device::CPU, {1, kCols}), wt(wcopy.data(), DType::F32, Device::CPU, {kCols});
+      comms[r]->all_reduce_add_rms_norm(*be, x, h, wt, o, 1e-6f, false);
+    });
+  for (auto& t : threads) t.join();
+  std::vector<float> h(kCols);
+  double ss = 0;
+  for (int j = 0; j < kCols; ++j) {
+    h[static_cast<size_t>(j)] = residual0[static_cast<size_t>(j)] + (part[0][static_cast<size_t>(j)] + part[1][static_cast<size_t>(j)]);
+    ss += static_cast<double>(h[static_cast<size_t>(j)]) * h[static_cast<size_t>(j)];
+  }
+  const double inv = 1.0 / std::sqrt(ss / kCols + 1e-6);
+  for (int rank = 0; rank < kWorld; ++rank)
+    for (int j = 0; j < kCols; ++j) {
+      const auto c = static_cast<size_t>(j);
+      EXPECT_EQ(res[static_cast<size_t>(rank)][c], h[c]) << "residual, rank " << rank << " column " << j;
+      EXPECT_NEAR(out[static_cast<size_t>(rank)][c], h[c] * inv * w[c], 1e-5) << "rank " << rank << " column " << j;
+    }
 }
 
 TEST(HostCommunicator, AnAbortedGroupReleasesAWaitingRank) {

@@ -62,7 +62,7 @@ serve_one() {
       --random-input-len 128 --random-output-len 128 --ignore-eos ${PROFILE_STEPS:+--profile} >"$logs/tg_$name.txt" 2>&1
     { echo "==== tg $name"; cat "$logs/tg_$name.txt"; } >>"$OUT/bench.txt"
     grep -hE "Output token throughput|Mean TPOT" "$logs/tg_$name.txt"
-    grep -h "all_reduce" "$logs/tg_$name.txt" | head -4
+    grep -hE "all_reduce|all_gather|add_rms_norm|decode steps" "$logs/tg_$name.txt" | head -6
   fi
   if [[ $BENCHES == *thr* ]]; then
     timeout "${THR_TIMEOUT:-240}" build-gpu/pagoda bench serve --port $port --model m --disable-tqdm --preset throughput --num-prompts "${N:-1000}" \

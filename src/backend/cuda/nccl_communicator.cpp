@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_util.h"
 #include "backend/cuda/p2p_all_reduce.h"
 #include "backend/timed_backend.h"
 #include "core/error.h"
@@ -34,6 +35,13 @@ namespace {
 
 void nccl_check(ncclResult_t r, const std::string& what) {
   if (r != ncclSuccess) throw Error("NCCL: " + what + " failed: " + ncclGetErrorString(r));
+}
+
+ncclDataType_t nccl_type(DType dtype) {
+  if (dtype == DType::BF16) return ncclBfloat16;
+  if (dtype == DType::F16) return ncclFloat16;
+  check(dtype == DType::F32, std::string("the NCCL communicator moves f32, bf16 or f16, not ") + dtype_name(dtype));
+  return ncclFloat32;
 }
 
 struct NcclGroup {
@@ -56,10 +64,7 @@ class NcclCommunicator final : public Communicator {
     auto* cuda = dynamic_cast<CudaBackend*>(&unwrap_timed(be));  // the profiler may wrap it
     check(cuda != nullptr, "the NCCL communicator sums tensors of the CUDA backend, not " + be.name());
     check(x.is_contiguous(), "the NCCL communicator sums contiguous tensors");
-    ncclDataType_t type = ncclFloat32;
-    if (x.dtype == DType::BF16) type = ncclBfloat16;
-    else if (x.dtype == DType::F16) type = ncclFloat16;
-    else check(x.dtype == DType::F32, std::string("the NCCL communicator sums f32, bf16 or f16, not ") + dtype_name(x.dtype));
+    const ncclDataType_t type = nccl_type(x.dtype);
     const bool p2p = group_->p2p && cuda::p2p_takes(*group_->p2p, x.nbytes());
     record_external_op(be, p2p ? "all_reduce_p2p" : "all_reduce", std::to_string(x.row_numel()) + " " + dtype_name(x.dtype),
                        static_cast<double>(x.nbytes()));
@@ -71,6 +76,47 @@ class NcclCommunicator final : public Communicator {
     nccl_check(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), type, ncclSum,
                              group_->comms[static_cast<size_t>(rank_)], cuda->stream()),
                "all-reduce on rank " + std::to_string(rank_));
+  }
+
+  void all_gather_cols(Backend& be, const Tensor& x, Tensor& scratch, Tensor& out) override {
+    auto* cuda = dynamic_cast<CudaBackend*>(&unwrap_timed(be));
+    check(cuda != nullptr, "the NCCL communicator gathers tensors of the CUDA backend, not " + be.name());
+    const int world = this->world();
+    const int64_t rows = x.ndim ? x.shape[0] : 1, cols = x.row_numel();
+    const size_t esz = dtype_size(x.dtype);
+    check(x.is_contiguous() && scratch.is_contiguous() && scratch.dtype == x.dtype && out.dtype == x.dtype &&
+              scratch.numel() >= world * x.numel() && out.ndim == 2 && out.shape[0] == rows &&
+              out.shape[1] == cols * world,
+          "the NCCL communicator gathers " + cuda::shape_str(x) + " from " + std::to_string(world) + " ranks into " +
+              cuda::shape_str(out) + " through " + cuda::shape_str(scratch) + ": shapes or dtypes that do not fit");
+    record_external_op(be, "all_gather", std::to_string(cols) + " " + dtype_name(x.dtype),
+                       static_cast<double>(x.nbytes()) * world);
+    cuda->activate();
+    nccl_check(ncclAllGather(x.data, scratch.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype),
+                             group_->comms[static_cast<size_t>(rank_)], cuda->stream()),
+               "all-gather on rank " + std::to_string(rank_));
+    // Rank r's [rows, cols] block becomes columns [r · cols, (r + 1) · cols) of out.
+    for (int r = 0; r < world; ++r) {
+      const auto* src = static_cast<const char*>(scratch.data) + static_cast<size_t>(r) * x.nbytes();
+      PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(out.data) + static_cast<size_t>(r * cols) * esz,
+                                          static_cast<size_t>(out.stride0()) * esz, src, static_cast<size_t>(cols) * esz,
+                                          static_cast<size_t>(cols) * esz, static_cast<size_t>(rows),
+                                          cudaMemcpyDeviceToDevice, cuda->stream()));
+    }
+  }
+
+  void all_reduce_add_rms_norm(Backend& be, Tensor& x, Tensor& residual, const Tensor& w, Tensor& out, float eps,
+                               bool zero_centered) override {
+    auto* cuda = dynamic_cast<CudaBackend*>(&unwrap_timed(be));
+    if (cuda == nullptr || !group_->p2p || !cuda::p2p_norm_takes(*group_->p2p, x, residual, out)) {
+      Communicator::all_reduce_add_rms_norm(be, x, residual, w, out, eps, zero_centered);
+      return;
+    }
+    record_external_op(be, "all_reduce_add_rms_norm_p2p", std::to_string(x.row_numel()) + " " + dtype_name(x.dtype),
+                       static_cast<double>(3 * x.nbytes()));
+    cuda->activate();
+    cuda::launch_p2p_all_reduce_add_rms_norm(*group_->p2p, rank_, x, residual, w, out, eps, zero_centered,
+                                             cuda->stream());
   }
 
   void abort(const std::string&) override {

@@ -39,17 +39,12 @@ __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
 
 constexpr int kThreads = 512;
 
-// T: the element type; groups: the tensor's 16-byte groups. x need not be 16-byte aligned (each
-// group is then moved element by element): the partition into groups is the same on every rank.
-template <typename T>
-__global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(P2pPtrs ptrs, uint32_t* counters, T* x,
-                                                                  int64_t groups, int world, int rank,
-                                                                  size_t slot_bytes) {
-  constexpr int kPer = 16 / sizeof(T);
+// Every counter moves on every call (block b the counters b, b + grid, ...): they all hold the
+// call's number, so every block alternates the staging set in step with the others whatever the
+// grid of the calls before (a block's region of one call can overlap another block's of the next).
+// Returns the call's number (to every thread).
+__device__ __forceinline__ uint32_t next_call(uint32_t* counters) {
   __shared__ uint32_t s_count;
-  // Every counter moves on every call (block b the counters b, b + grid, ...): they all hold the
-  // call's number, so every block alternates the staging set in step with the others whatever the
-  // grid of the calls before (a block's region of one call can overlap another block's of the next).
   if (threadIdx.x == 0) {
     for (int i = static_cast<int>(blockIdx.x); i < kP2pMaxBlocks; i += static_cast<int>(gridDim.x)) {
       const uint32_t c = ++counters[i];
@@ -57,7 +52,47 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(P2pPtrs ptrs, 
     }
   }
   __syncthreads();
-  const uint32_t count = s_count;
+  return s_count;
+}
+
+// After the block's stores into every rank's slot: raises this block's flag on every rank and waits
+// for every rank's (or for the group's abort).
+__device__ __forceinline__ void exchange_flags(const P2pPtrs& ptrs, int world, int rank, uint32_t count) {
+  __syncthreads();  // every thread's stores before the flags that publish them
+  if (static_cast<int>(threadIdx.x) < world) {
+    const int q = static_cast<int>(threadIdx.x);
+    __threadfence_system();
+    store_release_sys(ptrs.flags[q] + blockIdx.x * kP2pMaxRanks + rank, count);
+    const uint32_t* mine = ptrs.flags[rank] + blockIdx.x * kP2pMaxRanks + q;
+    for (uint32_t spins = 1; static_cast<int32_t>(load_acquire_sys(mine) - count) < 0; ++spins)
+      if ((spins & 1023u) == 0 && *ptrs.aborted) break;  // the group was aborted: no partner is coming
+  }
+  __syncthreads();
+}
+
+// The rank-order fp32 sum of 16-byte group g over the slots (rank q's at slots + q · slot_bytes).
+template <typename T>
+__device__ __forceinline__ void sum_group(const char* slots, size_t slot_bytes, int world, int64_t g,
+                                          float (&acc)[16 / sizeof(T)]) {
+  constexpr int kPer = 16 / sizeof(T);
+  const int4 v = reinterpret_cast<const int4*>(slots)[g];
+  const T* e = reinterpret_cast<const T*>(&v);
+  for (int i = 0; i < kPer; ++i) acc[i] = to_f32(e[i]);
+  for (int q = 1; q < world; ++q) {
+    const int4 u = reinterpret_cast<const int4*>(slots + static_cast<size_t>(q) * slot_bytes)[g];
+    const T* f = reinterpret_cast<const T*>(&u);
+    for (int i = 0; i < kPer; ++i) acc[i] += to_f32(f[i]);
+  }
+}
+
+// T: the element type; groups: the tensor's 16-byte groups. x need not be 16-byte aligned (each
+// group is then moved element by element): the partition into groups is the same on every rank.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(P2pPtrs ptrs, uint32_t* counters, T* x,
+                                                                  int64_t groups, int world, int rank,
+                                                                  size_t slot_bytes) {
+  constexpr int kPer = 16 / sizeof(T);
+  const uint32_t count = next_call(counters);
   const size_t set = static_cast<size_t>(count & 1u) * slot_bytes * static_cast<size_t>(world);
   const int64_t per_block = (groups + gridDim.x - 1) / gridDim.x;
   const int64_t lo = static_cast<int64_t>(blockIdx.x) * per_block, hi = min(groups, lo + per_block);
@@ -74,30 +109,12 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(P2pPtrs ptrs, 
     for (int q = 0; q < world; ++q)
       reinterpret_cast<int4*>(ptrs.data[q] + set + static_cast<size_t>(rank) * slot_bytes)[g] = v;
   }
-  __syncthreads();  // every thread's stores before the flags that publish them
-  if (threadIdx.x < world) {
-    const int q = threadIdx.x;
-    __threadfence_system();
-    store_release_sys(ptrs.flags[q] + blockIdx.x * kP2pMaxRanks + rank, count);
-    const uint32_t* mine = ptrs.flags[rank] + blockIdx.x * kP2pMaxRanks + q;
-    for (uint32_t spins = 1; static_cast<int32_t>(load_acquire_sys(mine) - count) < 0; ++spins)
-      if ((spins & 1023u) == 0 && *ptrs.aborted) break;  // the group was aborted: no partner is coming
-  }
-  __syncthreads();
+  exchange_flags(ptrs, world, rank, count);
 
   const char* slots = ptrs.data[rank] + set;
   for (int64_t g = lo + threadIdx.x; g < hi; g += kThreads) {
     float acc[kPer];
-    {
-      const int4 v = reinterpret_cast<const int4*>(slots)[g];
-      const T* e = reinterpret_cast<const T*>(&v);
-      for (int i = 0; i < kPer; ++i) acc[i] = to_f32(e[i]);
-    }
-    for (int q = 1; q < world; ++q) {
-      const int4 v = reinterpret_cast<const int4*>(slots + static_cast<size_t>(q) * slot_bytes)[g];
-      const T* e = reinterpret_cast<const T*>(&v);
-      for (int i = 0; i < kPer; ++i) acc[i] += to_f32(e[i]);
-    }
+    sum_group<T>(slots, slot_bytes, world, g, acc);
     int4 out;
     T* o = reinterpret_cast<T*>(&out);
     for (int i = 0; i < kPer; ++i) o[i] = from_f32<T>(acc[i]);
@@ -108,6 +125,76 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(P2pPtrs ptrs, 
     }
   }
 }
+
+// The sum fused with add_rms_norm: block b takes whole rows (the same ones on every rank), publishes
+// them as p2p_all_reduce_kernel does, then per row sums the slots, rounds to T (the sum's dtype),
+// writes it back to x, adds it to the residual (rounded to T) and normalises the row — rms_norm_kernel's
+// arithmetic and rounding.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    p2p_all_reduce_norm_kernel(P2pPtrs ptrs, uint32_t* counters, T* x, T* res, const void* w, int wdt, T* out,
+                               int64_t rows, int64_t row_groups, int world, int rank, size_t slot_bytes, float eps,
+                               float w_offset) {
+  constexpr int kPer = 16 / sizeof(T);
+  const uint32_t count = next_call(counters);
+  const size_t set = static_cast<size_t>(count & 1u) * slot_bytes * static_cast<size_t>(world);
+  const int64_t rows_per_block = (rows + gridDim.x - 1) / gridDim.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+  const int64_t lo = r0 * row_groups, hi = r1 * row_groups;
+  for (int64_t g = lo + threadIdx.x; g < hi; g += kThreads) {
+    const int4 v = reinterpret_cast<const int4*>(x)[g];
+    for (int q = 0; q < world; ++q)
+      reinterpret_cast<int4*>(ptrs.data[q] + set + static_cast<size_t>(rank) * slot_bytes)[g] = v;
+  }
+  exchange_flags(ptrs, world, rank, count);
+
+  const char* slots = ptrs.data[rank] + set;
+  const float hidden = static_cast<float>(row_groups * kPer);
+  for (int64_t row = r0; row < r1; ++row) {
+    float ss = 0.0f;
+    for (int64_t g = row * row_groups + threadIdx.x; g < (row + 1) * row_groups; g += kThreads) {
+      float acc[kPer];
+      sum_group<T>(slots, slot_bytes, world, g, acc);
+      int4 sv, rv = reinterpret_cast<const int4*>(res)[g];
+      T* s = reinterpret_cast<T*>(&sv);
+      T* r = reinterpret_cast<T*>(&rv);
+      for (int i = 0; i < kPer; ++i) {
+        s[i] = from_f32<T>(acc[i]);
+        r[i] = from_f32<T>(to_f32(r[i]) + to_f32(s[i]));  // the residual stream is stored in T
+        const float f = to_f32(r[i]);
+        ss += f * f;
+      }
+      reinterpret_cast<int4*>(x)[g] = sv;
+      reinterpret_cast<int4*>(res)[g] = rv;
+    }
+    const float inv = rsqrtf(block_sum(ss) / hidden + eps);
+    for (int64_t g = row * row_groups + threadIdx.x; g < (row + 1) * row_groups; g += kThreads) {
+      const int4 rv = reinterpret_cast<const int4*>(res)[g];  // this thread's own stores
+      const T* r = reinterpret_cast<const T*>(&rv);
+      int4 ov;
+      T* o = reinterpret_cast<T*>(&ov);
+      const int64_t col0 = (g - row * row_groups) * kPer;
+      for (int i = 0; i < kPer; ++i) {
+        const float wv = load_weight(w, wdt, col0 + i);
+        o[i] = w_offset == 0.0f ? from_f32<T>(round_to<T>(to_f32(r[i]) * inv) * wv)
+                                : from_f32<T>(to_f32(r[i]) * inv * (wv + w_offset));
+      }
+      reinterpret_cast<int4*>(out)[g] = ov;
+    }
+  }
+}
+
+P2pPtrs pointers(const P2pGroup& g) {
+  P2pPtrs ptrs{};
+  ptrs.aborted = g.aborted;  // unified addressing: the host pointer is the device's too
+  for (int r = 0; r < g.world; ++r) {
+    ptrs.data[r] = g.data[static_cast<size_t>(r)];
+    ptrs.flags[r] = g.flags[static_cast<size_t>(r)];
+  }
+  return ptrs;
+}
+
+bool aligned16(const Tensor& t) { return (reinterpret_cast<uintptr_t>(t.data) & 15u) == 0; }
 
 }  // namespace
 
@@ -171,16 +258,11 @@ void launch_p2p_all_reduce(P2pGroup& g, int rank, Tensor& x, cudaStream_t stream
   const size_t bytes = x.nbytes();
   check_invariant(p2p_takes(g, bytes) && x.is_contiguous() && rank >= 0 && rank < g.world,
                   "launch_p2p_all_reduce: a sum the group does not take");
-  P2pPtrs ptrs{};
-  ptrs.aborted = g.aborted;  // unified addressing: the host pointer is the device's too
-  for (int r = 0; r < g.world; ++r) {
-    ptrs.data[r] = g.data[static_cast<size_t>(r)];
-    ptrs.flags[r] = g.flags[static_cast<size_t>(r)];
-  }
+  const P2pPtrs ptrs = pointers(g);
   const auto groups = static_cast<int64_t>(bytes / 16);
-  // Small sums in one block (one flag exchange); large ones over up to kP2pMaxBlocks, each block
+  // Small sums in one block (one flag exchange); large ones over up to kP2pSumBlocks, each block
   // with at least 4 groups a thread. The count depends on the size alone: the same on every rank.
-  const int blocks = static_cast<int>(std::clamp<int64_t>((groups + 4 * kThreads - 1) / (4 * kThreads), 1, kP2pMaxBlocks));
+  const int blocks = static_cast<int>(std::clamp<int64_t>((groups + 4 * kThreads - 1) / (4 * kThreads), 1, kP2pSumBlocks));
   uint32_t* counters = g.counters[static_cast<size_t>(rank)];
   switch (x.dtype) {
     case DType::F32:
@@ -198,6 +280,39 @@ void launch_p2p_all_reduce(P2pGroup& g, int rank, Tensor& x, cudaStream_t stream
     default:
       throw Error(std::string("the peer-memory all-reduce sums f32, bf16 or f16, not ") + dtype_name(x.dtype));
   }
+  PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, const Tensor& out) {
+  const auto ok = [&](const Tensor& t) {
+    return t.is_contiguous() && aligned16(t) && t.dtype == x.dtype && t.numel() == x.numel() && t.ndim == 2;
+  };
+  return p2p_takes(g, x.nbytes()) && ok(x) && ok(residual) && ok(out) && x.size(0) == residual.size(0) &&
+         (x.dtype == DType::F32 || x.dtype == DType::BF16 || x.dtype == DType::F16) &&
+         (x.size(1) * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0;
+}
+
+void launch_p2p_all_reduce_add_rms_norm(P2pGroup& g, int rank, Tensor& x, Tensor& residual, const Tensor& w,
+                                        Tensor& out, float eps, bool zero_centered, cudaStream_t stream) {
+  check_invariant(p2p_norm_takes(g, x, residual, out) && rank >= 0 && rank < g.world,
+                  "launch_p2p_all_reduce_add_rms_norm: tensors the group does not take");
+  const int64_t rows = x.size(0), hidden = x.size(1);
+  check_invariant(w.numel() == hidden && w.device == Device::CUDA &&
+                      (w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16),
+                  "launch_p2p_all_reduce_add_rms_norm: a norm weight of another width or dtype");
+  if (rows == 0) return;
+  const P2pPtrs ptrs = pointers(g);
+  const int64_t row_groups = hidden * static_cast<int64_t>(dtype_size(x.dtype)) / 16;
+  // A block per row up to kP2pMaxBlocks (a decode step's rows normalise in parallel); the count
+  // depends on the shape alone: the same on every rank.
+  const int blocks = static_cast<int>(std::min<int64_t>(rows, kP2pMaxBlocks));
+  uint32_t* counters = g.counters[static_cast<size_t>(rank)];
+  const float w_off = zero_centered ? 1.0f : 0.0f;
+  PAGODA_DISPATCH_FLOAT(x.dtype, T, "all_reduce_add_rms_norm", {
+    p2p_all_reduce_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(
+        ptrs, counters, x.ptr<T>(), residual.ptr<T>(), w.data, static_cast<int>(w.dtype), out.ptr<T>(), rows,
+        row_groups, g.world, rank, g.slot_bytes, eps, w_off);
+  });
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 

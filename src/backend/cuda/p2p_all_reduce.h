@@ -19,7 +19,10 @@
 namespace pagoda::cuda {
 
 inline constexpr int kP2pMaxRanks = 8;
-inline constexpr int kP2pMaxBlocks = 32;
+// Flag slots: the fused norm runs a block per few rows, up to this many.
+inline constexpr int kP2pMaxBlocks = 128;
+// The plain sum's blocks (more only add flag exchanges).
+inline constexpr int kP2pSumBlocks = 32;
 
 // The group's buffers, one set per device (UVA pointers: every rank's kernel reads and writes
 // its peers' through NVLink / PCIe peer access).
@@ -50,5 +53,16 @@ inline bool p2p_takes(const P2pGroup& g, size_t bytes) { return bytes > 0 && byt
 // Sums x (f32, bf16 or f16, contiguous, p2p_takes its size) over the group in place on rank
 // `rank`'s stream. Every rank must call it for the same sizes in the same order.
 void launch_p2p_all_reduce(P2pGroup& g, int rank, Tensor& x, cudaStream_t stream);
+
+// Whether the fused sum-and-norm below takes x [rows, hidden] (with its residual and out): a size
+// p2p_takes, every tensor contiguous and 16-byte aligned, rows of whole 16-byte groups.
+bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, const Tensor& out);
+
+// The row-parallel sum fused with the residual add and RMSNorm that follow it (a layer's
+// o_proj / down_proj / out_proj, then the next norm): x = Σ ranks' x (rank order, fp32, rounded to
+// x's dtype), residual += x, out = rms_norm(residual) · w — with the rounding of add_rms_norm
+// (elementwise_kernels.cu), one kernel instead of two. zero_centered: weight (1 + w).
+void launch_p2p_all_reduce_add_rms_norm(P2pGroup& g, int rank, Tensor& x, Tensor& residual, const Tensor& w,
+                                        Tensor& out, float eps, bool zero_centered, cudaStream_t stream);
 
 }  // namespace pagoda::cuda
