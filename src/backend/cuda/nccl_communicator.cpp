@@ -108,7 +108,7 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_add_rms_norm(Backend& be, Tensor& x, Tensor& residual, const Tensor& w, Tensor& out, float eps,
                                bool zero_centered) override {
     auto* cuda = dynamic_cast<CudaBackend*>(&unwrap_timed(be));
-    if (cuda == nullptr || !group_->p2p || !cuda::p2p_norm_takes(*group_->p2p, x, residual, out)) {
+    if (cuda == nullptr || !group_->p2p || !cuda::p2p_norm_takes(*group_->p2p, x, residual, w, out)) {
       Communicator::all_reduce_add_rms_norm(be, x, residual, w, out, eps, zero_centered);
       return;
     }

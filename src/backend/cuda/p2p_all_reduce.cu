@@ -126,25 +126,53 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(P2pPtrs ptrs, 
   }
 }
 
-// The sum fused with add_rms_norm: block b takes whole rows (the same ones on every rank), publishes
-// them as p2p_all_reduce_kernel does, then per row sums the slots, rounds to T (the sum's dtype),
-// writes it back to x, adds it to the residual (rounded to T) and normalises the row — rms_norm_kernel's
-// arithmetic and rounding.
+// N (4 or 8) norm weights from column col0: fp32 ones (as loaded) in 16-byte loads (w 16-byte
+// aligned, p2p_norm_takes), 16-bit ones element by element.
+template <int N>
+__device__ __forceinline__ void load_weights(const void* w, int wdt, int64_t col0, float (&out)[8]) {
+  if (wdt == static_cast<int>(DType::F32)) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(w) + col0);
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {
+      const float4 a = __ldg(p + j);
+      out[4 * j] = a.x, out[4 * j + 1] = a.y, out[4 * j + 2] = a.z, out[4 * j + 3] = a.w;
+    }
+  } else {
+    for (int i = 0; i < N; ++i) out[i] = load_weight(w, wdt, col0 + i);
+  }
+}
+
+constexpr int kNormThreads = 1024;  // a 16-byte group a thread for rows up to 8,192 bf16
+
+// The sum fused with add_rms_norm: block b takes whole rows (the same ones on every rank) and
+// publishes them as p2p_all_reduce_kernel does. While it waits for the peers' flags each thread
+// already holds the residual and weights of its first group (local memory: the wait hides their
+// latency, the whole cost of a one-row decode sum). Then per row: the slots summed, rounded to T
+// (the sum's dtype), added to the residual (rounded to T), the row normalised — rms_norm_kernel's
+// arithmetic and rounding. x is not written back (the decoder reads only residual and out).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    p2p_all_reduce_norm_kernel(P2pPtrs ptrs, uint32_t* counters, T* x, T* res, const void* w, int wdt, T* out,
+__global__ void __launch_bounds__(kNormThreads)
+    p2p_all_reduce_norm_kernel(P2pPtrs ptrs, uint32_t* counters, const T* x, T* res, const void* w, int wdt, T* out,
                                int64_t rows, int64_t row_groups, int world, int rank, size_t slot_bytes, float eps,
                                float w_offset) {
   constexpr int kPer = 16 / sizeof(T);
+  static_assert(kPer <= 8, "eight weights a group at most");
   const uint32_t count = next_call(counters);
   const size_t set = static_cast<size_t>(count & 1u) * slot_bytes * static_cast<size_t>(world);
   const int64_t rows_per_block = (rows + gridDim.x - 1) / gridDim.x;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block, r1 = min(rows, r0 + rows_per_block);
-  const int64_t lo = r0 * row_groups, hi = r1 * row_groups;
-  for (int64_t g = lo + threadIdx.x; g < hi; g += kThreads) {
+  for (int64_t g = r0 * row_groups + threadIdx.x; g < r1 * row_groups; g += kNormThreads) {
     const int4 v = reinterpret_cast<const int4*>(x)[g];
     for (int q = 0; q < world; ++q)
       reinterpret_cast<int4*>(ptrs.data[q] + set + static_cast<size_t>(rank) * slot_bytes)[g] = v;
+  }
+  // The first row's first group of this thread: its residual and weights before the wait.
+  const int64_t first = static_cast<int64_t>(threadIdx.x);
+  int4 pre_res = make_int4(0, 0, 0, 0);
+  float pre_w[8] = {};
+  if (r0 < r1 && first < row_groups) {
+    pre_res = reinterpret_cast<const int4*>(res)[r0 * row_groups + first];
+    load_weights<kPer>(w, wdt, first * kPer, pre_w);
   }
   exchange_flags(ptrs, world, rank, count);
 
@@ -152,33 +180,35 @@ __global__ void __launch_bounds__(kThreads)
   const float hidden = static_cast<float>(row_groups * kPer);
   for (int64_t row = r0; row < r1; ++row) {
     float ss = 0.0f;
-    for (int64_t g = row * row_groups + threadIdx.x; g < (row + 1) * row_groups; g += kThreads) {
+    for (int64_t c = threadIdx.x; c < row_groups; c += kNormThreads) {
+      const int64_t g = row * row_groups + c;
       float acc[kPer];
       sum_group<T>(slots, slot_bytes, world, g, acc);
-      int4 sv, rv = reinterpret_cast<const int4*>(res)[g];
-      T* s = reinterpret_cast<T*>(&sv);
+      int4 rv = row == r0 && c == first ? pre_res : reinterpret_cast<const int4*>(res)[g];
       T* r = reinterpret_cast<T*>(&rv);
       for (int i = 0; i < kPer; ++i) {
-        s[i] = from_f32<T>(acc[i]);
-        r[i] = from_f32<T>(to_f32(r[i]) + to_f32(s[i]));  // the residual stream is stored in T
+        r[i] = from_f32<T>(to_f32(r[i]) + to_f32(from_f32<T>(acc[i])));  // the stream is stored in T
         const float f = to_f32(r[i]);
         ss += f * f;
       }
-      reinterpret_cast<int4*>(x)[g] = sv;
       reinterpret_cast<int4*>(res)[g] = rv;
     }
     const float inv = rsqrtf(block_sum(ss) / hidden + eps);
-    for (int64_t g = row * row_groups + threadIdx.x; g < (row + 1) * row_groups; g += kThreads) {
+    for (int64_t c = threadIdx.x; c < row_groups; c += kNormThreads) {
+      const int64_t g = row * row_groups + c;
       const int4 rv = reinterpret_cast<const int4*>(res)[g];  // this thread's own stores
       const T* r = reinterpret_cast<const T*>(&rv);
+      float wv[8];
+      if (c == first) {
+        for (int i = 0; i < 8; ++i) wv[i] = pre_w[i];
+      } else {
+        load_weights<kPer>(w, wdt, c * kPer, wv);
+      }
       int4 ov;
       T* o = reinterpret_cast<T*>(&ov);
-      const int64_t col0 = (g - row * row_groups) * kPer;
-      for (int i = 0; i < kPer; ++i) {
-        const float wv = load_weight(w, wdt, col0 + i);
-        o[i] = w_offset == 0.0f ? from_f32<T>(round_to<T>(to_f32(r[i]) * inv) * wv)
-                                : from_f32<T>(to_f32(r[i]) * inv * (wv + w_offset));
-      }
+      for (int i = 0; i < kPer; ++i)
+        o[i] = w_offset == 0.0f ? from_f32<T>(round_to<T>(to_f32(r[i]) * inv) * wv[i])
+                                : from_f32<T>(to_f32(r[i]) * inv * (wv[i] + w_offset));
       reinterpret_cast<int4*>(out)[g] = ov;
     }
   }
@@ -283,18 +313,19 @@ void launch_p2p_all_reduce(P2pGroup& g, int rank, Tensor& x, cudaStream_t stream
   PAGODA_CUDA_CHECK_LAUNCH();
 }
 
-bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, const Tensor& out) {
+bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& out) {
   const auto ok = [&](const Tensor& t) {
     return t.is_contiguous() && aligned16(t) && t.dtype == x.dtype && t.numel() == x.numel() && t.ndim == 2;
   };
   return p2p_takes(g, x.nbytes()) && ok(x) && ok(residual) && ok(out) && x.size(0) == residual.size(0) &&
+         aligned16(w) &&
          (x.dtype == DType::F32 || x.dtype == DType::BF16 || x.dtype == DType::F16) &&
          (x.size(1) * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0;
 }
 
 void launch_p2p_all_reduce_add_rms_norm(P2pGroup& g, int rank, Tensor& x, Tensor& residual, const Tensor& w,
                                         Tensor& out, float eps, bool zero_centered, cudaStream_t stream) {
-  check_invariant(p2p_norm_takes(g, x, residual, out) && rank >= 0 && rank < g.world,
+  check_invariant(p2p_norm_takes(g, x, residual, w, out) && rank >= 0 && rank < g.world,
                   "launch_p2p_all_reduce_add_rms_norm: tensors the group does not take");
   const int64_t rows = x.size(0), hidden = x.size(1);
   check_invariant(w.numel() == hidden && w.device == Device::CUDA &&
@@ -309,7 +340,7 @@ void launch_p2p_all_reduce_add_rms_norm(P2pGroup& g, int rank, Tensor& x, Tensor
   uint32_t* counters = g.counters[static_cast<size_t>(rank)];
   const float w_off = zero_centered ? 1.0f : 0.0f;
   PAGODA_DISPATCH_FLOAT(x.dtype, T, "all_reduce_add_rms_norm", {
-    p2p_all_reduce_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(
+    p2p_all_reduce_norm_kernel<T><<<blocks, kNormThreads, 0, stream>>>(
         ptrs, counters, x.ptr<T>(), residual.ptr<T>(), w.data, static_cast<int>(w.dtype), out.ptr<T>(), rows,
         row_groups, g.world, rank, g.slot_bytes, eps, w_off);
   });

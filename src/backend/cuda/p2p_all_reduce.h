@@ -54,14 +54,15 @@ inline bool p2p_takes(const P2pGroup& g, size_t bytes) { return bytes > 0 && byt
 // `rank`'s stream. Every rank must call it for the same sizes in the same order.
 void launch_p2p_all_reduce(P2pGroup& g, int rank, Tensor& x, cudaStream_t stream);
 
-// Whether the fused sum-and-norm below takes x [rows, hidden] (with its residual and out): a size
-// p2p_takes, every tensor contiguous and 16-byte aligned, rows of whole 16-byte groups.
-bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, const Tensor& out);
+// Whether the fused sum-and-norm below takes x [rows, hidden] (with its residual, norm weight and
+// out): a size p2p_takes, every tensor contiguous and 16-byte aligned, rows of whole 16-byte groups.
+bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& out);
 
 // The row-parallel sum fused with the residual add and RMSNorm that follow it (a layer's
 // o_proj / down_proj / out_proj, then the next norm): x = Σ ranks' x (rank order, fp32, rounded to
 // x's dtype), residual += x, out = rms_norm(residual) · w — with the rounding of add_rms_norm
-// (elementwise_kernels.cu), one kernel instead of two. zero_centered: weight (1 + w).
+// (elementwise_kernels.cu), one kernel instead of two; x is left as it was. zero_centered: weight
+// (1 + w).
 void launch_p2p_all_reduce_add_rms_norm(P2pGroup& g, int rank, Tensor& x, Tensor& residual, const Tensor& w,
                                         Tensor& out, float eps, bool zero_centered, cudaStream_t stream);
 
