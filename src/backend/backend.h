@@ -309,9 +309,10 @@ class Backend {
                            Tensor& sorted_slots, Tensor& slot_rows, Tensor& x_sorted) = 0;
   // One GEMM per expert over its rows: out[r, :] = x[r, :] · w[e]^T for r in
   // [offsets[e], offsets[e+1]), x [R, K] (activations, dim 0 may be strided), w [E, N, K] (weights,
-  // contiguous, any float dtype supports() accepts), expert_offsets I32 [E + 1] non-decreasing from 0
-  // with offsets[E] <= R, out [R, N]. An expert without rows costs nothing; rows past offsets[E] are
-  // left unwritten.
+  // contiguous, any float dtype supports() accepts), expert_offsets I32 [E + 1] non-decreasing within
+  // [0, R] — from 0, or from above it when they are a window of a sort over more experts (expert
+  // parallelism: a rank's experts) — out [R, N]. An expert without rows costs nothing; rows outside
+  // [offsets[0], offsets[E]) are left unwritten.
   virtual void moe_grouped_linear(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                                   Tensor& out) = 0;
   // Back to token order with the routing weights, summed in fp32 over j = 0..k-1 in that order and

@@ -141,7 +141,9 @@ void add_permute(std::vector<OpCase>& out) {
 }
 
 void add_grouped_linear(std::vector<OpCase>& out) {
-  struct Spec { std::vector<int32_t> counts; int64_t n, k, extra_rows, pad; };
+  // lead: rows before the first expert's (offsets starting above 0: one rank's window of a sort over
+  // more experts, expert parallelism), left as they were like the rows past the experts.
+  struct Spec { std::vector<int32_t> counts; int64_t n, k, extra_rows, pad, lead = 0; };
   // Ragged counts with empty experts (first and last among them), one expert with every row (a
   // prefill chunk that all went one way), decode-like single rows over many experts, K not a
   // multiple of 8, and the decode-sized shapes of the CUDA grouped GEMV.
@@ -156,17 +158,22 @@ void add_grouped_linear(std::vector<OpCase>& out) {
       // Decode-sized (the CUDA grouped GEMV): an expert over three 4-row chunks, N not a multiple
       // of its 4-row tiles, strided x, rows past the experts.
       {{5, 0, 1, 0, 12, 3}, 33, 40, 3, 8},
+      // Expert parallelism: a window of experts over rows 7.. of a larger sort (GEMM and GEMV sizes).
+      {{4, 0, 9, 3}, 48, 64, 5, 0, 7},
+      {{1, 2, 0, 1}, 33, 40, 2, 8, 6},
   };
   uint32_t seed = 6200;
   for (const Spec& s : specs)
     for (DType wdt : {DType::F32, DType::BF16}) {
       OpCase c;
       c.op = "moe_grouped_linear";
-      const std::vector<int32_t> off = offsets_of(s.counts);
+      std::vector<int32_t> off = offsets_of(s.counts);
+      for (int32_t& o : off) o += static_cast<int32_t>(s.lead);
       const int64_t e = static_cast<int64_t>(s.counts.size()), rows = off.back() + s.extra_rows;
       c.label = "R=" + std::to_string(rows) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) + " " +
                 counts_label(s.counts) + " w " + dtype_name(wdt) +
                 (s.extra_rows ? " +" + std::to_string(s.extra_rows) + " rows past the experts" : "") +
+                (s.lead ? " from row " + std::to_string(s.lead) : "") +
                 (s.pad ? " x strided" : "");
       const uint32_t sd = seed++;
       c.make = [=](DType act) {

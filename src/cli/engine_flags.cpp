@@ -108,6 +108,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_flag("--disable-custom-all-reduce", c.disable_custom_all_reduce,
                 "cuda, --tensor-parallel-size > 1: every sum through NCCL (by default sums of up to 4 MiB go "
                 "through the GPUs' peer memory in one kernel)");
+  cmd->add_flag("--enable-expert-parallel", c.enable_expert_parallel,
+                "--tensor-parallel-size > 1: place each MoE layer's experts whole, num_experts / N on each rank "
+                "(vLLM's expert parallelism), instead of splitting every expert's columns over the ranks");
   cmd->add_option("--profile-steps", c.profile_steps,
                   "Time every N-th step op by op on the device (run eagerly) and print where the step time "
                   "goes, against the device's measured copy and GEMM rates, at the end (0 = off; "

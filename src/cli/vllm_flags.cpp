@@ -126,7 +126,6 @@ const std::vector<VllmFlag> kFlags = {
     {"--data-parallel-backend", V, kAny, "pagoda runs its replicas as threads of one process"},
     {"--data-parallel-hybrid-lb", F, kNo,
      "multi-node data parallelism is not implemented; --data-parallel-size balances the replicas of this process"},
-    {"--enable-expert-parallel", F, kAny, "on one GPU every expert is local"},
     {"--all2all-backend", V, kAny, "on one GPU there is no all-to-all"},
     {"--enable-dbo", F, kAny, "pagoda has no dual-batch overlap (it overlaps nothing across GPUs)"},
     {"--dbo-decode-token-threshold", V, kAny, "pagoda has no dual-batch overlap"},

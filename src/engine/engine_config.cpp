@@ -110,6 +110,7 @@ ResolvedEngineConfig resolve_engine_config(const EngineConfig& c, const ModelCon
   r.seed = c.seed;
   r.enforce_eager = c.enforce_eager;
   r.disable_custom_all_reduce = c.disable_custom_all_reduce;
+  r.enable_expert_parallel = c.enable_expert_parallel;
   check(c.profile_steps >= 0, "--profile-steps must be 0 (off) or a positive step interval, got " +
                                   std::to_string(c.profile_steps));
   r.profile_steps = c.profile_steps;

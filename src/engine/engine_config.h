@@ -70,6 +70,7 @@ struct EngineConfig {
   MultimodalConfig multimodal;                  // --limit-mm-per-prompt
   int32_t tensor_parallel_size = 1;             // --tensor-parallel-size / -tp: ranks that split every layer
   bool disable_custom_all_reduce = false;       // cuda: every sum through NCCL (no peer-memory all-reduce)
+  bool enable_expert_parallel = false;          // MoE experts whole per rank instead of split (tp > 1)
   // Data parallelism (serve's --data-parallel-size): this engine is replica `data_parallel_rank` of
   // `data_parallel_size`, on devices rank x tp .. rank x tp + tp - 1 (offset from vulkan:M); on the cpu
   // the replicas share the host's cores.
@@ -114,6 +115,7 @@ struct ResolvedEngineConfig {
   MultimodalConfig multimodal;
   int32_t tensor_parallel_size = 1;
   bool disable_custom_all_reduce = false;
+  bool enable_expert_parallel = false;
   int32_t data_parallel_rank = 0;
   int32_t data_parallel_size = 1;
   int32_t replicated_workers = 1;

@@ -118,7 +118,9 @@ Executor::Executor(const std::string& model_dir, const ModelConfig& model_config
   if (tp > 1) comms_ = make_communicators(config.device, tp, config.device_ordinal(0), !config.disable_custom_all_reduce);
   for (int32_t i = 0; i < n; ++i) {
     ShardSpec shard;
-    if (tp > 1) shard = ShardSpec{.rank = i, .world = tp, .comm = comms_[static_cast<size_t>(i)].get()};
+    if (tp > 1)
+      shard = ShardSpec{.rank = i, .world = tp, .comm = comms_[static_cast<size_t>(i)].get(),
+                        .expert_parallel = config.enable_expert_parallel};
     workers_.push_back(
         std::make_unique<Worker>(model_dir, model_config, each,
                                  WorkerSpec{.index = i, .driver = i == 0, .shard = shard, .loras = loras}));

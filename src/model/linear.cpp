@@ -262,13 +262,15 @@ void Linear::add_ops(DType activation, std::vector<OpUse>& ops) const {
 }
 
 ExpertLinear ExpertLinear::load_packed(WeightStore& ws, const std::string& name, int64_t experts, int64_t out,
-                                       int64_t in, DType dtype) {
+                                       int64_t in, DType dtype, int64_t first, int64_t last) {
   check(ws.has(name) || !ws.quantization().int4(), "expert weights '" + name + "' are not in the checkpoint: 4-bit "
                                                   "experts are not implemented yet; serve the bf16 checkpoint");
   check(ws.dtype_of(name) != DType::F8_E4M3, "expert weights '" + name + "' are FP8: FP8 experts are not "
                                             "implemented yet; serve the bf16 checkpoint");
   ExpertLinear e;
-  e.weight_ = ws.load_parts({WeightRows{name, {experts, out, in}}}, dtype).reshape({experts, out, in});
+  if (last < 0) last = experts;
+  e.weight_ = ws.load_parts({WeightRows{.name = name, .shape = {experts, out, in}, .begin = first, .end = last}}, dtype)
+                  .reshape({last - first, out, in});
   return e;
 }
 

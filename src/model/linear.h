@@ -124,8 +124,9 @@ class Linear {
 class ExpertLinear {
  public:
   ExpertLinear() = default;
+  // Experts [first, last) of the packed tensor's `experts` (last -1: all).
   static ExpertLinear load_packed(WeightStore& ws, const std::string& name, int64_t experts, int64_t out, int64_t in,
-                                  DType dtype);
+                                  DType dtype, int64_t first = 0, int64_t last = -1);
   // experts[e] = expert e's parts, stacked as its output rows.
   static ExpertLinear load_per_expert(WeightStore& ws, const std::vector<std::vector<LinearPart>>& experts,
                                       int64_t in, DType dtype);

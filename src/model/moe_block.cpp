@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <tuple>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -144,17 +145,24 @@ MoeWeights load_moe(WeightStore& ws, const ModelConfig& cfg, int layer, DType wd
     w.shared = load_mlp_at(ws, cfg, p + "shared_expert.", Is, wdtype, shard, /*sum_outside=*/sharded);
   }
   w.router = Linear::load(ws, router);  // every rank routes every token alike
-  if (sharded) {
+  if (sharded && !shard.expert_parallel) {
     load_expert_shards(ws, p, E, I, H, wdtype, shard, w);
     return w;
   }
+  // Whole experts: all of them, or under expert parallelism this rank's E / world in a row (the
+  // shared expert stays split like a dense MLP, above).
+  int64_t lo = 0, hi = E;
+  if (sharded) {
+    std::tie(lo, hi) = shard_rows(E, shard, p + "experts (num_experts) under --enable-expert-parallel");
+  }
+  w.first_expert = lo;
   if (ws.has(p + "experts.gate_up_proj")) {  // packed, [E, 2I, H]: each expert's gate rows then up rows
-    w.gate_up = ExpertLinear::load_packed(ws, p + "experts.gate_up_proj", E, 2 * I, H, wdtype);
-    w.down = ExpertLinear::load_packed(ws, p + "experts.down_proj", E, H, I, wdtype);
+    w.gate_up = ExpertLinear::load_packed(ws, p + "experts.gate_up_proj", E, 2 * I, H, wdtype, lo, hi);
+    w.down = ExpertLinear::load_packed(ws, p + "experts.down_proj", E, H, I, wdtype, lo, hi);
     return w;
   }
   std::vector<std::vector<LinearPart>> gate_up, down;
-  for (int64_t e = 0; e < E; ++e) {
+  for (int64_t e = lo; e < hi; ++e) {
     const std::string pe = per_expert_prefix(ws, p, e);
     gate_up.push_back({{.weight = pe + "gate_proj.weight", .rows = I}, {.weight = pe + "up_proj.weight", .rows = I}});
     down.push_back({{.weight = pe + "down_proj.weight", .rows = H}});
@@ -205,9 +213,14 @@ void moe_forward(Backend& be, const ModelConfig& cfg, const MoeWeights& w, const
   Tensor sorted = s.sorted_slots.rows(0, R), rows = s.slot_rows.rows(0, R), x_sorted = s.x_sorted.rows(0, R);
   be.moe_permute(x, ids, s.offsets, sorted, rows, x_sorted);
   Tensor gate_up = s.gate_up.rows(0, R), act = s.act.rows(0, R), y = s.y.rows(0, R);
-  w.gate_up.forward(be, x_sorted, s.offsets, gate_up);
+  // Expert parallelism: this rank multiplies the rows of its experts only (their offsets, a window of
+  // the sort over all E); every other routed row is a zero here, the rank holding its expert adds it.
+  const int64_t local = w.gate_up.weight().size(0);
+  const Tensor offsets = local < E ? s.offsets.rows(w.first_expert, w.first_expert + local + 1) : s.offsets;
+  if (local < E) be.fill_zero(y.data, y.nbytes());
+  w.gate_up.forward(be, x_sorted, offsets, gate_up);
   be.silu_mul(gate_up, act);
-  w.down.forward(be, act, s.offsets, y);
+  w.down.forward(be, act, offsets, y);
   Tensor shared_out, shared_gate;
   if (shared) {
     Tensor sgu = s.shared_gate_up.rows(0, T), sact = s.shared_act.rows(0, T);

@@ -61,6 +61,9 @@ struct MoeWeights {
   // Under tensor parallelism every expert's columns are sharded (gate | up by rows, down by columns),
   // so the routed and shared outputs are partial sums, which the decoder sums once (moe_forward).
   MlpWeights shared;  // [2Is, H] and [H, Is]; empty without a shared expert
+  // Expert parallelism (ShardSpec::expert_parallel): gate_up and down hold experts
+  // [first_expert, first_expert + their E) whole; the routed rows of the others are this rank's zeros.
+  int64_t first_expert = 0;
 };
 
 // Loads layer `layer`'s experts from either layout: packed (mlp.experts.gate_up_proj [E, 2I, H],

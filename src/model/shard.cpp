@@ -39,7 +39,10 @@ ModelConfig rank_view(const ModelConfig& cfg, const ShardSpec& shard) {
   local.intermediate_size = split(cfg.intermediate_size, shard.world, "intermediate_size");
   if (const MoeFields* moe = moe_fields(cfg)) {  // every expert's columns, and the shared expert's
     auto fields = std::make_shared<MoeFields>(*moe);
-    fields->expert_intermediate_size = split(moe->expert_intermediate_size, shard.world, "moe_intermediate_size");
+    // Expert parallelism keeps experts whole (fewer of them a rank: num_experts stays, the routing
+    // is over all of them); the shared expert is split either way.
+    if (!shard.expert_parallel)
+      fields->expert_intermediate_size = split(moe->expert_intermediate_size, shard.world, "moe_intermediate_size");
     fields->shared_expert_intermediate_size =
         split(moe->shared_expert_intermediate_size, shard.world, "shared_expert_intermediate_size");
     local.family_fields = fields;

@@ -28,6 +28,9 @@ struct ShardSpec {
   int32_t world = 1;
   Communicator* comm = nullptr;
   LoraSet* lora = nullptr;
+  // --enable-expert-parallel: a MoE layer's experts are placed whole, num_experts / world a rank,
+  // instead of every expert's columns split over the ranks (moe_block.h).
+  bool expert_parallel = false;
 };
 
 // The config as rank `shard.rank` of `shard.world` sees it: query heads, KV heads, the MLP's

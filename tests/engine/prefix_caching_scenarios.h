@@ -42,6 +42,7 @@ struct Knobs {
   std::string dtype = "auto";  // float32 on the GPU: on/off must match token for token
   int32_t workers = 1;         // EngineConfig::replicated_workers (the executor's test double)
   int32_t tp = 1;              // EngineConfig::tensor_parallel_size
+  bool ep = false;             // EngineConfig::enable_expert_parallel
   std::string kv_cache_dtype = "auto";
   int32_t profile_steps = 0;   // EngineConfig::profile_steps
 };
@@ -64,6 +65,7 @@ inline RunOutput run(const std::string& model, const std::vector<Request>& reque
   config.state_snapshot_memory_fraction = k.snapshot_fraction;
   config.replicated_workers = k.workers;
   config.tensor_parallel_size = k.tp;
+  config.enable_expert_parallel = k.ep;
   config.kv_cache_dtype = k.kv_cache_dtype;
   config.profile_steps = k.profile_steps;
   Engine engine(fixture_model_dir(model), config);

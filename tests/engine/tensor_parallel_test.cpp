@@ -93,6 +93,37 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// Expert parallelism (--enable-expert-parallel): each rank holds num_experts / N experts whole (both
+// checkpoint layouts: one tensor per expert, and packed [E, 2I, H] in the relayout fixture) and
+// multiplies only the rows routed to them; the sum over the ranks gives the one-rank tokens and
+// logprobs through chunked prefill, preemption and prefix caching — with Qwen3.5-MoE's shared expert
+// split like a dense MLP beside them.
+TEST(ExpertParallel, RanksHoldingWholeExpertsGiveTheOneRankTokens) {
+  const std::vector<testing::Request> reqs = testing::shared_prefix_requests_in_every_vocabulary();
+  testing::Knobs k;
+  k.together = true;
+  k.max_model_len = 200;
+  k.num_blocks = 16;
+  k.snapshot_fraction = 0.5;
+  k.max_tokens = 10;
+  for (const char* fixture : {"qwen3_moe-tiny-dense-layer", "qwen3_moe-tiny-raw-topk", "qwen3_5_moe-tiny-mm",
+                              "qwen3_5_moe-tiny-mm-relayout"}) {
+    SCOPED_TRACE(fixture);
+    k.tp = 1;
+    k.ep = false;
+    const testing::RunOutput one = testing::run(fixture, reqs, k);
+    k.ep = true;
+    for (const int32_t tp : {2, 4}) {
+      SCOPED_TRACE("tensor parallel size " + std::to_string(tp));
+      k.tp = tp;
+      const testing::RunOutput many = testing::run(fixture, reqs, k);
+      testing::expect_same(many, one, 1e-4);
+      EXPECT_GT(many.preemptions, 0) << "the pool should force preemption";
+      EXPECT_GT(many.hits, 0);
+    }
+  }
+}
+
 TEST(TensorParallelSpeculative, RanksGiveTheOneRankTokensWithRejectedDrafts) {
   const auto prompts = testing::spec::prompts();
   for (const char* fixture : {"qwen3-tiny-tied", "qwen3_5-tiny-text"}) {

@@ -110,7 +110,7 @@ void moe_grouped_linear(ThreadPool& pool, const Tensor& x, const Tensor& w, cons
   require(expert_offsets.numel() == E + 1, op, "expert_offsets must be [E + 1]");
   require(x.row_numel() == K && out.size(0) == R && out.row_numel() == N, op, "x must be [R, K], out [R, N]");
   const auto* off = expert_offsets.ptr<const int32_t>();
-  require(off[0] == 0 && off[E] <= R, op, "expert_offsets must run from 0 to at most R");
+  require(off[0] >= 0 && off[E] <= R, op, "expert_offsets must lie within [0, R]");
   const size_t expert_bytes = static_cast<size_t>(N * K) * dtype_size(w.dtype);
   for (int64_t e = 0; e < E; ++e) {
     const int64_t begin = off[e], end = off[e + 1];

@@ -1,5 +1,5 @@
 // moe_grouped_linear: out[r, :] = x[r, :] · w[e]^T for the rows r of expert e (offsets), w [E, N, K]
-// of any float dtype, fp32 accumulation; rows past offsets[E] are left unwritten. One invocation
+// of any float dtype, fp32 accumulation; rows outside [offsets[0], offsets[E]) are left unwritten. One invocation
 // per output element (the portable path).
 #version 450
 #include "common.glsl"
@@ -11,7 +11,7 @@ layout(push_constant) uniform P {
 
 void main() {
   const uint n = gl_GlobalInvocationID.x, r = gl_GlobalInvocationID.y;
-  if (n >= p.N || r >= p.R || int(r) >= ldi(p.offsets, p.E)) return;
+  if (n >= p.N || r >= p.R || int(r) < ldi(p.offsets, 0u) || int(r) >= ldi(p.offsets, p.E)) return;
   // The expert of row r: the last e with offsets[e] <= r.
   uint lo = 0u, hi = p.E;
   while (hi - lo > 1u) {
