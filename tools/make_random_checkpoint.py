@@ -4,7 +4,11 @@
     python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --out /tmp/ckpt/qwen3-0.6b
 
 Shapes and file layout are those of the real checkpoints (from_config + save_pretrained, bf16),
-so every byte moved and every FLOP is real; only the text is meaningless. Seeded. The Qwen3.5
+so every byte moved and every FLOP is real; only the text is meaningless. Seeded. --sparse writes
+the same files with every weight zero as a sparse file (the safetensors header, then a hole): the
+shapes, bytes moved and FLOPs of a dense model are still real, the disk holds next to nothing —
+for shapes larger than the machine's disk (dense only: a MoE's router would send every token to the
+same experts). The Qwen3.5
 shapes are saved text-only (Qwen3_5ForCausalLM, model_type qwen3_5_text) unless --vision is given:
 then as the released multimodal checkpoint (Qwen3_5ForConditionalGeneration with the Qwen3.5 vision
 tower: 27 blocks of 1152, 16 heads, patch 16, merge 2) and its preprocessor_config.json. Weights are
@@ -47,6 +51,10 @@ SHAPES = {
                                   num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)),
     "qwen2.5-7b": ("qwen2", dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                                  num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False)),
+    # A model larger than one GPU (145 GB in bf16; an H200 holds ~135 GB): issue 32's "a model that
+    # does not fit one GPU serves". Too large for the GPU machines' disks as real bytes: --sparse.
+    "qwen2.5-72b": ("qwen2", dict(hidden_size=8192, intermediate_size=29568, num_hidden_layers=80,
+                                  num_attention_heads=64, num_key_value_heads=8, tie_word_embeddings=False)),
     # Qwen3-30B-A3B with 12 of its 48 layers (a quarter of the weights: the checkpoint and its GGUF
     # fit the GPU machine's 64 GB disk); per-layer cost is the released model's, totals scale by 4.
     "qwen3-30b-a3b-12l": ("qwen3_moe", dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=12,
@@ -95,6 +103,35 @@ def make_config(shape: str, layers: int = 0):
                              eos_token_id=248044, **kw)
 
 
+def write_sparse(args):
+    """The checkpoint's config and one model.safetensors whose data is a hole (zeros on read)."""
+    import json
+    import os
+
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    assert not args.vision and SHAPES[args.shape][0] in ("qwen3", "llama", "qwen2"), "--sparse is for dense shapes"
+    cfg = make_config(args.shape, args.layers)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    os.makedirs(args.out, exist_ok=True)
+    cfg.save_pretrained(args.out)
+    GenerationConfig(eos_token_id=cfg.eos_token_id, bos_token_id=getattr(cfg, "bos_token_id", None)).save_pretrained(args.out)
+    header, at = {}, 0
+    for name, p in model.state_dict().items():
+        n = p.numel() * 2
+        header[name] = {"dtype": "BF16", "shape": list(p.shape), "data_offsets": [at, at + n]}
+        at += n
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    with open(os.path.join(args.out, "model.safetensors"), "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        f.truncate(8 + len(text) + at)
+    print(f"{args.shape}: {at / 2e6:.1f}M parameters (zero, sparse: {at / 1e9:.1f} GB apparent), saved to {args.out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, choices=sorted(SHAPES))
@@ -102,7 +139,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=0, help="override num_hidden_layers (0: the shape's)")
     ap.add_argument("--vision", action="store_true", help="Qwen3.5 shapes: with the vision tower (multimodal)")
+    ap.add_argument("--sparse", action="store_true", help="every weight zero, in a sparse file (dense shapes)")
     args = ap.parse_args()
+    if args.sparse:
+        return write_sparse(args)
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     torch.manual_seed(args.seed)

@@ -28,6 +28,8 @@
 #     text-only checkpoint has none of) to DIR/model.gguf, through a partial file and a rename; a
 #     model.gguf made before the zeroing is removed by step 3.
 # NO_GGUF=1 stops after step 3 (a checkpoint for pagoda alone; LLAMA_CPP_SOURCE_DIR is not read).
+# SPARSE=1: step 1 writes zero weights as a sparse file (make_random_checkpoint.py --sparse: shapes
+# larger than the disk); use with NO_GGUF=1.
 # Prints what it does; lines beginning "[ckpt]" are the summary. Exit status 0 when DIR/ready2 exists
 # (with NO_GGUF=1: when DIR/zeroed exists).
 set -uo pipefail
@@ -49,7 +51,7 @@ if [[ ! -f $dir/ckpt_done && ! -f $dir/ready ]]; then
   echo "--- 1. random checkpoint ($(date +%T))"
   mkdir -p "$dir"
   rm -f "$dir"/*.safetensors "$dir"/*.json "$dir"/zeroed "$dir"/model.gguf  # a partial one
-  python3 tools/make_random_checkpoint.py --shape "$shape" --out "$dir" || fail "make_random_checkpoint.py"
+  python3 tools/make_random_checkpoint.py --shape "$shape" --out "$dir" ${SPARSE:+--sparse} || fail "make_random_checkpoint.py"
   touch "$dir/ckpt_done"
 fi
 

@@ -13,6 +13,10 @@
 #     default 1,000) at TP=2, then at TP=1 (MAX_SEQS_TP1: its --max-num-seqs where one GPU cannot
 #     hold 512 sequences' recurrent state beside the weights — the 27B shape: 256).
 #   dp: the throughput profile on SHAPE (default qwen3.5-9b) at --data-parallel-size 2, then 1.
+#   big: a model one GPU cannot hold (BIG_SHAPE, default qwen2.5-72b: 145 GB of bf16 weights, zero,
+#     in a sparse file — make_random_checkpoint.py --sparse): one GPU's start, which must be refused
+#     with a clear message, then TP=2 (--max-num-seqs 128) answering tg128 and the throughput
+#     profile with N_BIG requests (default 200).
 # PROFILE_STEPS=N: every N-th step timed op by op (all-reduces included) in every server.
 # A checkpoint is made once per machine (/tmp/ckpt_SHAPE). ~10 min for "check decode thr" at the 27B
 # shape is over one call's limit: "check decode" then "thr dp" in the next call fits.
@@ -99,7 +103,18 @@ for part in ${PARTS:-${PART:-check}}; do
       shape=${SHAPE:-qwen3.5-9b}
       ckpt "$shape" || exit 1
       for dp in 2 1; do BENCHES=thr serve_one "${shape}_dp$dp" "/tmp/ckpt_$shape" --data-parallel-size $dp --max-num-seqs 512; done ;;
-    *) echo "PARTS: check, decode, thr, dp — not '$part'" >&2; exit 2 ;;
+    big)
+      shape=${BIG_SHAPE:-qwen2.5-72b}
+      SPARSE=1 ckpt "$shape" || exit 1
+      du -sh --apparent-size "/tmp/ckpt_$shape/model.safetensors"; du -sh "/tmp/ckpt_$shape/model.safetensors"
+      timeout 300 build-gpu/pagoda serve "/tmp/ckpt_$shape" --device cuda --host 127.0.0.1 --port $port \
+        --max-model-len 4096 --max-num-seqs 128 >"$logs/serve_${shape}_tp1.log" 2>&1
+      echo "--- ${shape} on one GPU: exit $?"
+      grep -aiE "error|memory plan|weights" "$logs/serve_${shape}_tp1.log" | head -5 | cut -c1-400
+      { echo "==== ${shape}_tp1"; tail -20 "$logs/serve_${shape}_tp1.log"; } >>"$OUT/serve_tails.txt"
+      BENCHES="tg thr" N=${N_BIG:-200} serve_one "${shape}_tp2" "/tmp/ckpt_$shape" --tensor-parallel-size 2 \
+        --max-num-seqs 128 ;;
+    *) echo "PARTS: check, decode, thr, dp, big — not '$part'" >&2; exit 2 ;;
   esac
 done
 exit $status
