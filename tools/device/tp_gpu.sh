@@ -13,6 +13,8 @@
 #     default 1,000) at TP=2, then at TP=1 (MAX_SEQS_TP1: its --max-num-seqs where one GPU cannot
 #     hold 512 sequences' recurrent state beside the weights — the 27B shape: 256).
 #   dp: the throughput profile on SHAPE (default qwen3.5-9b) at --data-parallel-size 2, then 1.
+#   top1: per shape, bf16 next-token top-1 agreement of TP=2 with TP=1 (tools/top1_agreement.py: 256
+#     teacher-forced positions of seeded random prompts), printed and in $OUT/bench.txt.
 #   big: a model one GPU cannot hold (BIG_SHAPE, default qwen2.5-72b: 145 GB of bf16 weights, zero,
 #     in a sparse file — make_random_checkpoint.py --sparse): one GPU's start, which must be refused
 #     with a clear message, then TP=2 (--max-num-seqs 128) answering tg128 and the throughput
@@ -68,6 +70,9 @@ serve_one() {
     grep -hE "Output token throughput|Mean TPOT" "$logs/tg_$name.txt"
     grep -hE "all_reduce|all_gather|add_rms_norm|decode steps" "$logs/tg_$name.txt" | head -6
   fi
+  if [[ $BENCHES == *top1* ]]; then
+    timeout 300 python3 tools/top1_agreement.py collect --port $port --model m --out "$logs/top1_$name.json"
+  fi
   if [[ $BENCHES == *thr* ]]; then
     timeout "${THR_TIMEOUT:-240}" build-gpu/pagoda bench serve --port $port --model m --disable-tqdm --preset throughput --num-prompts "${N:-1000}" \
       ${PROFILE_STEPS:+--profile} >"$logs/thr_$name.txt" 2>&1
@@ -103,6 +108,15 @@ for part in ${PARTS:-${PART:-check}}; do
       shape=${SHAPE:-qwen3.5-9b}
       ckpt "$shape" || exit 1
       for dp in 2 1; do BENCHES=thr serve_one "${shape}_dp$dp" "/tmp/ckpt_$shape" --data-parallel-size $dp --max-num-seqs 512; done ;;
+    top1)
+      for shape in $shapes; do
+        ckpt "$shape" || exit 1
+        BENCHES=top1 serve_one "${shape}_top1_tp1" "/tmp/ckpt_$shape" --max-num-seqs 64
+        BENCHES=top1 serve_one "${shape}_top1_tp2" "/tmp/ckpt_$shape" --tensor-parallel-size 2 --max-num-seqs 64
+        { echo "==== top-1 agreement ${shape}: TP=2 against TP=1 (bf16)"
+          python3 tools/top1_agreement.py compare "$logs/top1_${shape}_top1_tp1.json" "$logs/top1_${shape}_top1_tp2.json"
+        } | tee -a "$OUT/bench.txt"
+      done ;;
     big)
       shape=${BIG_SHAPE:-qwen2.5-72b}
       SPARSE=1 ckpt "$shape" || exit 1
@@ -114,7 +128,7 @@ for part in ${PARTS:-${PART:-check}}; do
       { echo "==== ${shape}_tp1"; tail -20 "$logs/serve_${shape}_tp1.log"; } >>"$OUT/serve_tails.txt"
       BENCHES="tg thr" N=${N_BIG:-200} serve_one "${shape}_tp2" "/tmp/ckpt_$shape" --tensor-parallel-size 2 \
         --max-num-seqs 128 ;;
-    *) echo "PARTS: check, decode, thr, dp, big — not '$part'" >&2; exit 2 ;;
+    *) echo "PARTS: check, decode, thr, dp, top1, big — not '$part'" >&2; exit 2 ;;
   esac
 done
 exit $status
