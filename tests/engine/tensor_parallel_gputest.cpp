@@ -72,6 +72,36 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// --enable-expert-parallel on GPUs: experts whole per rank (both checkpoint layouts), each rank's
+// grouped GEMMs over its window of the routed rows, the rest zero (a memset captured in the graphs),
+// in fp32 with graphs = one GPU.
+TEST(CudaTensorParallelExperts, RanksHoldingWholeExpertsGiveTheOneGpuTokens) {
+  ASSERT_GE(cuda_device_count(), 2) << "expert parallelism needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
+  std::vector<testing::Request> reqs = testing::shared_prefix_requests();
+  for (testing::Request& r : reqs)
+    for (int32_t& t : r.prompt) t %= 256;
+  testing::Knobs k;
+  k.device = "cuda";
+  k.dtype = "float32";
+  k.together = true;
+  k.max_model_len = 200;
+  k.num_blocks = 16;
+  k.snapshot_fraction = 0.5;
+  k.max_tokens = 10;
+  for (const char* fixture : {"qwen3_moe-tiny-dense-layer", "qwen3_5_moe-tiny-mm", "qwen3_5_moe-tiny-mm-relayout"}) {
+    SCOPED_TRACE(fixture);
+    k.tp = 1;
+    k.ep = false;
+    const testing::RunOutput one = testing::run(fixture, reqs, k);
+    k.tp = 2;
+    k.ep = true;
+    const testing::RunOutput two = testing::run(fixture, reqs, k);
+    testing::expect_same(two, one, 1e-4);
+    EXPECT_GT(two.preemptions, 0);
+    EXPECT_GT(two.hits, 0);
+  }
+}
+
 TEST(CudaTensorParallelSpeculative, RanksGiveTheOneGpuTokensWithRejectedDrafts) {
   ASSERT_GE(cuda_device_count(), 2) << "tensor parallelism needs 2 GPUs";
   const auto prompts = testing::spec::prompts();
