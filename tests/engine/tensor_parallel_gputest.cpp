@@ -24,11 +24,16 @@ void PrintTo(const TpCase& c, std::ostream* os) { *os << c.fixture; }
 
 class CudaTensorParallel : public ::testing::TestWithParam<TpCase> {};
 
-TEST_P(CudaTensorParallel, RanksGiveTheOneGpuTokensThroughChunksPreemptionAndCaching) {
-  ASSERT_GE(cuda_device_count(), 2) << "tensor parallelism needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
+// The shared-prefix requests in the smallest fixture vocabulary.
+std::vector<testing::Request> small_vocabulary_requests() {
   std::vector<testing::Request> reqs = testing::shared_prefix_requests();
   for (testing::Request& r : reqs)
-    for (int32_t& t : r.prompt) t %= 256;  // the smallest fixture vocabulary
+    for (int32_t& t : r.prompt) t %= 256;
+  return reqs;
+}
+
+// fp32 on cuda through chunked prefill, preemption (16 blocks) and prefix-cache hits.
+testing::Knobs caching_knobs() {
   testing::Knobs k;
   k.device = "cuda";
   k.dtype = "float32";
@@ -37,6 +42,13 @@ TEST_P(CudaTensorParallel, RanksGiveTheOneGpuTokensThroughChunksPreemptionAndCac
   k.num_blocks = 16;
   k.snapshot_fraction = 0.5;
   k.max_tokens = 10;
+  return k;
+}
+
+TEST_P(CudaTensorParallel, RanksGiveTheOneGpuTokensThroughChunksPreemptionAndCaching) {
+  ASSERT_GE(cuda_device_count(), 2) << "tensor parallelism needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
+  const std::vector<testing::Request> reqs = small_vocabulary_requests();
+  testing::Knobs k = caching_knobs();
   const testing::RunOutput one = testing::run(GetParam().fixture, reqs, k);
   for (const int32_t tp : GetParam().sizes) {
     if (tp > cuda_device_count()) continue;  // a 2-GPU machine runs the 2-rank cases
@@ -77,17 +89,8 @@ INSTANTIATE_TEST_SUITE_P(
 // in fp32 with graphs = one GPU.
 TEST(CudaTensorParallelExperts, RanksHoldingWholeExpertsGiveTheOneGpuTokens) {
   ASSERT_GE(cuda_device_count(), 2) << "expert parallelism needs 2 GPUs (a machine of kind nvidia-h200-x2 or more)";
-  std::vector<testing::Request> reqs = testing::shared_prefix_requests();
-  for (testing::Request& r : reqs)
-    for (int32_t& t : r.prompt) t %= 256;
-  testing::Knobs k;
-  k.device = "cuda";
-  k.dtype = "float32";
-  k.together = true;
-  k.max_model_len = 200;
-  k.num_blocks = 16;
-  k.snapshot_fraction = 0.5;
-  k.max_tokens = 10;
+  const std::vector<testing::Request> reqs = small_vocabulary_requests();
+  testing::Knobs k = caching_knobs();
   for (const char* fixture : {"qwen3_moe-tiny-dense-layer", "qwen3_5_moe-tiny-mm", "qwen3_5_moe-tiny-mm-relayout"}) {
     SCOPED_TRACE(fixture);
     k.tp = 1;

@@ -31,14 +31,20 @@ void PrintTo(const TpCase& c, std::ostream* os) { *os << c.fixture; }
 
 class TensorParallel : public ::testing::TestWithParam<TpCase> {};
 
-TEST_P(TensorParallel, RanksGiveTheOneRankTokensThroughChunksPreemptionAndCaching) {
-  const std::vector<testing::Request> reqs = testing::shared_prefix_requests_in_every_vocabulary();
+// Chunked prefill, preemption and eviction (16 blocks), prefix-cache hits with state snapshots.
+testing::Knobs caching_knobs() {
   testing::Knobs k;
   k.together = true;
   k.max_model_len = 200;
-  k.num_blocks = 16;  // preemption and eviction
+  k.num_blocks = 16;
   k.snapshot_fraction = 0.5;
   k.max_tokens = 10;
+  return k;
+}
+
+TEST_P(TensorParallel, RanksGiveTheOneRankTokensThroughChunksPreemptionAndCaching) {
+  const std::vector<testing::Request> reqs = testing::shared_prefix_requests_in_every_vocabulary();
+  testing::Knobs k = caching_knobs();
   const testing::RunOutput one = testing::run(GetParam().fixture, reqs, k);
   for (const int32_t tp : GetParam().sizes) {
     SCOPED_TRACE("tensor parallel size " + std::to_string(tp));
@@ -100,12 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
 // split like a dense MLP beside them.
 TEST(ExpertParallel, RanksHoldingWholeExpertsGiveTheOneRankTokens) {
   const std::vector<testing::Request> reqs = testing::shared_prefix_requests_in_every_vocabulary();
-  testing::Knobs k;
-  k.together = true;
-  k.max_model_len = 200;
-  k.num_blocks = 16;
-  k.snapshot_fraction = 0.5;
-  k.max_tokens = 10;
+  testing::Knobs k = caching_knobs();
   for (const char* fixture : {"qwen3_moe-tiny-dense-layer", "qwen3_moe-tiny-raw-topk", "qwen3_5_moe-tiny-mm",
                               "qwen3_5_moe-tiny-mm-relayout"}) {
     SCOPED_TRACE(fixture);
