@@ -317,10 +317,10 @@ bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, 
   const auto ok = [&](const Tensor& t) {
     return t.is_contiguous() && aligned16(t) && t.dtype == x.dtype && t.numel() == x.numel() && t.ndim == 2;
   };
+  const auto float_dtype = [](DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; };
   return p2p_takes(g, x.nbytes()) && ok(x) && ok(residual) && ok(out) && x.size(0) == residual.size(0) &&
-         aligned16(w) &&
-         (x.dtype == DType::F32 || x.dtype == DType::BF16 || x.dtype == DType::F16) &&
-         (x.size(1) * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0;
+         float_dtype(x.dtype) && (x.size(1) * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0 &&
+         aligned16(w) && float_dtype(w.dtype) && w.device == Device::CUDA && w.numel() == x.size(1);
 }
 
 void launch_p2p_all_reduce_add_rms_norm(P2pGroup& g, int rank, Tensor& x, Tensor& residual, const Tensor& w,
@@ -328,9 +328,6 @@ void launch_p2p_all_reduce_add_rms_norm(P2pGroup& g, int rank, Tensor& x, Tensor
   check_invariant(p2p_norm_takes(g, x, residual, w, out) && rank >= 0 && rank < g.world,
                   "launch_p2p_all_reduce_add_rms_norm: tensors the group does not take");
   const int64_t rows = x.size(0), hidden = x.size(1);
-  check_invariant(w.numel() == hidden && w.device == Device::CUDA &&
-                      (w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16),
-                  "launch_p2p_all_reduce_add_rms_norm: a norm weight of another width or dtype");
   if (rows == 0) return;
   const P2pPtrs ptrs = pointers(g);
   const int64_t row_groups = hidden * static_cast<int64_t>(dtype_size(x.dtype)) / 16;

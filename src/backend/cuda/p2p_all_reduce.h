@@ -55,7 +55,8 @@ inline bool p2p_takes(const P2pGroup& g, size_t bytes) { return bytes > 0 && byt
 void launch_p2p_all_reduce(P2pGroup& g, int rank, Tensor& x, cudaStream_t stream);
 
 // Whether the fused sum-and-norm below takes x [rows, hidden] (with its residual, norm weight and
-// out): a size p2p_takes, every tensor contiguous and 16-byte aligned, rows of whole 16-byte groups.
+// out): a size p2p_takes, every tensor contiguous and 16-byte aligned, rows of whole 16-byte groups,
+// float dtypes, a weight of `hidden` elements on the device.
 bool p2p_norm_takes(const P2pGroup& g, const Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& out);
 
 // The row-parallel sum fused with the residual add and RMSNorm that follow it (a layer's
